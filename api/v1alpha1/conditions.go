@@ -1,0 +1,100 @@
+package v1alpha1
+
+// Condition types. Every condition Petri writes is a metav1.Condition whose
+// type is one of these; Ready is computed from the others in one place.
+const (
+	// ConditionReady is True when the environment (or shared workload) is fully
+	// deployed for its current generation.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the controller works towards the
+	// desired state of the current generation.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when progress needs a change from a person: an
+	// invalid spec, a namespace that Petri does not own.
+	ConditionStalled = "Stalled"
+	// ConditionNamespaceBound is True once status.targetNamespace is committed
+	// and the namespace exists and is verified as the environment's own. Once
+	// True, the assignment is a durable lock: it is never recomputed.
+	ConditionNamespaceBound = "NamespaceBound"
+	// ConditionSharedWorkloadsBound is True when every shared workload the
+	// environment lists has a binding Secret and a successful provision Job.
+	ConditionSharedWorkloadsBound = "SharedWorkloadsBound"
+	// ConditionComponentsDeployed is True when every component's Helm release
+	// is deployed for the current generation.
+	ConditionComponentsDeployed = "ComponentsDeployed"
+	// ConditionDeployed is True on a SharedWorkload whose own release is
+	// deployed for the current generation.
+	ConditionDeployed = "Deployed"
+)
+
+// Condition reasons, read as <Action><Outcome>. Events on a transition use the
+// reason of the condition that changed.
+const (
+	// ReasonProgressing: work for the current generation is under way.
+	ReasonProgressing = "Progressing"
+	// ReasonSucceeded: the summary condition (Ready) is satisfied.
+	ReasonSucceeded = "Succeeded"
+	// ReasonInvalidSpec: the spec cannot be acted upon (a dependency cycle, an
+	// unknown shared workload); the message names the problem.
+	ReasonInvalidSpec = "InvalidSpec"
+
+	// ReasonNamespaceBindSucceeded: the namespace exists and carries the
+	// environment's ownership labels and UID annotation.
+	ReasonNamespaceBindSucceeded = "NamespaceBindSucceeded"
+	// ReasonNamespaceBindFailed: the namespace could not be created or verified.
+	ReasonNamespaceBindFailed = "NamespaceBindFailed"
+	// ReasonNamespaceNotOwned: the bound namespace exists but does not carry the
+	// environment's ownership marks; Petri never adopts nor deletes it.
+	ReasonNamespaceNotOwned = "NamespaceNotOwned"
+
+	// ReasonDeploySucceeded: every release is deployed.
+	ReasonDeploySucceeded = "DeploySucceeded"
+	// ReasonDeployFailed: at least one deploy Job failed; the component's
+	// status carries the reason.
+	ReasonDeployFailed = "DeployFailed"
+	// ReasonDeployProgressing: deploy Jobs are running or waiting for their
+	// dependencies.
+	ReasonDeployProgressing = "DeployProgressing"
+
+	// ReasonBindSucceeded: every shared-workload binding is provisioned.
+	ReasonBindSucceeded = "BindSucceeded"
+	// ReasonBindFailed: a binding or provision Job failed.
+	ReasonBindFailed = "BindFailed"
+	// ReasonBindProgressing: bindings are being written or provisioned.
+	ReasonBindProgressing = "BindProgressing"
+
+	// ReasonTeardownProgressing: the environment is being deleted.
+	ReasonTeardownProgressing = "TeardownProgressing"
+	// ReasonTeardownFailed: a teardown step failed and is retried with backoff.
+	ReasonTeardownFailed = "TeardownFailed"
+	// ReasonForceDeleted: the force-delete annotation released the finalizer.
+	ReasonForceDeleted = "ForceDeleted"
+	// ReasonExpired: spec.ttl passed and the environment deleted itself.
+	ReasonExpired = "Expired"
+	// ReasonInUse: a SharedWorkload deletion waits for bound environments.
+	ReasonInUse = "InUse"
+)
+
+// Well-known labels, annotations and the finalizer.
+const (
+	// Finalizer guards the ordered teardown of an environment or shared
+	// workload.
+	Finalizer = "petri.dev/cleanup"
+	// AnnotationForceDelete, set to "true", releases the finalizer of a stuck
+	// object without touching anything that is not provably Petri's.
+	AnnotationForceDelete = "petri.dev/force-delete"
+	// LabelEnvironment names the EphemeralEnvironment an object belongs to.
+	LabelEnvironment = "petri.dev/environment"
+	// LabelEnvironmentUID carries the UID of the EphemeralEnvironment an object
+	// belongs to.
+	LabelEnvironmentUID = "petri.dev/environment-uid"
+	// AnnotationEnvironmentUID repeats the owning environment's UID on a
+	// workload namespace; ownership is verified against both marks.
+	AnnotationEnvironmentUID = "petri.dev/environment-uid"
+	// AnnotationEnvironment names the owning environment as namespace/name.
+	AnnotationEnvironment = "petri.dev/environment"
+	// LabelManagedBy marks objects that Petri's operator created.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByOperator is the LabelManagedBy value of the operator.
+	ManagedByOperator = "petri-operator"
+)

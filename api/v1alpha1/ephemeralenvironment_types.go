@@ -1,0 +1,247 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Component is one Helm release of the environment.
+// +kubebuilder:validation:XValidation:rule="!has(self.dependsOn) || !(self.name in self.dependsOn)",messageExpression="'component ' + self.name + ' cannot depend on itself'"
+type Component struct {
+	// Name identifies the component and is its Helm release name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=53
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// Chart is the exact chart this component deploys.
+	Chart ChartReference `json:"chart"`
+
+	// Values are the component's Helm values. spec.values[name] is deep-merged
+	// over them.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Values *apiextensionsv1.JSON `json:"values,omitempty"`
+
+	// DependsOn names components that must be deployed before this one starts.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=53
+	DependsOn []string `json:"dependsOn,omitempty"`
+
+	// Uses names shared workloads (from spec.sharedWorkloads) whose binding
+	// Secret this component needs; it starts only after they are provisioned.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	Uses []string `json:"uses,omitempty"`
+
+	// Release tunes the Helm operation.
+	// +optional
+	Release ReleaseOptions `json:"release,omitempty"`
+}
+
+// Source records where the environment came from. The operator never reads it;
+// it is provenance for people and tools.
+type Source struct {
+	// Repository is the source repository, such as owner/name.
+	// +optional
+	Repository string `json:"repository,omitempty"`
+	// Branch is the pull request's head branch.
+	// +optional
+	Branch string `json:"branch,omitempty"`
+	// SHA is the head commit the resolved artifacts were built from.
+	// +optional
+	SHA string `json:"sha,omitempty"`
+	// PullRequest is the pull request number.
+	// +optional
+	PullRequest int `json:"pullRequest,omitempty"`
+	// URL links to the pull request.
+	// +optional
+	URL string `json:"url,omitempty"`
+}
+
+// EphemeralEnvironmentSpec is the desired environment: releases, their values,
+// the shared workloads they bind to.
+// +kubebuilder:validation:XValidation:rule="self.components.all(c, !has(c.dependsOn) || c.dependsOn.all(d, self.components.exists(o, o.name == d)))",message="every dependsOn entry must name a component in spec.components"
+// +kubebuilder:validation:XValidation:rule="self.components.all(c, !has(c.uses) || c.uses.all(u, has(self.sharedWorkloads) && u in self.sharedWorkloads))",message="every uses entry must name a shared workload in spec.sharedWorkloads"
+type EphemeralEnvironmentSpec struct {
+	// Components are the Helm releases that make up the environment. Names are
+	// unique (the list is a map keyed by name).
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	Components []Component `json:"components"`
+
+	// Values are resolved values (image tags, digests, hosts) keyed by
+	// component name, deep-merged over that component's values.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	Values map[string]apiextensionsv1.JSON `json:"values,omitempty"`
+
+	// SharedWorkloads are the names of SharedWorkloads (in this namespace) the
+	// environment binds to.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	SharedWorkloads []string `json:"sharedWorkloads,omitempty"`
+
+	// Source is provenance only; the operator never acts on it.
+	// +optional
+	Source *Source `json:"source,omitempty"`
+
+	// TTL deletes the environment when creationTimestamp + ttl has passed.
+	// +optional
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+}
+
+// EnvironmentPhase is the one-word state shown by kubectl get.
+// +kubebuilder:validation:Enum=Pending;Deploying;Ready;Failed;Stalled;Deleting
+type EnvironmentPhase string
+
+// Environment phases.
+const (
+	EnvironmentPending   EnvironmentPhase = "Pending"
+	EnvironmentDeploying EnvironmentPhase = "Deploying"
+	EnvironmentReady     EnvironmentPhase = "Ready"
+	EnvironmentFailed    EnvironmentPhase = "Failed"
+	EnvironmentStalled   EnvironmentPhase = "Stalled"
+	EnvironmentDeleting  EnvironmentPhase = "Deleting"
+)
+
+// ComponentPhase is where one component's release stands.
+// +kubebuilder:validation:Enum=Pending;Deploying;Deployed;Failed;Undeploying;Undeployed
+type ComponentPhase string
+
+// Component phases.
+const (
+	ComponentPending     ComponentPhase = "Pending"
+	ComponentDeploying   ComponentPhase = "Deploying"
+	ComponentDeployed    ComponentPhase = "Deployed"
+	ComponentFailed      ComponentPhase = "Failed"
+	ComponentUndeploying ComponentPhase = "Undeploying"
+	ComponentUndeployed  ComponentPhase = "Undeployed"
+)
+
+// ComponentStatus is the observed state of one component's release.
+type ComponentStatus struct {
+	// Name of the component.
+	Name string `json:"name"`
+	// Phase of the component's release for Generation.
+	Phase ComponentPhase `json:"phase"`
+	// Generation of the environment this phase belongs to.
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
+	// Job is the name of the Job (in the management namespace) that did the
+	// latest operation; its pod keeps the logs.
+	// +optional
+	Job string `json:"job,omitempty"`
+	// StartedAt is when the latest operation started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// FinishedAt is when the latest operation finished.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// Message explains the phase, such as the component a Pending one waits for.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// LastError is the one-line reason of the latest failure, from the Job
+	// pod's termination message.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+}
+
+// BindingStatus is the observed state of one shared-workload binding.
+type BindingStatus struct {
+	// Name of the SharedWorkload.
+	Name string `json:"name"`
+	// Phase of the binding: Pending, Deploying (provisioning), Deployed
+	// (provisioned), Failed, Undeploying (deprovisioning), Undeployed.
+	Phase ComponentPhase `json:"phase"`
+	// Secret is the binding Secret's name in the workload namespace.
+	// +optional
+	Secret string `json:"secret,omitempty"`
+	// Job is the latest provision or deprovision Job.
+	// +optional
+	Job string `json:"job,omitempty"`
+	// StartedAt is when the latest step started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// FinishedAt is when the latest step finished.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// LastError is the reason of the latest failure.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+}
+
+// EphemeralEnvironmentStatus is the observed state of an environment.
+type EphemeralEnvironmentStatus struct {
+	// ObservedGeneration is the generation whose outcome is final.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// TargetNamespace is the workload namespace. Committed before the
+	// namespace is created and never changed once NamespaceBound is True.
+	// +optional
+	TargetNamespace string `json:"targetNamespace,omitempty"`
+	// Phase is a one-word summary for kubectl get.
+	// +optional
+	Phase EnvironmentPhase `json:"phase,omitempty"`
+	// Conditions: NamespaceBound, SharedWorkloadsBound, ComponentsDeployed,
+	// Ready, Reconciling, Stalled.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Components is the state of each component's release.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Components []ComponentStatus `json:"components,omitempty"`
+	// SharedWorkloads is the state of each binding.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	SharedWorkloads []BindingStatus `json:"sharedWorkloads,omitempty"`
+	// ExpiresAt is when spec.ttl deletes the environment.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+}
+
+// EphemeralEnvironment is one running copy of an application, usually for one
+// pull request, in a namespace of its own.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ee,categories=petri
+// +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.status.targetNamespace`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EphemeralEnvironment struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired environment.
+	Spec EphemeralEnvironmentSpec `json:"spec"`
+	// Status is the observed environment.
+	// +optional
+	Status EphemeralEnvironmentStatus `json:"status,omitempty"`
+}
+
+// EphemeralEnvironmentList is a list of EphemeralEnvironments.
+// +kubebuilder:object:root=true
+type EphemeralEnvironmentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EphemeralEnvironment `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EphemeralEnvironment{}, &EphemeralEnvironmentList{})
+}

@@ -1,0 +1,339 @@
+// Package cluster starts a real local control plane for tests and the local
+// run: etcd and kube-apiserver (through controller-runtime's envtest, RBAC on),
+// kube-controller-manager with the controllers Petri relies on, Petri's CRDs,
+// and a local node that runs pods as local processes.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/tests/localnode"
+)
+
+// DefaultControllers are the kube-controller-manager controllers Petri relies
+// on: namespace deletion, garbage collection, Jobs and their TTL, default
+// ServiceAccounts, and Deployments for the workloads.
+var DefaultControllers = []string{
+	"namespace-controller",
+	"garbage-collector-controller",
+	"job-controller",
+	"serviceaccount-controller",
+	"ttl-after-finished-controller",
+	"deployment-controller",
+	"replicaset-controller",
+}
+
+// Options configure a control plane.
+type Options struct {
+	// Dir holds the control plane's files and the local node's pods and logs;
+	// a temporary directory when empty.
+	Dir string
+	// Images maps image names to local binaries for the local node. No local
+	// node runs when it is empty.
+	Images map[string]string
+	// Controllers overrides DefaultControllers.
+	Controllers []string
+	// Output receives the output of kube-controller-manager; a log file in
+	// Dir when nil.
+	Output *os.File
+}
+
+// Cluster is a running local control plane.
+type Cluster struct {
+	// Config authenticates as a cluster administrator (system:masters).
+	Config *rest.Config
+	// Client is a controller-runtime client with Petri's types registered.
+	Client client.Client
+	// Clientset is a typed client-go clientset.
+	Clientset kubernetes.Interface
+	// Kubeconfig is the path of an administrator kubeconfig file.
+	Kubeconfig string
+	// Node runs pods; nil when Options.Images is empty.
+	Node *localnode.Node
+	// Dir is the working directory of this control plane.
+	Dir string
+
+	env     *envtest.Environment
+	kcm     *exec.Cmd
+	kcmDone chan struct{}
+	cancel  context.CancelFunc
+	nodeErr chan error
+	ownDir  bool
+	stopped sync.Once
+}
+
+// Scheme knows the built-in types and Petri's.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := petriv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// RepoRoot finds the repository root (the directory holding go.mod) from the
+// working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(data), "module github.com/petri-dev/petri\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("repository root (go.mod of github.com/petri-dev/petri) not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// AssetsDir is where the control plane binaries are: KUBEBUILDER_ASSETS, or
+// bin/ in the repository.
+func AssetsDir() (string, error) {
+	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+		return d, nil
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "bin"), nil
+}
+
+// Start starts etcd, kube-apiserver, kube-controller-manager and, with
+// Images, a local node; it installs Petri's CRDs from config/crd/bases.
+func Start(opts Options) (_ *Cluster, err error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	assets, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+		if _, err := os.Stat(filepath.Join(assets, b)); err != nil {
+			return nil, fmt.Errorf("control plane binary %s missing in %s: run 'make controlplane'", b, assets)
+		}
+	}
+	c := &Cluster{Dir: opts.Dir}
+	if c.Dir == "" {
+		if c.Dir, err = os.MkdirTemp("", "petri-cluster-"); err != nil {
+			return nil, err
+		}
+		c.ownDir = true
+	}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+
+	c.env = &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                Scheme(),
+	}
+	c.env.ControlPlane.GetAPIServer().Configure().
+		// Admission plugins a cluster runs, so Petri meets them here too.
+		Set("enable-admission-plugins", "NamespaceLifecycle,ServiceAccount,DefaultStorageClass,ResourceQuota,OwnerReferencesPermissionEnforcement").
+		Set("service-account-max-token-expiration", "48h").
+		Disable("disable-admission-plugins")
+	c.Config, err = c.env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start etcd and kube-apiserver: %w", err)
+	}
+	c.Config.QPS, c.Config.Burst = 500, 1000
+	if c.Client, err = client.New(c.Config, client.Options{Scheme: Scheme()}); err != nil {
+		return nil, err
+	}
+	if c.Clientset, err = kubernetes.NewForConfig(c.Config); err != nil {
+		return nil, err
+	}
+	c.Kubeconfig, err = c.WriteKubeconfig("admin", "system:masters")
+	if err != nil {
+		return nil, err
+	}
+	if err := c.startControllerManager(opts); err != nil {
+		return nil, err
+	}
+	if len(opts.Images) > 0 {
+		c.Node, err = localnode.New(c.Config, localnode.Options{Images: opts.Images, Dir: filepath.Join(c.Dir, "node")})
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		c.cancel = cancel
+		c.nodeErr = make(chan error, 1)
+		go func() { c.nodeErr <- c.Node.Run(ctx) }()
+	}
+	return c, nil
+}
+
+// WriteKubeconfig writes a kubeconfig for a user authenticated by a client
+// certificate and returns its path.
+func (c *Cluster) WriteKubeconfig(name string, groups ...string) (string, error) {
+	u, err := c.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return "", fmt.Errorf("add user %s: %w", name, err)
+	}
+	data, err := u.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(c.Dir, "kubeconfig-"+name)
+	return path, os.WriteFile(path, data, 0o600)
+}
+
+// UserConfig returns a rest.Config for a user with the given groups, for
+// authorization tests.
+func (c *Cluster) UserConfig(name string, groups ...string) (*rest.Config, error) {
+	u, err := c.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return u.Config(), nil
+}
+
+// ServiceAccountConfig returns a rest.Config that authenticates as a
+// ServiceAccount with a token from the TokenRequest API.
+func (c *Cluster) ServiceAccountConfig(ctx context.Context, namespace, name string) (*rest.Config, error) {
+	tr, err := c.Clientset.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("token for serviceaccount %s/%s: %w", namespace, name, err)
+	}
+	cfg := rest.AnonymousClientConfig(c.Config)
+	cfg.BearerToken = tr.Status.Token
+	return cfg, nil
+}
+
+func (c *Cluster) startControllerManager(opts Options) error {
+	assets, err := AssetsDir()
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := c.WriteKubeconfig("kube-controller-manager", "system:masters")
+	if err != nil {
+		return err
+	}
+	controllers := opts.Controllers
+	if len(controllers) == 0 {
+		controllers = DefaultControllers
+	}
+	// Pods need their namespace's default ServiceAccount and the
+	// kube-root-ca.crt ConfigMap of their token volume (start-up waits for the
+	// ServiceAccount); the admin, edit and view ClusterRoles are aggregated.
+	for _, required := range []string{"serviceaccount-controller", "root-ca-certificate-publisher-controller", "clusterrole-aggregation-controller"} {
+		if !slices.Contains(controllers, required) {
+			controllers = append(slices.Clone(controllers), required)
+		}
+	}
+	caFile := filepath.Join(c.Dir, "ca.crt")
+	if err := os.WriteFile(caFile, c.Config.CAData, 0o600); err != nil {
+		return err
+	}
+	out := opts.Output
+	if out == nil {
+		if out, err = os.Create(filepath.Join(c.Dir, "kube-controller-manager.log")); err != nil {
+			return err
+		}
+	}
+	c.kcm = exec.Command(filepath.Join(assets, "kube-controller-manager"),
+		"--kubeconfig="+kubeconfig,
+		"--controllers="+strings.Join(controllers, ","),
+		"--leader-elect=false",
+		"--root-ca-file="+caFile,
+		"--secure-port=0",
+		"--concurrent-job-syncs=20",
+		"--concurrent-namespace-syncs=10",
+		"--concurrent-gc-syncs=20",
+		"--concurrent-ttl-after-finished-syncs=10",
+		"--kube-api-qps=200",
+		"--kube-api-burst=400",
+	)
+	c.kcm.Stdout, c.kcm.Stderr = out, out
+	if err := c.kcm.Start(); err != nil {
+		return fmt.Errorf("start kube-controller-manager: %w", err)
+	}
+	c.kcmDone = make(chan struct{})
+	go func() { _ = c.kcm.Wait(); close(c.kcmDone) }()
+
+	// The controller manager is up when its ServiceAccount controller has
+	// created the default ServiceAccount of the default namespace.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		_, err := c.Clientset.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		select {
+		case <-c.kcmDone:
+			return fmt.Errorf("kube-controller-manager exited at start; see %s", out.Name())
+		case <-ctx.Done():
+			return fmt.Errorf("kube-controller-manager did not start within 60s; see %s", out.Name())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Stop stops every process and removes the temporary directory. It is safe
+// to call more than once.
+func (c *Cluster) Stop() {
+	c.stopped.Do(func() {
+		if c.cancel != nil {
+			c.cancel()
+			<-c.nodeErr
+		}
+		if c.kcm != nil && c.kcm.Process != nil {
+			_ = c.kcm.Process.Kill()
+			<-c.kcmDone
+		}
+		if c.env != nil {
+			_ = c.env.Stop()
+		}
+		if c.ownDir && os.Getenv("PETRI_KEEP_CLUSTER_DIR") == "" {
+			_ = os.RemoveAll(c.Dir)
+		}
+	})
+}
+
+// CreateNamespace creates a namespace with a generated name and returns it.
+func (c *Cluster) CreateNamespace(ctx context.Context, prefix string) (string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := c.Client.Create(ctx, ns); err != nil {
+		return "", err
+	}
+	return ns.Name, nil
+}

@@ -1,0 +1,320 @@
+package localnode_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/petri-dev/petri/tests/cluster"
+	"github.com/petri-dev/petri/tests/localnode"
+)
+
+const helperImage = "petri.dev/testhelper"
+
+var (
+	env     *cluster.Cluster
+	helper  string
+	scratch string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	scratch, err = os.MkdirTemp("", "localnode-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(scratch)
+	bins, err := cluster.Build(filepath.Join(scratch, "bin"), "./tests/cmd/petri-testhelper")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	helper = bins["petri-testhelper"]
+	env, err = cluster.Start(cluster.Options{Images: map[string]string{helperImage: helper}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer env.Stop()
+	return m.Run()
+}
+
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns, err := env.CreateNamespace(context.Background(), strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")))
+	require.NoError(t, err)
+	return ns
+}
+
+func job(ns, name string, args ...string) *batchv1.Job {
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: new(int32),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{
+					Name:    "main",
+					Image:   helperImage + ":v1",
+					Command: []string{"/petri-testhelper"},
+					Args:    args,
+				}},
+			}},
+		},
+	}
+}
+
+func jobCondition(ctx context.Context, ns, name string) func() batchv1.JobConditionType {
+	return func() batchv1.JobConditionType {
+		var j batchv1.Job
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &j); err != nil {
+			return ""
+		}
+		for _, c := range j.Status.Conditions {
+			if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+				return c.Type
+			}
+		}
+		return ""
+	}
+}
+
+// jobPods lists a Job's pods; an error reads as none, so it can be polled.
+func jobPods(ns, name string) []corev1.Pod {
+	var pods corev1.PodList
+	if err := env.Client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{"batch.kubernetes.io/job-name": name}); err != nil {
+		return nil
+	}
+	return pods.Items
+}
+
+func TestJobRunsToCompletion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := namespace(t)
+	require.NoError(t, env.Client.Create(ctx, job(ns, "ok", "succeed")))
+	require.Eventually(t, func() bool { return jobCondition(ctx, ns, "ok")() == batchv1.JobComplete }, 30*time.Second, 50*time.Millisecond)
+
+	pods := jobPods(ns, "ok")
+	require.Len(t, pods, 1)
+	pod := pods[0]
+	assert.Equal(t, corev1.PodSucceeded, pod.Status.Phase)
+	assert.Equal(t, env.Node.Name(), pod.Spec.NodeName, "the pod is bound to the local node")
+	require.Len(t, pod.Status.ContainerStatuses, 1)
+	require.NotNil(t, pod.Status.ContainerStatuses[0].State.Terminated)
+	assert.Equal(t, int32(0), pod.Status.ContainerStatuses[0].State.Terminated.ExitCode)
+	logs, err := os.ReadFile(env.Node.LogPath(ns, pod.Name, "main"))
+	require.NoError(t, err)
+	assert.Contains(t, string(logs), "succeeded as pod "+pod.Name, "the container's output is kept and HOSTNAME is the pod name")
+}
+
+func TestFailingJobReportsExitCodeAndMessage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := namespace(t)
+	require.NoError(t, env.Client.Create(ctx, job(ns, "bad", "fail", "--termination-log=/dev/termination-log", "7", "chart not found: oci://nowhere/x")))
+	require.Eventually(t, func() bool { return jobCondition(ctx, ns, "bad")() == batchv1.JobFailed }, 30*time.Second, 50*time.Millisecond)
+
+	pods := jobPods(ns, "bad")
+	require.Len(t, pods, 1, "backoffLimit 0: one pod, never run twice")
+	term := pods[0].Status.ContainerStatuses[0].State.Terminated
+	require.NotNil(t, term)
+	assert.Equal(t, corev1.PodFailed, pods[0].Status.Phase)
+	assert.Equal(t, int32(7), term.ExitCode)
+	assert.Equal(t, "chart not found: oci://nowhere/x", term.Message)
+}
+
+func TestTwentyJobsRunConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := namespace(t)
+	release := filepath.Join(scratch, ns+"-release")
+	const n = 20
+	for i := range n {
+		require.NoError(t, env.Client.Create(ctx, job(ns, fmt.Sprintf("j%02d", i), "wait-file", release)))
+	}
+	// All twenty are running at the same moment: none can finish before the
+	// file appears.
+	require.Eventually(t, func() bool {
+		var pods corev1.PodList
+		if err := env.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			return false
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running == n
+	}, 60*time.Second, 100*time.Millisecond)
+	require.NoError(t, os.WriteFile(release, nil, 0o644))
+	for i := range n {
+		name := fmt.Sprintf("j%02d", i)
+		require.Eventually(t, func() bool { return jobCondition(ctx, ns, name)() == batchv1.JobComplete }, 60*time.Second, 100*time.Millisecond)
+		assert.Len(t, jobPods(ns, name), 1, "job %s ran exactly one pod", name)
+	}
+}
+
+func TestServiceAccountWithoutPermissionsIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := namespace(t)
+	require.NoError(t, env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nobody"}}))
+	j := job(ns, "denied", "create-configmap", "--termination-log=/dev/termination-log", ns, "should-not-exist")
+	j.Spec.Template.Spec.ServiceAccountName = "nobody"
+	require.NoError(t, env.Client.Create(ctx, j))
+	require.Eventually(t, func() bool { return jobCondition(ctx, ns, "denied")() == batchv1.JobFailed }, 30*time.Second, 50*time.Millisecond)
+	msg := jobPods(ns, "denied")[0].Status.ContainerStatuses[0].State.Terminated.Message
+	assert.Contains(t, msg, "forbidden")
+	assert.Contains(t, msg, "system:serviceaccount:"+ns+":nobody", "the API server saw the pod's ServiceAccount")
+
+	// The same pod identity with a RoleBinding succeeds: the refusal came from
+	// RBAC, not from a broken token.
+	require.NoError(t, env.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nobody-edit"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "nobody", Namespace: ns}},
+	}))
+	j = job(ns, "allowed", "create-configmap", ns, "created-by-pod")
+	j.Spec.Template.Spec.ServiceAccountName = "nobody"
+	require.NoError(t, env.Client.Create(ctx, j))
+	require.Eventually(t, func() bool { return jobCondition(ctx, ns, "allowed")() == batchv1.JobComplete }, 30*time.Second, 50*time.Millisecond)
+	var cm corev1.ConfigMap
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "created-by-pod"}, &cm))
+}
+
+func TestSecretVolumeAndEnvAreMaterialised(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := namespace(t)
+	require.NoError(t, env.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"},
+		Data:       map[string][]byte{"password": []byte("s3cret"), "values.yaml": []byte("a: 1\n")},
+	}))
+	out := filepath.Join(scratch, ns+"-env")
+	j := job(ns, "record", "record", out)
+	c := &j.Spec.Template.Spec.Containers[0]
+	c.Env = []corev1.EnvVar{
+		{Name: "VALUES", Value: "/etc/values/values.yaml"},
+		{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "password"}}},
+		{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+		{Name: "GREETING", Value: "hello $(POD_NAMESPACE)"},
+	}
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "values", MountPath: "/etc/values"}}
+	j.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "values", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}}}
+	require.NoError(t, env.Client.Create(ctx, j))
+	require.Eventually(t, func() bool { return jobCondition(ctx, ns, "record")() == batchv1.JobComplete }, 30*time.Second, 50*time.Millisecond)
+
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	vars := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			vars[k] = v
+		}
+	}
+	assert.Equal(t, "s3cret", vars["PASSWORD"])
+	assert.Equal(t, ns, vars["POD_NAMESPACE"])
+	assert.Equal(t, "hello "+ns, vars["GREETING"])
+	require.NotEqual(t, "/etc/values/values.yaml", vars["VALUES"], "a path under a mount is rewritten to the local copy")
+	values, err := os.ReadFile(vars["VALUES"])
+	require.NoError(t, err)
+	assert.Equal(t, "a: 1\n", string(values))
+	assert.NotEmpty(t, vars["KUBECONFIG"])
+}
+
+// A node that restarts while its pod runs never runs that pod again: it marks
+// the pod failed and the Job controller makes a new pod.
+func TestRestartedNodeNeverRunsAPodTwice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := namespace(t)
+	const image = "petri.dev/testhelper-restart"
+	newNode := func() (*localnode.Node, context.CancelFunc, chan error) {
+		n, err := localnode.New(env.Config, localnode.Options{Name: "restart-node", Images: map[string]string{image: helper}, Dir: filepath.Join(scratch, ns)})
+		require.NoError(t, err)
+		nctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- n.Run(nctx) }()
+		return n, cancel, done
+	}
+	node, stop, done := newNode()
+
+	j := job(ns, "restart", "block")
+	one := int32(1)
+	j.Spec.BackoffLimit = &one
+	j.Spec.Template.Spec.Containers[0].Image = image
+	require.NoError(t, env.Client.Create(ctx, j))
+	var first corev1.Pod
+	require.Eventually(t, func() bool {
+		pods := jobPods(ns, "restart")
+		if len(pods) == 1 && pods[0].Status.Phase == corev1.PodRunning {
+			first = pods[0]
+			return true
+		}
+		return false
+	}, 30*time.Second, 50*time.Millisecond)
+
+	stop()
+	require.NoError(t, <-done)
+	node, stop, done = newNode()
+	defer func() { stop(); <-done }()
+
+	require.Eventually(t, func() bool {
+		var p corev1.Pod
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(&first), &p)
+		return err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == "NodeRestarted"
+	}, 30*time.Second, 50*time.Millisecond)
+	// The replacement pod runs on the new node; the first pod's log shows a
+	// single start.
+	require.Eventually(t, func() bool {
+		for _, p := range jobPods(ns, "restart") {
+			if p.UID != first.UID && p.Status.Phase == corev1.PodRunning {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 50*time.Millisecond)
+	logs, err := os.ReadFile(node.LogPath(ns, first.Name, "main"))
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(string(logs), "blocking until killed"))
+}
+
+// Kill ends a running pod the way an out-of-memory kill does.
+func TestKillFailsThePod(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := namespace(t)
+	require.NoError(t, env.Client.Create(ctx, job(ns, "victim", "block")))
+	var pod corev1.Pod
+	require.Eventually(t, func() bool {
+		pods := jobPods(ns, "victim")
+		if len(pods) == 1 && pods[0].Status.Phase == corev1.PodRunning {
+			pod = pods[0]
+			return true
+		}
+		return false
+	}, 30*time.Second, 50*time.Millisecond)
+	require.NoError(t, env.Node.Kill(ns, pod.Name))
+	require.Eventually(t, func() bool { return jobCondition(ctx, ns, "victim")() == batchv1.JobFailed }, 30*time.Second, 50*time.Millisecond)
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(&pod), &pod))
+	assert.Equal(t, int32(137), pod.Status.ContainerStatuses[0].State.Terminated.ExitCode)
+}

@@ -1,0 +1,570 @@
+// Package localnode runs the pods of a control plane that has no kubelet: it
+// claims pods whose container images it knows, runs each container as a local
+// process and reports the pod's status back through the API server. The Job
+// controller, RBAC and everything else stay the real thing.
+//
+// The rules that make a local process look like a container:
+//
+//   - Image: the image name (without tag) maps to a local binary. The binary is
+//     the entrypoint: argv is command[1:] followed by args, or args alone.
+//   - Identity: the process gets a KUBECONFIG that authenticates as the pod's
+//     ServiceAccount with a token from the TokenRequest API, bound to the pod.
+//     Programs read it through the standard client loading rules, so they run
+//     unchanged in a cluster (in-cluster config) and here.
+//   - Files: Secret, ConfigMap, projected and emptyDir volumes are written to a
+//     directory per pod. Every argument or environment value that is a volume's
+//     mountPath (or lies under one), or the terminationMessagePath, is rewritten
+//     to the local copy. Nothing else is rewritten.
+//   - Claim: a pod is claimed by binding it to this node through the pods/binding
+//     subresource, which succeeds once; a pod is therefore never run twice. A pod
+//     found bound to this node but unknown to this process (the node restarted)
+//     is marked Failed, never re-run.
+package localnode
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+)
+
+// Options configure a local node.
+type Options struct {
+	// Name is the node name pods are bound to.
+	Name string
+	// Images maps an image name (registry/repository, without tag or digest)
+	// to the local binary that plays it.
+	Images map[string]string
+	// Dir holds one directory per pod (volumes, kubeconfig, termination log)
+	// and the logs directory.
+	Dir string
+	// Host is the API server URL written into pods' kubeconfigs; defaults to
+	// the node's own rest.Config host.
+	Host string
+	// Env is added to every process (for instance PATH); the container's own
+	// environment wins.
+	Env []string
+}
+
+// Node runs pods as local processes.
+type Node struct {
+	opts   Options
+	config *rest.Config
+	client kubernetes.Interface
+
+	mu      sync.Mutex
+	running map[types.UID]*podRun
+	done    map[types.UID]bool
+	wg      sync.WaitGroup
+}
+
+type podRun struct {
+	mu     sync.Mutex
+	procs  []*os.Process
+	killed bool
+	exited chan struct{}
+}
+
+// New returns a node that talks to the API server with config (it needs
+// rights to bind pods, update pod status, read Secrets and ConfigMaps and
+// request ServiceAccount tokens: a system:masters user is the simple choice).
+func New(config *rest.Config, opts Options) (*Node, error) {
+	if opts.Name == "" {
+		opts.Name = "petri-local-node"
+	}
+	if opts.Host == "" {
+		opts.Host = config.Host
+	}
+	if err := os.MkdirAll(filepath.Join(opts.Dir, "logs"), 0o755); err != nil {
+		return nil, fmt.Errorf("local node directory: %w", err)
+	}
+	cfg := rest.CopyConfig(config)
+	cfg.QPS, cfg.Burst = 200, 400
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Node{opts: opts, config: cfg, client: client,
+		running: map[types.UID]*podRun{}, done: map[types.UID]bool{}}, nil
+}
+
+// Name returns the node name.
+func (n *Node) Name() string { return n.opts.Name }
+
+// LogDir is where every container's output is kept, one file per container
+// named <namespace>_<pod>_<container>.log.
+func (n *Node) LogDir() string { return filepath.Join(n.opts.Dir, "logs") }
+
+// LogPath returns the log file of one container.
+func (n *Node) LogPath(namespace, pod, container string) string {
+	return filepath.Join(n.LogDir(), fmt.Sprintf("%s_%s_%s.log", namespace, pod, container))
+}
+
+// Run watches pods until ctx ends, then kills what still runs.
+func (n *Node) Run(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactory(n.client, 0)
+	inf := factory.Core().V1().Pods().Informer()
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { n.observe(ctx, obj) },
+		UpdateFunc: func(_, obj any) { n.observe(ctx, obj) },
+		DeleteFunc: func(obj any) {
+			if pod, ok := obj.(*corev1.Pod); ok {
+				n.forget(pod.UID)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	// A cancelled context is the normal way to stop, synced or not.
+	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+	<-ctx.Done()
+	factory.Shutdown()
+	n.mu.Lock()
+	for _, r := range n.running {
+		r.kill()
+	}
+	n.mu.Unlock()
+	n.wg.Wait()
+	return nil
+}
+
+func (n *Node) forget(uid types.UID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.running[uid]; !ok {
+		delete(n.done, uid)
+	}
+}
+
+// Handles reports whether the node knows every image of the pod.
+func (n *Node) Handles(pod *corev1.Pod) bool {
+	if len(pod.Spec.Containers) == 0 {
+		return false
+	}
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		if _, ok := n.binary(c.Image); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (n *Node) binary(image string) (string, bool) {
+	name := image
+	if i := strings.Index(name, "@"); i >= 0 {
+		name = name[:i]
+	}
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	b, ok := n.opts.Images[name]
+	return b, ok
+}
+
+func (n *Node) observe(ctx context.Context, obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || ctx.Err() != nil {
+		return
+	}
+	terminal := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	switch {
+	case pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && !terminal && n.Handles(pod):
+		n.mu.Lock()
+		if _, ok := n.running[pod.UID]; ok || n.done[pod.UID] {
+			n.mu.Unlock()
+			return
+		}
+		run := &podRun{exited: make(chan struct{})}
+		n.running[pod.UID] = run
+		n.mu.Unlock()
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.runPod(ctx, pod.DeepCopy(), run)
+		}()
+	case pod.Spec.NodeName == n.opts.Name:
+		n.mu.Lock()
+		run, isRunning := n.running[pod.UID]
+		isDone := n.done[pod.UID]
+		n.mu.Unlock()
+		switch {
+		case pod.DeletionTimestamp != nil:
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				if isRunning {
+					run.kill()
+					<-run.exited
+				}
+				n.finishDeletion(ctx, pod)
+			}()
+		case !isRunning && !isDone && !terminal:
+			// Bound to this node name but not started by this process: the
+			// node restarted while it ran. Never run it again.
+			n.markOrphan(ctx, pod.DeepCopy())
+		}
+	}
+}
+
+func (n *Node) finishDeletion(ctx context.Context, pod *corev1.Pod) {
+	uid := pod.UID
+	err := n.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: new(int64),
+		Preconditions:      &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "local node: delete pod %s/%s: %v\n", pod.Namespace, pod.Name, err)
+	}
+}
+
+func (n *Node) markOrphan(ctx context.Context, pod *corev1.Pod) {
+	now := metav1.Now()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := n.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != pod.UID || cur.Status.Phase == corev1.PodSucceeded || cur.Status.Phase == corev1.PodFailed {
+			return nil
+		}
+		n.mu.Lock()
+		_, isRunning := n.running[pod.UID]
+		n.mu.Unlock()
+		if isRunning {
+			return nil
+		}
+		cur.Status.Phase = corev1.PodFailed
+		cur.Status.Reason = "NodeRestarted"
+		cur.Status.Message = "the local node restarted while this pod ran; it is never run twice"
+		for i, c := range cur.Spec.Containers {
+			setContainerState(cur, i, c.Name, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 137, Reason: "NodeRestarted", StartedAt: now, FinishedAt: now,
+			}}, false)
+		}
+		setReady(cur, false)
+		_, err = n.client.CoreV1().Pods(cur.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "local node: mark orphan pod %s/%s failed: %v\n", pod.Namespace, pod.Name, err)
+	}
+}
+
+// Kill stops the process of a running pod with SIGKILL, the way a container
+// runtime kills an out-of-memory container: the pod fails with exit code 137.
+func (n *Node) Kill(namespace, name string) error {
+	pod, err := n.client.CoreV1().Pods(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	run, ok := n.running[pod.UID]
+	n.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("pod %s/%s is not running on %s", namespace, name, n.opts.Name)
+	}
+	run.kill()
+	<-run.exited
+	return nil
+}
+
+func (r *podRun) kill() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.killed = true
+	for _, p := range r.procs {
+		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+	}
+}
+
+func (r *podRun) add(p *os.Process) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.killed {
+		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+		return false
+	}
+	r.procs = append(r.procs, p)
+	return true
+}
+
+func (n *Node) runPod(ctx context.Context, pod *corev1.Pod, run *podRun) {
+	defer func() {
+		n.mu.Lock()
+		delete(n.running, pod.UID)
+		n.done[pod.UID] = true
+		n.mu.Unlock()
+		close(run.exited)
+	}()
+	err := n.client.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: n.opts.Name},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		// Someone else bound it, or it is gone: not ours to run.
+		return
+	}
+	dir := filepath.Join(n.opts.Dir, "pods", string(pod.UID))
+	env, err := n.prepare(ctx, pod, dir)
+	if err != nil {
+		n.fail(ctx, pod, "CreateContainerConfigError", err.Error())
+		return
+	}
+	start := metav1.Now()
+	n.updateStatus(ctx, pod, func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.StartTime = &start
+		p.Status.HostIP, p.Status.PodIP = "127.0.0.1", "127.0.0.1"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "127.0.0.1"}}
+		for i, c := range p.Spec.Containers {
+			setContainerState(p, i, c.Name, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: start}}, true)
+		}
+		setReady(p, true)
+	})
+
+	for i := range pod.Spec.InitContainers {
+		res := n.runContainer(ctx, pod, &pod.Spec.InitContainers[i], dir, env, run)
+		if res.ExitCode != 0 {
+			n.updateStatus(ctx, pod, func(p *corev1.Pod) {
+				p.Status.Phase = corev1.PodFailed
+				p.Status.Reason = "InitContainerFailed"
+				p.Status.Message = res.Message
+				setReady(p, false)
+			})
+			return
+		}
+	}
+	results := make([]corev1.ContainerStateTerminated, len(pod.Spec.Containers))
+	var wg sync.WaitGroup
+	for i := range pod.Spec.Containers {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			results[i] = n.runContainer(ctx, pod, &pod.Spec.Containers[i], dir, env, run)
+		}(i)
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	n.updateStatus(ctx, pod, func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodSucceeded
+		for i, c := range p.Spec.Containers {
+			r := results[i]
+			if r.ExitCode != 0 {
+				p.Status.Phase = corev1.PodFailed
+			}
+			setContainerState(p, i, c.Name, corev1.ContainerState{Terminated: &r}, false)
+		}
+		setReady(p, false)
+	})
+}
+
+func (n *Node) fail(ctx context.Context, pod *corev1.Pod, reason, msg string) {
+	n.updateStatus(ctx, pod, func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodFailed
+		p.Status.Reason = reason
+		p.Status.Message = msg
+		now := metav1.Now()
+		for i, c := range p.Spec.Containers {
+			setContainerState(p, i, c.Name, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 128, Reason: reason, Message: msg, StartedAt: now, FinishedAt: now,
+			}}, false)
+		}
+	})
+}
+
+// updateStatus applies mutate to the freshest copy of the pod and writes the
+// status subresource, retrying on conflicts.
+func (n *Node) updateStatus(ctx context.Context, pod *corev1.Pod, mutate func(*corev1.Pod)) {
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur, err := n.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != pod.UID {
+			return nil
+		}
+		mutate(cur)
+		_, err = n.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "local node: update status of pod %s/%s: %v\n", pod.Namespace, pod.Name, err)
+	}
+}
+
+func setContainerState(p *corev1.Pod, i int, name string, state corev1.ContainerState, ready bool) {
+	for len(p.Status.ContainerStatuses) <= i {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{})
+	}
+	cs := &p.Status.ContainerStatuses[i]
+	cs.Name = name
+	cs.Image = p.Spec.Containers[i].Image
+	cs.ImageID = p.Spec.Containers[i].Image
+	cs.State = state
+	cs.Ready = ready
+	started := state.Running != nil
+	cs.Started = &started
+}
+
+func setReady(p *corev1.Pod, ready bool) {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	now := metav1.Now()
+	for _, t := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
+		s := status
+		if t == corev1.PodScheduled || t == corev1.PodInitialized {
+			s = corev1.ConditionTrue
+		}
+		found := false
+		for i := range p.Status.Conditions {
+			if p.Status.Conditions[i].Type == t {
+				found = true
+				if p.Status.Conditions[i].Status != s {
+					p.Status.Conditions[i].Status = s
+					p.Status.Conditions[i].LastTransitionTime = now
+				}
+			}
+		}
+		if !found {
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: t, Status: s, LastTransitionTime: now})
+		}
+	}
+}
+
+// runContainer runs one container to completion and returns its terminated
+// state.
+func (n *Node) runContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Container, dir string, podEnv podEnv, run *podRun) corev1.ContainerStateTerminated {
+	started := metav1.Now()
+	result := func(code int32, reason, msg string) corev1.ContainerStateTerminated {
+		return corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg, StartedAt: started, FinishedAt: metav1.Now()}
+	}
+	bin, _ := n.binary(c.Image)
+	env, err := n.containerEnv(ctx, pod, c, podEnv)
+	if err != nil {
+		return result(128, "CreateContainerConfigError", err.Error())
+	}
+	termPath := c.TerminationMessagePath
+	if termPath == "" {
+		termPath = corev1.TerminationMessagePathDefault
+	}
+	localTerm := filepath.Join(dir, "termination-log-"+c.Name)
+	_ = os.WriteFile(localTerm, nil, 0o666)
+	rewrites := append(podEnv.rewrites(c), rewrite{from: termPath, to: localTerm})
+
+	argv := c.Args
+	if len(c.Command) > 0 {
+		argv = append(append([]string{}, c.Command[1:]...), c.Args...)
+	}
+	vars := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	args := make([]string, len(argv))
+	for i, a := range argv {
+		args[i] = applyRewrites(expandVars(a, vars), rewrites)
+	}
+	for i, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[i] = k + "=" + applyRewrites(v, rewrites)
+	}
+
+	logFile, err := os.OpenFile(n.LogPath(pod.Namespace, pod.Name, c.Name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return result(128, "StartError", err.Error())
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return result(128, "StartError", err.Error())
+	}
+	if !run.add(cmd.Process) {
+		_ = cmd.Wait()
+		return result(137, "Killed", "killed before it started")
+	}
+	waitErr := cmd.Wait()
+	code := int32(0)
+	reason := "Completed"
+	if waitErr != nil {
+		reason = "Error"
+		var exitErr *exec.ExitError
+		if errors.As(waitErr, &exitErr) {
+			code = int32(exitErr.ExitCode())
+			if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				code = 128 + int32(ws.Signal())
+			}
+		} else {
+			code = 128
+		}
+	}
+	msg := readTermination(localTerm)
+	if msg == "" && code != 0 && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+		msg = tailFile(n.LogPath(pod.Namespace, pod.Name, c.Name), 2048, 80)
+	}
+	return result(code, reason, msg)
+}
+
+func readTermination(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if len(b) > 4096 {
+		b = b[:4096]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func tailFile(path string, maxBytes, maxLines int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if len(b) > maxBytes {
+		b = b[len(b)-maxBytes:]
+	}
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	if len(lines) > maxLines {
+		lines = lines[len(lines)-maxLines:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// Wait blocks until every pod process has ended; used after Run returns.
+func (n *Node) Wait(timeout time.Duration) bool {
+	ch := make(chan struct{})
+	go func() { n.wg.Wait(); close(ch) }()
+	select {
+	case <-ch:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
