@@ -1,0 +1,215 @@
+package github
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+)
+
+// Observer receives one call per HTTP request that reached GitHub and the
+// rate limit GitHub announced with it.
+type Observer interface {
+	GitHubRequest(method string, code int)
+	GitHubRateLimit(remaining int, reset time.Time)
+}
+
+// observingTransport counts the requests that reached the network and reads
+// the rate-limit headers of every answer.
+type observingTransport struct {
+	next http.RoundTripper
+	obs  Observer
+	mu   sync.Mutex
+	rem  int
+	rst  time.Time
+}
+
+func (t *observingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	code := 0
+	if resp != nil {
+		code = resp.StatusCode
+		if rem, err := strconv.Atoi(resp.Header.Get("X-RateLimit-Remaining")); err == nil {
+			reset := time.Time{}
+			if sec, err := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64); err == nil {
+				reset = time.Unix(sec, 0)
+			}
+			t.mu.Lock()
+			t.rem, t.rst = rem, reset
+			t.mu.Unlock()
+			if t.obs != nil {
+				t.obs.GitHubRateLimit(rem, reset)
+			}
+		}
+	}
+	if t.obs != nil {
+		t.obs.GitHubRequest(req.Method, code)
+	}
+	return resp, err
+}
+
+func (t *observingTransport) rateLimit() (int, time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.rem, t.rst
+}
+
+// etagTransport makes every GET conditional: it remembers the ETag and body
+// of each 200 answer and turns a 304 back into that answer, so an unchanged
+// listing costs no rate limit. Answers it restores carry X-From-Cache, which
+// go-github reads.
+type etagTransport struct {
+	next    http.RoundTripper
+	mu      sync.Mutex
+	entries map[string]*etagEntry
+	order   []string
+	max     int
+}
+
+type etagEntry struct {
+	etag   string
+	header http.Header
+	body   []byte
+}
+
+func newETagTransport(next http.RoundTripper, max int) *etagTransport {
+	return &etagTransport{next: next, entries: map[string]*etagEntry{}, max: max}
+}
+
+func (t *etagTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet {
+		return t.next.RoundTrip(req)
+	}
+	key := req.URL.String()
+	t.mu.Lock()
+	e := t.entries[key]
+	t.mu.Unlock()
+	if e != nil {
+		req = req.Clone(req.Context())
+		req.Header.Set("If-None-Match", e.etag)
+	}
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotModified && e != nil:
+		_ = resp.Body.Close()
+		h := e.header.Clone()
+		for _, k := range []string{"X-Ratelimit-Remaining", "X-Ratelimit-Reset", "X-Ratelimit-Limit", "X-Ratelimit-Used"} {
+			if v := resp.Header.Get(k); v != "" {
+				h.Set(k, v)
+			}
+		}
+		h.Set("X-From-Cache", "1")
+		return &http.Response{
+			Status: "200 OK", StatusCode: http.StatusOK, Proto: resp.Proto, ProtoMajor: resp.ProtoMajor, ProtoMinor: resp.ProtoMinor,
+			Header: h, Body: io.NopCloser(bytes.NewReader(e.body)), ContentLength: int64(len(e.body)), Request: req,
+		}, nil
+	case resp.StatusCode == http.StatusOK && resp.Header.Get("ETag") != "":
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		t.store(key, &etagEntry{etag: resp.Header.Get("ETag"), header: resp.Header.Clone(), body: body})
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		return resp, nil
+	}
+	return resp, nil
+}
+
+func (t *etagTransport) store(key string, e *etagEntry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.entries[key]; !ok {
+		t.order = append(t.order, key)
+	}
+	t.entries[key] = e
+	for len(t.order) > t.max {
+		delete(t.entries, t.order[0])
+		t.order = t.order[1:]
+	}
+}
+
+// Auth wraps a transport with GitHub credentials.
+type Auth func(base http.RoundTripper, baseURL string) (http.RoundTripper, error)
+
+// TokenFile authenticates with a token read from a file. The file is read
+// again when it changes, so a rotated Secret takes effect without a restart.
+// The token is never logged.
+func TokenFile(path string) Auth {
+	return func(base http.RoundTripper, _ string) (http.RoundTripper, error) {
+		t := &tokenTransport{next: base, path: path}
+		if _, err := t.token(); err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+}
+
+type tokenTransport struct {
+	next  http.RoundTripper
+	path  string
+	mu    sync.Mutex
+	mtime time.Time
+	tok   string
+}
+
+func (t *tokenTransport) token() (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fi, err := os.Stat(t.path)
+	if err != nil {
+		if t.tok != "" {
+			return t.tok, nil
+		}
+		return "", fmt.Errorf("github token file: %w", err)
+	}
+	if t.tok == "" || !fi.ModTime().Equal(t.mtime) {
+		data, err := os.ReadFile(t.path)
+		if err != nil {
+			return "", fmt.Errorf("github token file: %w", err)
+		}
+		tok := strings.TrimSpace(string(data))
+		if tok == "" {
+			return "", fmt.Errorf("github token file %s is empty", t.path)
+		}
+		t.tok, t.mtime = tok, fi.ModTime()
+	}
+	return t.tok, nil
+}
+
+func (t *tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	tok, err := t.token()
+	if err != nil {
+		return nil, err
+	}
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+tok)
+	return t.next.RoundTrip(req)
+}
+
+// App authenticates as a GitHub App installation. Installation tokens are
+// requested from the API base URL and refreshed a minute before they expire.
+func App(appID, installationID int64, privateKeyFile string) Auth {
+	return func(base http.RoundTripper, baseURL string) (http.RoundTripper, error) {
+		key, err := os.ReadFile(privateKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("github app private key: %w", err)
+		}
+		t, err := ghinstallation.New(base, appID, installationID, key)
+		if err != nil {
+			return nil, fmt.Errorf("github app private key %s: %w", privateKeyFile, err)
+		}
+		t.BaseURL = strings.TrimSuffix(baseURL, "/")
+		return t, nil
+	}
+}

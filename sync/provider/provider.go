@@ -1,0 +1,105 @@
+// Package provider is the small interface sync needs from a code host: list
+// and read pull requests, read the state of a CI gate, and report back on a
+// pull request. The GitHub implementation lives in provider/github; tests
+// point it at a local stand-in of the GitHub API.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// PullRequest is what sync knows about one pull request.
+type PullRequest struct {
+	// Repository is owner/name.
+	Repository string
+	Number     int
+	// State is "open" or "closed".
+	State      string
+	Merged     bool
+	Draft      bool
+	Title      string
+	Author     string
+	HeadBranch string
+	HeadSHA    string
+	BaseBranch string
+	Labels     []string
+	URL        string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// Open reports whether the pull request is open.
+func (p PullRequest) Open() bool { return p.State == "open" }
+
+// HasLabel reports whether the pull request carries the label.
+func (p PullRequest) HasLabel(l string) bool { return slices.Contains(p.Labels, l) }
+
+// Gate names the CI result that must be successful on a commit before sync
+// deploys it: a check run or a commit status context.
+type Gate struct {
+	CheckRun      string
+	StatusContext string
+}
+
+// String names the gate for people.
+func (g Gate) String() string {
+	if g.CheckRun != "" {
+		return "check run " + g.CheckRun
+	}
+	return "status " + g.StatusContext
+}
+
+// GateState is the result of a gate on one commit.
+type GateState string
+
+// Gate states.
+const (
+	GatePassed  GateState = "Passed"
+	GatePending GateState = "Pending"
+	GateFailed  GateState = "Failed"
+)
+
+// CommitStatus is the status sync posts on a pull request's head commit.
+type CommitStatus struct {
+	// State is pending, success, failure or error.
+	State       string
+	Context     string
+	Description string
+	TargetURL   string
+}
+
+// Provider reads pull requests and writes feedback.
+type Provider interface {
+	// ListOpenPullRequests returns every open pull request of a repository.
+	// An error means "unknown", never "none".
+	ListOpenPullRequests(ctx context.Context, repository string) ([]PullRequest, error)
+	// GetPullRequest reads one pull request, open or not.
+	GetPullRequest(ctx context.Context, repository string, number int) (PullRequest, error)
+	// GateState reads the state of a gate on a commit and a one-line reason.
+	GateState(ctx context.Context, repository, sha string, gate Gate) (GateState, string, error)
+	// SetCommitStatus posts a commit status.
+	SetCommitStatus(ctx context.Context, repository, sha string, status CommitStatus) error
+	// UpsertComment makes the pull request carry exactly one comment with
+	// marker in its body, creating it once and editing it in place after.
+	UpsertComment(ctx context.Context, repository string, number int, marker, body string) error
+}
+
+// RateLimitError says the code host refused for rate limiting; nothing is
+// tried again before Until.
+type RateLimitError struct {
+	Until time.Time
+	Err   error
+}
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("rate limited until %s: %v", e.Until.UTC().Format(time.RFC3339), e.Err)
+}
+
+func (e *RateLimitError) Unwrap() error { return e.Err }
+
+// ErrNotFound is returned for a pull request or commit that does not exist.
+var ErrNotFound = errors.New("not found")

@@ -1,0 +1,213 @@
+package githubapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+)
+
+//go:embed testdata/*/*.json
+var payloads embed.FS
+
+var deliveries atomic.Int64
+
+// Payload returns one of GitHub's example payloads, such as
+// ("pull_request", "opened") or ("push", "").
+func Payload(event, action string) ([]byte, error) {
+	name := event + "/payload.json"
+	if action != "" {
+		name = event + "/" + action + ".payload.json"
+	}
+	return payloads.ReadFile("testdata/" + name)
+}
+
+// Sign returns the X-Hub-Signature-256 value of a body, as GitHub computes it.
+func Sign(secret, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// Delivery is one webhook delivery: the event type and the JSON body.
+type Delivery struct {
+	Event string
+	Body  []byte
+}
+
+// Send posts the delivery to url, signed with secret (unsigned when secret is
+// nil), the way GitHub delivers webhooks.
+func (d Delivery) Send(ctx context.Context, client *http.Client, url string, secret []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(d.Body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", d.Event)
+	req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("00000000-0000-0000-0000-%012d", deliveries.Add(1)))
+	req.Header.Set("User-Agent", "GitHub-Hookshot/githubapi")
+	if secret != nil {
+		req.Header.Set("X-Hub-Signature-256", Sign(secret, d.Body))
+	}
+	if client == nil {
+		client = http.DefaultClient
+	}
+	return client.Do(req)
+}
+
+func patchRepository(p map[string]any, repository string) {
+	owner, name, _ := strings.Cut(repository, "/")
+	r, _ := p["repository"].(map[string]any)
+	if r == nil {
+		return
+	}
+	r["full_name"] = repository
+	r["name"] = name
+	r["html_url"] = "https://github.com/" + repository
+	r["clone_url"] = "https://github.com/" + repository + ".git"
+	r["ssh_url"] = "git@github.com:" + repository + ".git"
+	if o, ok := r["owner"].(map[string]any); ok {
+		o["login"] = owner
+		o["name"] = owner
+	}
+}
+
+func marshal(event string, p map[string]any) (Delivery, error) {
+	body, err := json.Marshal(p)
+	return Delivery{Event: event, Body: body}, err
+}
+
+func load(event, action string) (map[string]any, error) {
+	raw, err := Payload(event, action)
+	if err != nil {
+		return nil, err
+	}
+	var p map[string]any
+	return p, json.Unmarshal(raw, &p)
+}
+
+// PullRequestEvent builds a pull_request delivery from GitHub's example
+// payload for action, describing the server's current state of the pull
+// request.
+func (s *Server) PullRequestEvent(repository string, number int, action string) (Delivery, error) {
+	s.mu.Lock()
+	prp := s.repo(repository).prs[number]
+	if prp == nil {
+		s.mu.Unlock()
+		return Delivery{}, fmt.Errorf("%w: %s#%d", ErrNoSuchPullRequest, repository, number)
+	}
+	pr := *prp
+	s.mu.Unlock()
+	p, err := load("pull_request", action)
+	if err != nil {
+		return Delivery{}, err
+	}
+	p["number"] = pr.Number
+	patchRepository(p, repository)
+	src := p["pull_request"].(map[string]any)
+	for k, v := range pullJSON(pr) {
+		if k == "head" || k == "base" || k == "user" {
+			dst := src[k].(map[string]any)
+			for kk, vv := range v.(map[string]any) {
+				if kk == "repo" {
+					continue
+				}
+				dst[kk] = vv
+			}
+			continue
+		}
+		src[k] = v
+	}
+	if !pr.Merged {
+		src["merged_at"] = nil
+	}
+	if pr.State == "open" {
+		src["closed_at"] = nil
+	}
+	for _, side := range []string{"head", "base"} {
+		if r, ok := src[side].(map[string]any)["repo"].(map[string]any); ok {
+			r["full_name"] = repository
+		}
+	}
+	return marshal("pull_request", p)
+}
+
+// CheckRunEvent builds a check_run delivery (completed when the run is
+// completed, created otherwise) for a check run on a pull request's commit.
+func (s *Server) CheckRunEvent(repository string, number int, sha string, run CheckRun) (Delivery, error) {
+	action := "created"
+	if run.Status == "completed" {
+		action = "completed"
+	}
+	p, err := load("check_run", action)
+	if err != nil {
+		return Delivery{}, err
+	}
+	patchRepository(p, repository)
+	cr := p["check_run"].(map[string]any)
+	cr["name"] = run.Name
+	cr["status"] = run.Status
+	cr["head_sha"] = sha
+	if run.Conclusion != "" {
+		cr["conclusion"] = run.Conclusion
+	} else {
+		cr["conclusion"] = nil
+	}
+	if prs, ok := cr["pull_requests"].([]any); ok && len(prs) > 0 {
+		first := prs[0].(map[string]any)
+		first["number"] = number
+		cr["pull_requests"] = []any{first}
+	}
+	if cs, ok := cr["check_suite"].(map[string]any); ok {
+		cs["head_sha"] = sha
+	}
+	return marshal("check_run", p)
+}
+
+// StatusEvent builds a status delivery for a commit status.
+func (s *Server) StatusEvent(repository, sha, context, state string) (Delivery, error) {
+	p, err := load("status", "")
+	if err != nil {
+		return Delivery{}, err
+	}
+	patchRepository(p, repository)
+	p["sha"] = sha
+	p["context"] = context
+	p["state"] = state
+	if c, ok := p["commit"].(map[string]any); ok {
+		c["sha"] = sha
+	}
+	return marshal("status", p)
+}
+
+// PushEvent builds a push delivery of a branch to a repository.
+func PushEvent(repository, branch, sha string) (Delivery, error) {
+	p, err := load("push", "")
+	if err != nil {
+		return Delivery{}, err
+	}
+	patchRepository(p, repository)
+	p["ref"] = "refs/heads/" + branch
+	p["after"] = sha
+	p["created"] = false
+	p["deleted"] = false
+	if hc, ok := p["head_commit"].(map[string]any); ok && hc != nil {
+		hc["id"] = sha
+	}
+	return marshal("push", p)
+}
+
+// Event builds a delivery of any example payload unchanged, such as
+// ("ping", "") or ("pull_request", "assigned").
+func Event(event, action string) (Delivery, error) {
+	raw, err := Payload(event, action)
+	return Delivery{Event: event, Body: raw}, err
+}
+
