@@ -796,4 +796,3 @@ func SHA(seed string) string {
 
 // ErrNoSuchPullRequest is returned for a webhook about an unknown pull request.
 var ErrNoSuchPullRequest = errors.New("no such pull request")
-

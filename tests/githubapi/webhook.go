@@ -210,4 +210,3 @@ func Event(event, action string) (Delivery, error) {
 	raw, err := Payload(event, action)
 	return Delivery{Event: event, Body: raw}, err
 }
-
