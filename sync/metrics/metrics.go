@@ -1,0 +1,74 @@
+// Package metrics holds sync's Prometheus metrics, on a registry of its own
+// so that tests can run several syncs in one process.
+package metrics
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are sync's counters and gauges.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	WebhookEvents     *prometheus.CounterVec
+	Reconciles        *prometheus.CounterVec
+	ReconcileDuration prometheus.Histogram
+	WebhookToWrite    prometheus.Histogram
+	GitHubRequests    *prometheus.CounterVec
+	RateLimit         prometheus.Gauge
+	Environments      *prometheus.GaugeVec
+	ConfigErrors      prometheus.Gauge
+	Writes            *prometheus.CounterVec
+}
+
+// New registers every metric on a new registry.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		WebhookEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "petri_sync_webhook_events_total", Help: "Webhook deliveries received, by event type and outcome (queued, ignored, unauthorized, malformed, rejected).",
+		}, []string{"event", "result"}),
+		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "petri_sync_reconciles_total", Help: "Repository reconciles, by outcome.",
+		}, []string{"result"}),
+		ReconcileDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "petri_sync_reconcile_duration_seconds", Help: "Duration of repository reconciles.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		WebhookToWrite: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "petri_sync_webhook_to_write_seconds", Help: "Time from receiving a webhook to writing the EphemeralEnvironment it caused.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		GitHubRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "petri_sync_github_requests_total", Help: "HTTP requests sent to the GitHub API, by method and status code (304 answers cost no rate limit).",
+		}, []string{"method", "code"}),
+		RateLimit: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "petri_sync_github_rate_limit_remaining", Help: "Remaining GitHub API rate limit, as last announced.",
+		}),
+		Environments: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "petri_sync_environments", Help: "EphemeralEnvironments written by sync, by application.",
+		}, []string{"application"}),
+		ConfigErrors: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "petri_sync_config_errors", Help: "Errors in the current revision of the config repository.",
+		}),
+		Writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "petri_sync_writes_total", Help: "Objects written or deleted by sync, by kind and operation.",
+		}, []string{"kind", "operation"}),
+	}
+	m.Registry.MustRegister(m.WebhookEvents, m.Reconciles, m.ReconcileDuration, m.WebhookToWrite, m.GitHubRequests,
+		m.RateLimit, m.Environments, m.ConfigErrors, m.Writes,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// GitHubRequest implements the GitHub provider's Observer.
+func (m *Metrics) GitHubRequest(method string, code int) {
+	m.GitHubRequests.WithLabelValues(method, strconv.Itoa(code)).Inc()
+}
+
+// GitHubRateLimit implements the GitHub provider's Observer.
+func (m *Metrics) GitHubRateLimit(remaining int, _ time.Time) {
+	m.RateLimit.Set(float64(remaining))
+}

@@ -1,0 +1,304 @@
+// Package render holds sync's pure functions: the name, labels and spec of
+// the EphemeralEnvironment for an application and a pull request, the
+// decision which environments to write, keep or delete, and the feedback
+// posted on the pull request. Nothing here talks to a server.
+package render
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/sync/config"
+	"github.com/petri-dev/petri/sync/provider"
+)
+
+// Labels and annotations sync puts on what it writes. An object is sync's
+// only when it carries LabelManagedBy=ManagedBy and LabelApplication.
+const (
+	FieldManager         = "petri-sync"
+	ManagedBy            = "petri-sync"
+	LabelApplication     = "petri.dev/application"
+	LabelPullRequest     = "petri.dev/pull-request"
+	AnnotationRepository = "petri.dev/repository"
+	AnnotationURL        = "petri.dev/url"
+	// SharedWorkloadOwner is the LabelApplication value of shared workloads.
+	SharedWorkloadOwner = "shared-workloads"
+)
+
+// EnvironmentName is DNS-safe and at most 52 characters: the application,
+// the pull request number and a hash of (repository, number, application)
+// so that no two applications or repositories can collide.
+func EnvironmentName(app, repository string, number int) string {
+	sum := sha256.Sum256([]byte(strings.ToLower(repository) + "#" + strconv.Itoa(number) + "@" + app))
+	suffix := fmt.Sprintf("-pr-%d-%s", number, hex.EncodeToString(sum[:])[:6])
+	prefix := config.Slug(app)
+	if len(prefix)+len(suffix) > 52 {
+		prefix = strings.TrimRight(prefix[:52-len(suffix)], "-")
+	}
+	return prefix + suffix
+}
+
+// Data is the template data of a pull request.
+func Data(app *config.Application, pr provider.PullRequest) config.Data {
+	short := pr.HeadSHA
+	if len(short) > 7 {
+		short = short[:7]
+	}
+	return config.Data{
+		Application: app.Name,
+		Repository:  pr.Repository,
+		Environment: EnvironmentName(app.Name, pr.Repository, pr.Number),
+		Number:      pr.Number,
+		SHA:         pr.HeadSHA,
+		ShortSHA:    short,
+		Branch:      pr.HeadBranch,
+		BranchSlug:  config.Slug(pr.HeadBranch),
+		BaseBranch:  pr.BaseBranch,
+		Title:       pr.Title,
+		Author:      pr.Author,
+		Labels:      slices.Clone(pr.Labels),
+		URL:         pr.URL,
+	}
+}
+
+// URL renders the address shown to reviewers; empty when the application
+// has none.
+func URL(app *config.Application, pr provider.PullRequest) (string, error) {
+	return config.Render("url", app.URL, Data(app, pr))
+}
+
+// Environment renders the EphemeralEnvironment for a pull request. versions
+// maps component names to their resolved exact chart versions.
+func Environment(app *config.Application, pr provider.PullRequest, namespace string, versions map[string]string) (*petriv1.EphemeralEnvironment, error) {
+	data := Data(app, pr)
+	url, err := URL(app, pr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: url: %w", app.File, err)
+	}
+	ee := &petriv1.EphemeralEnvironment{
+		TypeMeta: metav1.TypeMeta{APIVersion: petriv1.GroupVersion.String(), Kind: "EphemeralEnvironment"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      data.Environment,
+			Namespace: namespace,
+			Labels: map[string]string{
+				petriv1.LabelManagedBy: ManagedBy,
+				LabelApplication:       app.Name,
+				LabelPullRequest:       strconv.Itoa(pr.Number),
+			},
+			Annotations: map[string]string{AnnotationRepository: strings.ToLower(pr.Repository)},
+		},
+		Spec: petriv1.EphemeralEnvironmentSpec{
+			SharedWorkloads: slices.Clone(app.SharedWorkloads),
+			Source: &petriv1.Source{
+				Repository:  pr.Repository,
+				Branch:      pr.HeadBranch,
+				SHA:         pr.HeadSHA,
+				PullRequest: pr.Number,
+				URL:         pr.URL,
+			},
+		},
+	}
+	if url != "" {
+		ee.Annotations[AnnotationURL] = url
+	}
+	if app.TTL != nil {
+		ee.Spec.TTL = &metav1.Duration{Duration: app.TTL.Duration}
+	}
+	for i, c := range app.Components {
+		v, ok := versions[c.Name]
+		if !ok || !config.IsExactVersion(v) {
+			return nil, fmt.Errorf("component %s: chart version %q is not resolved", c.Name, v)
+		}
+		comp := petriv1.Component{
+			Name:      c.Name,
+			Chart:     petriv1.ChartReference{Repository: c.Chart.Repository, Name: c.Chart.Name, Version: v},
+			DependsOn: slices.Clone(c.DependsOn),
+			Uses:      slices.Clone(c.Uses),
+			Release:   petriv1.ReleaseOptions{Wait: c.Release.Wait},
+		}
+		if c.Release.Timeout != nil {
+			comp.Release.Timeout = &metav1.Duration{Duration: c.Release.Timeout.Duration}
+		}
+		if len(c.Values) > 0 {
+			raw, err := json.Marshal(c.Values)
+			if err != nil {
+				return nil, fmt.Errorf("component %s: values: %w", c.Name, err)
+			}
+			comp.Values = &apiextensionsv1.JSON{Raw: raw}
+		}
+		ee.Spec.Components = append(ee.Spec.Components, comp)
+		if len(c.PullRequestValues) > 0 {
+			rendered, err := renderValues(fmt.Sprintf("components[%d].pullRequestValues", i), c.PullRequestValues, data)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", app.File, err)
+			}
+			raw, err := json.Marshal(rendered)
+			if err != nil {
+				return nil, err
+			}
+			if ee.Spec.Values == nil {
+				ee.Spec.Values = map[string]apiextensionsv1.JSON{}
+			}
+			ee.Spec.Values[c.Name] = apiextensionsv1.JSON{Raw: raw}
+		}
+	}
+	return ee, nil
+}
+
+func renderValues(path string, v any, data config.Data) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			r, err := renderValues(path+"."+k, x[k], data)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = r
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			r, err := renderValues(fmt.Sprintf("%s[%d]", path, i), e, data)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	case string:
+		s, err := config.Render(path, x, data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return s, nil
+	}
+	return v, nil
+}
+
+// SharedWorkload renders the SharedWorkload object of a config file with
+// its resolved exact chart version.
+func SharedWorkload(sw *config.SharedWorkload, namespace, version string) *petriv1.SharedWorkload {
+	spec := *sw.Spec.DeepCopy()
+	spec.Chart.Version = version
+	return &petriv1.SharedWorkload{
+		TypeMeta: metav1.TypeMeta{APIVersion: petriv1.GroupVersion.String(), Kind: "SharedWorkload"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      sw.Name,
+			Namespace: namespace,
+			Labels:    map[string]string{petriv1.LabelManagedBy: ManagedBy, LabelApplication: SharedWorkloadOwner},
+		},
+		Spec: spec,
+	}
+}
+
+// Owned reports whether sync may touch an object: only with both labels.
+func Owned(labels map[string]string) bool {
+	return labels[petriv1.LabelManagedBy] == ManagedBy && labels[LabelApplication] != ""
+}
+
+// Existing is what a decision needs to know of an environment sync wrote.
+type Existing struct {
+	Name     string
+	Number   int
+	Deleting bool
+}
+
+// Deletion is a decided deletion and its evidence.
+type Deletion struct {
+	Name   string
+	Number int
+	Reason string
+}
+
+// Plan is the outcome of Decide for one application.
+type Plan struct {
+	// Apply are the pull requests whose environment is written (created or
+	// updated), oldest first.
+	Apply []provider.PullRequest
+	// Waiting maps pull requests that match but get no environment now to
+	// the reason.
+	Waiting map[int]string
+	// Delete are environments with positive evidence against them.
+	Delete []Deletion
+	// Unknown are environments whose pull request state is unknown: kept.
+	Unknown []Existing
+}
+
+// Decide computes what to do for one application. open is a successful
+// listing of open pull requests; closed holds pull requests read one by one
+// that are positively closed. Only these two are evidence: an environment
+// whose pull request is in neither is kept as Unknown. Callers that could
+// not list the open pull requests must not call Decide at all.
+func Decide(app *config.Application, open []provider.PullRequest, closed map[int]provider.PullRequest, existing []Existing) Plan {
+	plan := Plan{Waiting: map[int]string{}}
+	openBy := map[int]provider.PullRequest{}
+	for _, pr := range open {
+		if pr.Open() {
+			openBy[pr.Number] = pr
+		}
+	}
+	have := map[int]Existing{}
+	slots := 0
+	for _, e := range existing {
+		have[e.Number] = e
+		if e.Deleting {
+			continue
+		}
+		if pr, ok := openBy[e.Number]; ok {
+			if m := app.Matches(view(pr)); !m.Match {
+				plan.Delete = append(plan.Delete, Deletion{Name: e.Name, Number: e.Number, Reason: "pull request no longer matches: " + m.Reason})
+				continue
+			}
+			slots++
+			continue
+		}
+		if pr, ok := closed[e.Number]; ok && pr.State == "closed" {
+			reason := "pull request closed"
+			if pr.Merged {
+				reason = "pull request merged"
+			}
+			plan.Delete = append(plan.Delete, Deletion{Name: e.Name, Number: e.Number, Reason: reason})
+			continue
+		}
+		slots++
+		plan.Unknown = append(plan.Unknown, e)
+	}
+	numbers := slices.Sorted(maps.Keys(openBy))
+	for _, n := range numbers {
+		pr := openBy[n]
+		if !app.Matches(view(pr)).Match {
+			continue
+		}
+		e, exists := have[n]
+		switch {
+		case exists && e.Deleting:
+			plan.Waiting[n] = "the previous environment of this pull request is still being deleted"
+		case exists:
+			plan.Apply = append(plan.Apply, pr)
+		case app.MaxEnvironments > 0 && slots >= app.MaxEnvironments:
+			plan.Waiting[n] = fmt.Sprintf("waiting for a free environment: %s has its maximum of %d", app.Name, app.MaxEnvironments)
+		default:
+			slots++
+			plan.Apply = append(plan.Apply, pr)
+		}
+	}
+	sort.Slice(plan.Apply, func(i, j int) bool { return plan.Apply[i].Number < plan.Apply[j].Number })
+	return plan
+}
+
+func view(pr provider.PullRequest) config.PullRequestView {
+	return config.PullRequestView{Draft: pr.Draft, Labels: pr.Labels, HeadBranch: pr.HeadBranch, BaseBranch: pr.BaseBranch}
+}
