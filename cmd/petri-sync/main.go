@@ -1,16 +1,160 @@
-// Command petri-sync turns pull requests into EphemeralEnvironments.
+// Command petri-sync turns the config repository and GitHub pull requests
+// into EphemeralEnvironments and reports back on the pull requests. It only
+// parses flags and wires the packages under sync/ together.
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/sync/api"
+	"github.com/petri-dev/petri/sync/configrepo"
+	"github.com/petri-dev/petri/sync/metrics"
+	ghprovider "github.com/petri-dev/petri/sync/provider/github"
+	"github.com/petri-dev/petri/sync/resolve"
+	"github.com/petri-dev/petri/sync/syncer"
+	"github.com/petri-dev/petri/sync/webhook"
 )
 
 func main() {
-	fs := flag.NewFlagSet("petri-sync", flag.ContinueOnError)
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		os.Exit(2)
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "petri-sync:", err)
+		os.Exit(1)
 	}
-	fmt.Fprintln(os.Stderr, "petri-sync: not implemented yet")
+}
+
+func run() error {
+	var (
+		namespace      = flag.String("namespace", "petri-system", "Management namespace where EphemeralEnvironments and SharedWorkloads are written.")
+		repoURL        = flag.String("config-repo", "", "Config repository: https:// or ssh:// URL, git@host:path, or a local path (required).")
+		repoBranch     = flag.String("config-branch", "main", "Branch of the config repository.")
+		repoDir        = flag.String("config-dir", "", "Directory inside the config repository holding the config files (default: the whole repository).")
+		repoInterval   = flag.Duration("config-interval", time.Minute, "How often the config repository is fetched (a push webhook fetches at once).")
+		repoTokenFile  = flag.String("config-token-file", "", "File holding a token for an https config repository.")
+		repoUser       = flag.String("config-username", "x-access-token", "User name sent with the config repository token.")
+		repoSSHKey     = flag.String("config-ssh-key-file", "", "Private key file for an ssh config repository.")
+		repoKnownHosts = flag.String("config-known-hosts-file", "", "known_hosts file verifying the ssh host (default: the user's).")
+		repoCAFile     = flag.String("config-ca-file", "", "Extra CA certificates (PEM) trusted for an https config repository.")
+		repoName       = flag.String("config-repo-github", "", "GitHub owner/name of the config repository, so that its push webhooks trigger a fetch (default: derived from -config-repo).")
+		apiURL         = flag.String("github-api-url", ghprovider.DefaultBaseURL, "GitHub API base URL; for GitHub Enterprise Server https://HOST/api/v3/.")
+		tokenFile      = flag.String("github-token-file", "", "File holding a GitHub token (re-read when it changes).")
+		appID          = flag.Int64("github-app-id", 0, "GitHub App id (instead of a token).")
+		installationID = flag.Int64("github-installation-id", 0, "GitHub App installation id.")
+		appKeyFile     = flag.String("github-app-key-file", "", "GitHub App private key (PEM) file.")
+		githubTimeout  = flag.Duration("github-timeout", 15*time.Second, "Timeout of one GitHub API request.")
+		secretFile     = flag.String("webhook-secret-file", "", "File holding the webhook secret (required).")
+		resyncInterval = flag.Duration("resync-interval", 5*time.Minute, "How often every repository's open pull requests are listed again (conditional requests).")
+		listen         = flag.String("listen", ":8080", "Address of the HTTP server: webhooks, read API, probes, metrics.")
+		workers        = flag.Int("workers", 4, "Repositories reconciled in parallel.")
+		eventQueue     = flag.Int("event-queue", 1024, "Accepted webhook events waiting for processing; a full queue answers 503.")
+		chartCacheTTL  = flag.Duration("chart-index-ttl", time.Minute, "How long a chart repository index or tag list is trusted.")
+		chartPlainHTTP = flag.Bool("chart-plain-http", false, "Talk to OCI registries over plain http.")
+	)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	log := zap.New(zap.UseFlagOptions(&zapOpts))
+	ctrl.SetLogger(log)
+
+	if *repoURL == "" {
+		return errors.New("-config-repo is required")
+	}
+	if *secretFile == "" {
+		return errors.New("-webhook-secret-file is required: webhooks are never accepted unsigned")
+	}
+	secret, err := os.ReadFile(*secretFile)
+	if err != nil {
+		return fmt.Errorf("webhook secret: %w", err)
+	}
+	secret = []byte(strings.TrimSpace(string(secret)))
+	if len(secret) == 0 {
+		return fmt.Errorf("webhook secret file %s is empty", *secretFile)
+	}
+
+	var auth ghprovider.Auth
+	switch {
+	case *appID != 0:
+		if *installationID == 0 || *appKeyFile == "" {
+			return errors.New("-github-app-id needs -github-installation-id and -github-app-key-file")
+		}
+		auth = ghprovider.App(*appID, *installationID, *appKeyFile)
+	case *tokenFile != "":
+		auth = ghprovider.TokenFile(*tokenFile)
+	default:
+		log.Info("No GitHub credentials: unauthenticated API access has a very low rate limit")
+	}
+	m := metrics.New()
+	prov, err := ghprovider.New(ghprovider.Options{BaseURL: *apiURL, Auth: auth, Observer: m, HTTPClient: &http.Client{Timeout: *githubTimeout}})
+	if err != nil {
+		return err
+	}
+	var ca []byte
+	if *repoCAFile != "" {
+		if ca, err = os.ReadFile(*repoCAFile); err != nil {
+			return fmt.Errorf("config repository CA file: %w", err)
+		}
+	}
+	repo, err := configrepo.New(configrepo.Options{URL: *repoURL, Branch: *repoBranch, Dir: *repoDir, TokenFile: *repoTokenFile,
+		Username: *repoUser, SSHKeyFile: *repoSSHKey, KnownHostsFile: *repoKnownHosts, CABundle: ca})
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := petriv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	configRepo := *repoName
+	if configRepo == "" {
+		configRepo = *repoURL
+	}
+	s, err := syncer.New(syncer.Options{
+		RESTConfig: cfg, Scheme: scheme, Namespace: *namespace, Provider: prov,
+		Resolver: &resolve.Resolver{TTL: *chartCacheTTL, PlainHTTP: *chartPlainHTTP},
+		Config:   repo, ConfigRepository: configRepo, Metrics: m, Log: log.WithName("sync"),
+		ConfigInterval: *repoInterval, ResyncInterval: *resyncInterval, Workers: *workers, EventQueue: *eventQueue,
+	})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hook := &webhook.Handler{Secret: secret, Queue: s.Events(), Metrics: m}
+	srv := api.Server(*listen, api.Handler(s, hook, m))
+	errc := make(chan error, 2)
+	go func() { errc <- s.Start(ctx) }()
+	go func() {
+		log.Info("Serving", "address", *listen)
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- err
+		}
+	}()
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdown)
+	return err
 }
