@@ -85,7 +85,8 @@ type Fault struct {
 	// Delay holds the answer back this long (or until the client gives up),
 	// to simulate a timeout.
 	Delay time.Duration
-	// EmptyList answers pull request listings with an empty list.
+	// EmptyList answers pull request listings with an empty list; other
+	// requests get Status when it is set.
 	EmptyList bool
 	// RateLimited answers 403 with X-RateLimit-Remaining: 0, reset after
 	// RetryAfter.
@@ -377,11 +378,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			rec.WriteHeader(http.StatusForbidden)
 			_, _ = rec.Write([]byte(`{"message":"You have exceeded a secondary rate limit.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`))
 			return
+		case fault.EmptyList && r.Method == http.MethodGet && strings.HasSuffix(path, "/pulls"):
+			emptyList = true
 		case fault.Status != 0:
 			writeError(rec, fault.Status, http.StatusText(fault.Status))
 			return
 		}
-		emptyList = fault.EmptyList
 	}
 
 	if r.Method == http.MethodPost && strings.HasPrefix(path, "/app/installations/") && strings.HasSuffix(path, "/access_tokens") {

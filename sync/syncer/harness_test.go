@@ -1,0 +1,373 @@
+package syncer_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/sync/api"
+	"github.com/petri-dev/petri/sync/configrepo"
+	"github.com/petri-dev/petri/sync/metrics"
+	ghprovider "github.com/petri-dev/petri/sync/provider/github"
+	"github.com/petri-dev/petri/sync/render"
+	"github.com/petri-dev/petri/sync/resolve"
+	"github.com/petri-dev/petri/sync/syncer"
+	"github.com/petri-dev/petri/sync/webhook"
+	"github.com/petri-dev/petri/tests/cluster"
+	"github.com/petri-dev/petri/tests/githubapi"
+)
+
+var (
+	env       *cluster.Cluster
+	chartRepo *httptest.Server
+	ociHost   string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	env, err = cluster.Start(cluster.Options{Controllers: []string{"namespace-controller"}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer env.Stop()
+
+	chartRepo = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/index.yaml" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, `apiVersion: v1
+entries:
+  web:
+    - {name: web, version: 1.4.0}
+    - {name: web, version: 1.4.2}
+    - {name: web, version: 1.5.0}
+    - {name: web, version: 1.4.3-rc.1}
+  worker:
+    - {name: worker, version: 2.0.0}
+`)
+	}))
+	defer chartRepo.Close()
+
+	reg := httptest.NewServer(registry.New(registry.Logger(nilLogger())))
+	defer reg.Close()
+	ociHost = strings.TrimPrefix(reg.URL, "http://")
+	for _, tag := range []string{"0.9.0", "0.9.1", "1.0.0"} {
+		img, err := random.Image(64, 1)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		ref, err := name.ParseReference(ociHost+"/charts/api:"+tag, name.Insecure)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := remote.Write(ref, img); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+const (
+	ghRepo = "acme/shop"
+	secret = "s3cret-webhook-key"
+)
+
+// appYAML is a complete application for acme/shop: an https chart with a
+// constraint, an OCI chart with a constraint, templated values.
+func appYAML(extra string) string {
+	return fmt.Sprintf(`apiVersion: petri.dev/v1alpha1
+kind: Application
+name: shop
+repository: %s
+trigger:
+  labels: [preview]
+  excludeLabels: [no-preview]
+  drafts: false
+  baseBranch: '^main$'
+components:
+  - name: api
+    chart:
+      repository: oci://%s/charts
+      name: api
+      version: "^0.9"
+    values:
+      replicas: 1
+    pullRequestValues:
+      image:
+        tag: "{{ .ShortSHA }}"
+      pr: "{{ .Number }}"
+      branch: "{{ .BranchSlug }}"
+  - name: web
+    chart:
+      repository: %s
+      name: web
+      version: "~1.4"
+    dependsOn: [api]
+    pullRequestValues:
+      host: "pr-{{ .Number }}.shop.test"
+      title: "{{ .Title }}"
+      author: "{{ .Author }}"
+      labels: "{{ join \",\" .Labels }}"
+      sha: "{{ .SHA }}"
+ttl: 72h
+url: "https://pr-{{ .Number }}.shop.test"
+%s`, ghRepo, ociHost, chartRepo.URL, extra)
+}
+
+type harness struct {
+	t       *testing.T
+	ctx     context.Context
+	ns      string
+	gh      *githubapi.Server
+	git     *git.Repository
+	gitDir  string
+	s       *syncer.Syncer
+	m       *metrics.Metrics
+	url     string
+	events  chan webhook.Event
+	c       client.Client
+	commits int
+}
+
+type harnessOptions struct {
+	files          map[string]string
+	resync         time.Duration
+	githubTimeout  time.Duration
+	eventQueue     int
+	noSyncerEvents bool
+}
+
+func newHarness(t *testing.T, o harnessOptions) *harness {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ns, err := env.CreateNamespace(ctx, "sync")
+	require.NoError(t, err)
+	h := &harness{t: t, ctx: ctx, ns: ns, c: env.Client}
+
+	h.gh = githubapi.New(githubapi.Options{Tokens: []string{"ghp_test"}})
+	t.Cleanup(h.gh.Close)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("ghp_test\n"), 0o600))
+
+	h.gitDir = t.TempDir()
+	h.git, err = git.PlainInitWithOptions(h.gitDir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.Main}})
+	require.NoError(t, err)
+	h.commit(o.files)
+
+	timeout := o.githubTimeout
+	if timeout == 0 {
+		timeout = 2 * time.Second
+	}
+	h.m = metrics.New()
+	prov, err := ghprovider.New(ghprovider.Options{BaseURL: h.gh.URL, Auth: ghprovider.TokenFile(tokenFile), Observer: h.m, HTTPClient: &http.Client{Timeout: timeout}})
+	require.NoError(t, err)
+	src, err := configrepo.New(configrepo.Options{URL: h.gitDir, Branch: "main"})
+	require.NoError(t, err)
+	resync := o.resync
+	if resync == 0 {
+		resync = time.Hour // tests trigger resyncs themselves
+	}
+	h.s, err = syncer.New(syncer.Options{
+		RESTConfig: env.Config, Scheme: cluster.Scheme(), Namespace: ns, Provider: prov,
+		Resolver: &resolve.Resolver{}, Config: src, ConfigRepository: "acme/petri-config",
+		Metrics: h.m, Log: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})),
+		ConfigInterval: time.Hour, ResyncInterval: resync, EventQueue: o.eventQueue,
+	})
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = h.s.Start(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	var queue chan<- webhook.Event = h.s.Events()
+	if o.noSyncerEvents {
+		h.events = make(chan webhook.Event, o.eventQueue)
+		queue = h.events
+	}
+	srv := httptest.NewServer(api.Handler(h.s, &webhook.Handler{Secret: []byte(secret), Queue: queue, Metrics: h.m}, h.m))
+	t.Cleanup(srv.Close)
+	h.url = srv.URL
+	require.Eventually(t, func() bool { return h.s.Ready() == nil }, 20*time.Second, 20*time.Millisecond)
+	return h
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	if os.Getenv("SYNC_TEST_LOGS") != "" {
+		w.t.Log(strings.TrimSpace(string(p)))
+	}
+	return len(p), nil
+}
+
+// commit writes files (empty content removes a file) to the config
+// repository and commits.
+func (h *harness) commit(files map[string]string) string {
+	h.t.Helper()
+	wt, err := h.git.Worktree()
+	require.NoError(h.t, err)
+	for p, content := range files {
+		full := filepath.Join(h.gitDir, p)
+		if content == "" {
+			_, err := wt.Remove(p)
+			require.NoError(h.t, err)
+			continue
+		}
+		require.NoError(h.t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(h.t, os.WriteFile(full, []byte(content), 0o644))
+		_, err := wt.Add(p)
+		require.NoError(h.t, err)
+	}
+	h.commits++
+	hash, err := wt.Commit(fmt.Sprintf("change %d", h.commits), &git.CommitOptions{Author: &object.Signature{Name: "test", Email: "test@example.com", When: time.Now()}, AllowEmptyCommits: true})
+	require.NoError(h.t, err)
+	return hash.String()
+}
+
+// pushConfig commits and sends the config repository's push webhook.
+func (h *harness) pushConfig(files map[string]string) {
+	h.t.Helper()
+	sha := h.commit(files)
+	d, err := githubapi.PushEvent("acme/petri-config", "main", sha)
+	require.NoError(h.t, err)
+	require.Equal(h.t, http.StatusAccepted, h.send(d))
+	require.Eventually(h.t, func() bool {
+		rev, _ := h.s.Applications()
+		return rev == sha
+	}, 10*time.Second, 10*time.Millisecond, "config revision %s not loaded", sha)
+}
+
+func (h *harness) send(d githubapi.Delivery) int {
+	h.t.Helper()
+	resp, err := d.Send(h.ctx, nil, h.url+api.WebhookPath, []byte(secret))
+	require.NoError(h.t, err)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+func (h *harness) prEvent(number int, action string) {
+	h.t.Helper()
+	d, err := h.gh.PullRequestEvent(ghRepo, number, action)
+	require.NoError(h.t, err)
+	require.Equal(h.t, http.StatusAccepted, h.send(d))
+}
+
+func (h *harness) open(pr githubapi.PullRequest) githubapi.PullRequest {
+	h.t.Helper()
+	out := h.gh.OpenPullRequest(ghRepo, pr)
+	h.prEvent(out.Number, "opened")
+	return out
+}
+
+func envName(n int) string { return render.EnvironmentName("shop", ghRepo, n) }
+
+func (h *harness) get(name string) (*petriv1.EphemeralEnvironment, error) {
+	var e petriv1.EphemeralEnvironment
+	err := h.c.Get(h.ctx, types.NamespacedName{Namespace: h.ns, Name: name}, &e)
+	return &e, err
+}
+
+// waitEnv waits until the environment exists and cond holds.
+func (h *harness) waitEnv(name string, cond func(*petriv1.EphemeralEnvironment) bool) *petriv1.EphemeralEnvironment {
+	h.t.Helper()
+	var got *petriv1.EphemeralEnvironment
+	require.Eventually(h.t, func() bool {
+		e, err := h.get(name)
+		if err != nil {
+			return false
+		}
+		got = e
+		return cond == nil || cond(e)
+	}, 15*time.Second, 10*time.Millisecond, "environment %s", name)
+	return got
+}
+
+func (h *harness) waitGone(name string) {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		_, err := h.get(name)
+		return apierrors.IsNotFound(err)
+	}, 15*time.Second, 10*time.Millisecond, "environment %s still exists", name)
+}
+
+func (h *harness) reconciles() float64 {
+	return testutil.ToFloat64(h.m.Reconciles.WithLabelValues("success")) +
+		testutil.ToFloat64(h.m.Reconciles.WithLabelValues("error")) +
+		testutil.ToFloat64(h.m.Reconciles.WithLabelValues("rate_limited"))
+}
+
+// resync runs one resync round and waits until it has finished.
+func (h *harness) resync() {
+	h.t.Helper()
+	before := h.reconciles()
+	h.s.Resync()
+	require.Eventually(h.t, func() bool { return h.reconciles() > before }, 15*time.Second, 5*time.Millisecond)
+}
+
+func (h *harness) envCount() int {
+	var list petriv1.EphemeralEnvironmentList
+	require.NoError(h.t, h.c.List(h.ctx, &list, client.InNamespace(h.ns)))
+	return len(list.Items)
+}
+
+func values(t *testing.T, e *petriv1.EphemeralEnvironment, component string) map[string]any {
+	t.Helper()
+	raw, ok := e.Spec.Values[component]
+	require.True(t, ok, "spec.values.%s missing", component)
+	var v map[string]any
+	require.NoError(t, json.Unmarshal(raw.Raw, &v))
+	return v
+}
+
+func getJSON(t *testing.T, url string, into any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	if into != nil && resp.StatusCode == http.StatusOK {
+		require.NoError(t, json.NewDecoder(bytes.NewReader(data)).Decode(into))
+	}
+	return resp.StatusCode
+}
+
+func client_key(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
