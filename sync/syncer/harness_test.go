@@ -60,7 +60,7 @@ func run(m *testing.M) int {
 	}
 	defer env.Stop()
 
-	chartRepo = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	chartRepo = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/index.yaml" {
 			http.NotFound(w, r)
 			return
@@ -203,7 +203,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	}
 	h.s, err = syncer.New(syncer.Options{
 		RESTConfig: env.Config, Scheme: cluster.Scheme(), Namespace: ns, Provider: prov,
-		Resolver: &resolve.Resolver{}, Config: src, ConfigRepository: "acme/petri-config",
+		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client()}, Config: src, ConfigRepository: "acme/petri-config",
 		Metrics: h.m, Log: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})),
 		ConfigInterval: time.Hour, ResyncInterval: resync, EventQueue: o.eventQueue,
 	})
@@ -224,6 +224,8 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	t.Cleanup(srv.Close)
 	h.url = srv.URL
 	require.Eventually(t, func() bool { return h.s.Ready() == nil }, 20*time.Second, 20*time.Millisecond)
+	// The first reconcile after loading the config is done.
+	require.Eventually(t, func() bool { return h.reconciles() >= 1 }, 20*time.Second, 10*time.Millisecond)
 	return h
 }
 

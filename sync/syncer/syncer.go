@@ -789,6 +789,19 @@ func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provi
 	if existing != nil && sameEnv(existing, ee) {
 		return nil
 	}
+	if existing == nil {
+		// Never take over an object of that name that sync did not write.
+		var other petriv1.EphemeralEnvironment
+		err := s.client.Get(ctx, client.ObjectKeyFromObject(ee), &other)
+		switch {
+		case err == nil && !render.Owned(other.Labels):
+			err = fmt.Errorf("environment %s exists and is not managed by petri-sync; leaving it alone", ee.Name)
+			s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) { st.Error = err.Error() })
+			return err
+		case err != nil && !apierrors.IsNotFound(err):
+			return fmt.Errorf("get environment %s: %w", ee.Name, err)
+		}
+	}
 	if err := s.apply(ctx, ee); err != nil {
 		return fmt.Errorf("apply environment %s: %w", ee.Name, err)
 	}
