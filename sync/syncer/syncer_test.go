@@ -182,7 +182,7 @@ func TestNoDeletionWhileGitHubFails(t *testing.T) {
 	faults := []*githubapi.Fault{
 		{Status: http.StatusInternalServerError},
 		{Status: http.StatusBadGateway},
-		{Delay: 2 * time.Second}, // longer than the client's timeout
+		{Delay: 2 * time.Second},                                  // longer than the client's timeout
 		{EmptyList: true, Status: http.StatusInternalServerError}, // an empty listing, and single reads fail
 	}
 	for round := range 12 {
@@ -314,7 +314,9 @@ func TestFeedbackStatusAndSingleComment(t *testing.T) {
 	// Resyncs and unrelated status writes post nothing new.
 	h.resync()
 	h.resync()
-	setStatus(t, h, name, func(e *petriv1.EphemeralEnvironment) { e.Status.ExpiresAt = &metav1.Time{Time: time.Now().Add(time.Hour)} })
+	setStatus(t, h, name, func(e *petriv1.EphemeralEnvironment) {
+		e.Status.ExpiresAt = &metav1.Time{Time: time.Now().Add(time.Hour)}
+	})
 	h.resync()
 	sts := h.gh.Statuses(ghRepo, pr.HeadSHA)
 	var states []string
