@@ -244,7 +244,8 @@ func loadFile(file string, data []byte) (*Application, *SharedWorkload, string, 
 		if errors.Is(err, io.EOF) {
 			return nil, nil, "", []*Error{{File: file, Line: 1, Message: "file is empty"}}
 		}
-		return nil, nil, "", []*Error{{File: file, Line: line, Message: strings.TrimPrefix(err.Error(), "yaml: ")}}
+		msg := regexp.MustCompile(`^yaml: (line \d+: )?`).ReplaceAllString(err.Error(), "")
+		return nil, nil, "", []*Error{{File: file, Line: line, Message: "invalid YAML: " + msg}}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {

@@ -1,0 +1,157 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/petri-dev/petri/sync/config"
+)
+
+const good = `kind: Application
+name: shop
+repository: acme/shop
+trigger:
+  labels: [preview]
+  excludeLabels: [no-preview]
+  headBranch: '^feature/'
+  baseBranch: '^main$'
+components:
+  - name: api
+    chart:
+      repository: oci://registry.example.com/charts
+      name: api
+      version: "~1.4"
+    pullRequestValues:
+      tag: "{{ .ShortSHA }}"
+  - name: web
+    chart:
+      repository: https://charts.example.com
+      name: web
+      version: 2.0.1
+    dependsOn: [api]
+ttl: 72h
+maxEnvironments: 3
+url: "https://pr-{{ .Number }}.example.com"
+`
+
+func TestExampleConfigRepositoryLoads(t *testing.T) {
+	files := map[string][]byte{}
+	root := filepath.Join("..", "..", "examples", "config-repo")
+	require.NoError(t, filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(root, p)
+		files[filepath.ToSlash(rel)] = data
+		return err
+	}))
+	cfg := config.Load(files)
+	require.Empty(t, cfg.Errors)
+	require.Len(t, cfg.Applications, 2)
+	require.Len(t, cfg.SharedWorkloads, 1)
+	shop := cfg.Application("shop")
+	require.NotNil(t, shop)
+	assert.Equal(t, "applications/shop.yaml", shop.File)
+	assert.Equal(t, "build-images", shop.ArtifactGate.CheckRun)
+	assert.Equal(t, 72*time.Hour, shop.TTL.Duration)
+	assert.Equal(t, 10, shop.MaxEnvironments)
+	assert.Equal(t, "~15.5", cfg.SharedWorkloads[0].Spec.Chart.Version)
+	assert.Equal(t, []string{"acme/docs", "acme/shop"}, cfg.Repositories())
+}
+
+func TestErrorsNameFileLineAndField(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+		want    []string
+	}{
+		{"unknown field", strings.Replace(good, "  labels: [preview]", "  lables: [preview]", 1), []string{"apps/x.yaml:5: trigger.lables: unknown field"}},
+		{"wrong type", strings.Replace(good, "maxEnvironments: 3", "maxEnvironments: three", 1), []string{`apps/x.yaml:24: maxEnvironments: expected a whole number, got a string "three"`}},
+		{"bad constraint", strings.Replace(good, `"~1.4"`, `"~1.x.y.z"`, 1), []string{`apps/x.yaml:14: components[0].chart.version: "~1.x.y.z" is neither an exact version nor a semver constraint`}},
+		{"bad regexp", strings.Replace(good, "'^feature/'", "'^(feature'", 1), []string{"apps/x.yaml:7: trigger.headBranch: invalid regular expression"}},
+		{"template field", strings.Replace(good, ".ShortSHA", ".ShortSha", 1), []string{"apps/x.yaml:16: components[0].pullRequestValues.tag: template: "}},
+		{"unknown dependency", strings.Replace(good, "dependsOn: [api]", "dependsOn: [db]", 1), []string{`apps/x.yaml:22: components[1].dependsOn[0]: "db" is not a component of this application`}},
+		{"ttl", strings.Replace(good, "ttl: 72h", "ttl: three days", 1), []string{`apps/x.yaml:23: ttl: "three days" is not a duration`}},
+		{"repository", strings.Replace(good, "repository: acme/shop", "repository: shop", 1), []string{`apps/x.yaml:3: repository: "shop" must be a GitHub repository written owner/name`}},
+		{"chart repository", strings.Replace(good, "https://charts.example.com", "http://charts.example.com", 1), []string{"apps/x.yaml:19: components[1].chart.repository: "}},
+		{"path chart needs exact", strings.Replace(good, "oci://registry.example.com/charts", "/charts/api", 1), []string{"apps/x.yaml:14: components[0].chart.version: \"~1.4\": a chart inside the deployer image needs an exact version"}},
+		{"yaml syntax", good + "  - bad: [\n", []string{"apps/x.yaml:25: invalid YAML: did not find expected key"}},
+		{"two documents", good + "---\nkind: Application\n", []string{"apps/x.yaml:26: a config file holds exactly one document"}},
+		{"unknown kind", "kind: App\nname: x\n", []string{`apps/x.yaml:1: kind: unknown kind "App"`}},
+		{"cycle", strings.Replace(strings.Replace(good, "    pullRequestValues:", "    dependsOn: [web]\n    pullRequestValues:", 1), "", "", 1), []string{"components: dependsOn has a cycle: api -> web -> api"}},
+		{"two errors", strings.Replace(strings.Replace(good, "  lables", "", 1), "drafts", "drafts", 1) + "color: blue\n", []string{"apps/x.yaml:26: color: unknown field"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := config.Load(map[string][]byte{"apps/x.yaml": []byte(tt.content), "apps/ok.yaml": []byte(strings.Replace(good, "name: shop", "name: other", 1))})
+			require.Len(t, cfg.Applications, 1, "the other file keeps working")
+			assert.Equal(t, "other", cfg.Applications[0].Name)
+			require.NotEmpty(t, cfg.Errors)
+			var got []string
+			for _, e := range cfg.Errors {
+				got = append(got, e.Error())
+			}
+			for _, w := range tt.want {
+				assert.True(t, strings.Contains(strings.Join(got, "\n"), w), "want %q in %q", w, got)
+			}
+			assert.Contains(t, cfg.BrokenFiles, "apps/x.yaml")
+		})
+	}
+}
+
+func TestDuplicateApplicationNamesKeepTheFirst(t *testing.T) {
+	cfg := config.Load(map[string][]byte{"a.yaml": []byte(good), "b.yaml": []byte(good)})
+	require.Len(t, cfg.Applications, 1)
+	assert.Equal(t, "a.yaml", cfg.Applications[0].File)
+	require.Len(t, cfg.Errors, 1)
+	assert.Equal(t, "b.yaml:1: name: application shop is already declared in a.yaml", cfg.Errors[0].Error())
+	assert.Equal(t, "shop", cfg.BrokenFiles["b.yaml"])
+}
+
+func TestMatches(t *testing.T) {
+	cfg := config.Load(map[string][]byte{"a.yaml": []byte(good)})
+	require.Empty(t, cfg.Errors)
+	app := cfg.Applications[0]
+	base := config.PullRequestView{Labels: []string{"preview"}, HeadBranch: "feature/x", BaseBranch: "main"}
+	tests := []struct {
+		name   string
+		change func(*config.PullRequestView)
+		match  bool
+		reason string
+	}{
+		{"matches", func(*config.PullRequestView) {}, true, ""},
+		{"draft", func(p *config.PullRequestView) { p.Draft = true }, false, "draft pull requests are off"},
+		{"missing label", func(p *config.PullRequestView) { p.Labels = nil }, false, `label "preview" is required`},
+		{"excluded label", func(p *config.PullRequestView) { p.Labels = append(p.Labels, "no-preview") }, false, `label "no-preview" is excluded`},
+		{"head branch", func(p *config.PullRequestView) { p.HeadBranch = "fix/y" }, false, `head branch "fix/y" does not match ^feature/`},
+		{"base branch", func(p *config.PullRequestView) { p.BaseBranch = "main2" }, false, `base branch "main2" does not match ^main$`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pr := base
+			pr.Labels = append([]string(nil), base.Labels...)
+			tt.change(&pr)
+			got := app.Matches(pr)
+			assert.Equal(t, tt.match, got.Match)
+			assert.Equal(t, tt.reason, got.Reason)
+		})
+	}
+}
+
+func TestSlug(t *testing.T) {
+	for in, want := range map[string]string{
+		"feature/Cart_v2":          "feature-cart-v2",
+		"--x--":                    "x",
+		"UPPER.case/With Spaces!!": "upper-case-with-spaces",
+		strings.Repeat("a", 70):    strings.Repeat("a", 63),
+	} {
+		assert.Equal(t, want, config.Slug(in), in)
+	}
+}
