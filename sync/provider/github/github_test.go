@@ -1,0 +1,207 @@
+package github_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/petri-dev/petri/sync/provider"
+	ghprovider "github.com/petri-dev/petri/sync/provider/github"
+	"github.com/petri-dev/petri/tests/githubapi"
+)
+
+const repo = "acme/shop"
+
+func tokenFile(t *testing.T, tok string) string {
+	p := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(p, []byte(tok+"\n"), 0o600))
+	return p
+}
+
+func newProvider(t *testing.T, srv *githubapi.Server, auth ghprovider.Auth) *ghprovider.Provider {
+	t.Helper()
+	p, err := ghprovider.New(ghprovider.Options{BaseURL: srv.URL, Auth: auth, HTTPClient: &http.Client{Timeout: time.Second}})
+	require.NoError(t, err)
+	return p
+}
+
+func TestListIsPaginatedAndConditional(t *testing.T) {
+	t.Parallel()
+	srv := githubapi.New(githubapi.Options{Tokens: []string{"tok"}})
+	defer srv.Close()
+	for range 150 {
+		srv.OpenPullRequest(repo, githubapi.PullRequest{Labels: []string{"preview"}})
+	}
+	p := newProvider(t, srv, ghprovider.TokenFile(tokenFile(t, "tok")))
+	ctx := context.Background()
+	prs, err := p.ListOpenPullRequests(ctx, repo)
+	require.NoError(t, err)
+	require.Len(t, prs, 150)
+	assert.Equal(t, []string{"preview"}, prs[0].Labels)
+	assert.Len(t, srv.Requests(), 2, "two pages of 100")
+
+	srv.ResetRequests()
+	remaining := srv.RateLimitRemaining()
+	again, err := p.ListOpenPullRequests(ctx, repo)
+	require.NoError(t, err)
+	assert.Equal(t, prs, again)
+	for _, r := range srv.Requests() {
+		assert.True(t, r.Conditional)
+		assert.Equal(t, http.StatusNotModified, r.Status)
+	}
+	assert.Equal(t, remaining, srv.RateLimitRemaining())
+	rem, _ := p.RateLimit()
+	assert.Equal(t, remaining, rem)
+
+	// A change shows through the cache.
+	srv.UpdatePullRequest(repo, 150, func(pr *githubapi.PullRequest) { pr.Title = "changed" })
+	again, err = p.ListOpenPullRequests(ctx, repo)
+	require.NoError(t, err)
+	assert.Equal(t, "changed", again[0].Title)
+}
+
+func TestBadTokenIsAnError(t *testing.T) {
+	t.Parallel()
+	srv := githubapi.New(githubapi.Options{Tokens: []string{"tok"}})
+	defer srv.Close()
+	p := newProvider(t, srv, ghprovider.TokenFile(tokenFile(t, "wrong")))
+	_, err := p.ListOpenPullRequests(context.Background(), repo)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "wrong", "the token never appears in errors")
+}
+
+func TestRateLimitsAreHonoured(t *testing.T) {
+	t.Parallel()
+	for _, f := range []*githubapi.Fault{
+		{RateLimited: true, RetryAfter: 30 * time.Second},
+		{SecondaryRateLimited: true, RetryAfter: 30 * time.Second},
+		{Status: http.StatusTooManyRequests},
+	} {
+		srv := githubapi.New(githubapi.Options{})
+		srv.SetFault(f)
+		p := newProvider(t, srv, nil)
+		_, err := p.ListOpenPullRequests(context.Background(), repo)
+		var rle *provider.RateLimitError
+		require.True(t, errors.As(err, &rle), "%+v: %v", f, err)
+		assert.True(t, rle.Until.After(time.Now().Add(10*time.Second)), "wait until the announced reset")
+		srv.SetFault(nil)
+		srv.ResetRequests()
+		_, err = p.GetPullRequest(context.Background(), repo, 1)
+		require.True(t, errors.As(err, &rle))
+		assert.Empty(t, srv.Requests(), "no request before the reset")
+		srv.Close()
+	}
+}
+
+func TestGateState(t *testing.T) {
+	t.Parallel()
+	srv := githubapi.New(githubapi.Options{})
+	defer srv.Close()
+	p := newProvider(t, srv, nil)
+	ctx := context.Background()
+	sha := githubapi.SHA("x")
+	check := provider.Gate{CheckRun: "build"}
+	st, reason, err := p.GateState(ctx, repo, sha, check)
+	require.NoError(t, err)
+	assert.Equal(t, provider.GatePending, st)
+	assert.Equal(t, "waiting for check run build on "+sha[:7], reason)
+	srv.SetCheckRun(repo, sha, githubapi.CheckRun{Name: "build", Status: "completed", Conclusion: "failure"})
+	st, _, _ = p.GateState(ctx, repo, sha, check)
+	assert.Equal(t, provider.GateFailed, st)
+	srv.SetCheckRun(repo, sha, githubapi.CheckRun{Name: "build", Status: "completed", Conclusion: "success"})
+	st, _, _ = p.GateState(ctx, repo, sha, check)
+	assert.Equal(t, provider.GatePassed, st)
+
+	status := provider.Gate{StatusContext: "ci/image"}
+	st, _, _ = p.GateState(ctx, repo, sha, status)
+	assert.Equal(t, provider.GatePending, st)
+	srv.SetStatus(repo, sha, "ci/image", "error")
+	st, _, _ = p.GateState(ctx, repo, sha, status)
+	assert.Equal(t, provider.GateFailed, st)
+	srv.SetStatus(repo, sha, "ci/image", "success")
+	st, _, _ = p.GateState(ctx, repo, sha, status)
+	assert.Equal(t, provider.GatePassed, st)
+}
+
+func TestUpsertCommentCreatesOnceThenEdits(t *testing.T) {
+	t.Parallel()
+	srv := githubapi.New(githubapi.Options{})
+	defer srv.Close()
+	srv.OpenPullRequest(repo, githubapi.PullRequest{})
+	srv.AddComment(repo, 1, "bob", "first!")
+	ctx := context.Background()
+	p := newProvider(t, srv, nil)
+	require.NoError(t, p.UpsertComment(ctx, repo, 1, "<!-- m -->", "<!-- m -->\none"))
+	require.NoError(t, p.UpsertComment(ctx, repo, 1, "<!-- m -->", "<!-- m -->\ntwo"))
+	srv.ResetRequests()
+	require.NoError(t, p.UpsertComment(ctx, repo, 1, "<!-- m -->", "<!-- m -->\ntwo"))
+	assert.Empty(t, srv.Requests(), "an unchanged body costs nothing")
+
+	// A restarted sync finds its comment instead of adding one.
+	fresh := newProvider(t, srv, nil)
+	require.NoError(t, fresh.UpsertComment(ctx, repo, 1, "<!-- m -->", "<!-- m -->\nthree"))
+	cs := srv.Comments(repo, 1)
+	require.Len(t, cs, 2)
+	assert.Equal(t, "first!", cs[0].Body)
+	assert.Equal(t, "<!-- m -->\nthree", cs[1].Body)
+	assert.Equal(t, 2, cs[1].Edits)
+}
+
+func TestSetCommitStatusCutsDescription(t *testing.T) {
+	t.Parallel()
+	srv := githubapi.New(githubapi.Options{})
+	defer srv.Close()
+	p := newProvider(t, srv, nil)
+	require.NoError(t, p.SetCommitStatus(context.Background(), repo, "abc", provider.CommitStatus{State: "failure", Context: "petri/shop", Description: strings.Repeat("x", 300), TargetURL: "https://x"}))
+	sts := srv.Statuses(repo, "abc")
+	require.Len(t, sts, 1)
+	assert.Equal(t, 140, len([]rune(sts[0].Description)))
+	assert.Equal(t, "https://x", sts[0].TargetURL)
+}
+
+func TestGitHubAppOnEnterpriseBaseURL(t *testing.T) {
+	t.Parallel()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	keyFile := filepath.Join(t.TempDir(), "app.pem")
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600))
+	// Tokens that expire within a minute are refreshed before every use.
+	srv := githubapi.New(githubapi.Options{PathPrefix: "/api/v3", AppID: 42, AppKey: &key.PublicKey, InstallationTokenTTL: 30 * time.Second})
+	defer srv.Close()
+	srv.OpenPullRequest(repo, githubapi.PullRequest{})
+	require.True(t, strings.HasSuffix(srv.URL, "/api/v3/"))
+
+	p := newProvider(t, srv, ghprovider.App(42, 7, keyFile))
+	for range 3 {
+		prs, err := p.ListOpenPullRequests(context.Background(), repo)
+		require.NoError(t, err)
+		require.Len(t, prs, 1)
+	}
+	assert.Equal(t, 3, srv.InstallationTokensIssued(), "a token about to expire is replaced before use")
+
+	long := githubapi.New(githubapi.Options{AppID: 42, AppKey: &key.PublicKey})
+	defer long.Close()
+	long.OpenPullRequest(repo, githubapi.PullRequest{})
+	p = newProvider(t, long, ghprovider.App(42, 7, keyFile))
+	for range 3 {
+		_, err := p.ListOpenPullRequests(context.Background(), repo)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 1, long.InstallationTokensIssued(), "a valid token is reused")
+
+	wrong := newProvider(t, long, ghprovider.App(43, 7, keyFile))
+	_, err = wrong.ListOpenPullRequests(context.Background(), repo)
+	assert.Error(t, err, "a JWT of another app is refused")
+}
