@@ -1,16 +1,189 @@
-// Command petri-deployer runs Helm operations inside Petri's Jobs.
+// Command petri-deployer is the container of the Jobs the operator creates:
+// it deploys or undeploys one component with the Helm SDK, then exits. The
+// outcome is its exit code and a one-line "<Reason>: <detail>" termination
+// message the operator reads from the pod's status.
+//
+//	petri-deployer deploy   --release NAME --namespace NS --chart-repository REPO --chart-name NAME
+//	                        --chart-version VERSION --values FILE [--wait] [--timeout 5m]
+//	                        [--ca-file FILE] [--plain-http] [--termination-log /dev/termination-log]
+//	petri-deployer undeploy --release NAME --namespace NS [--timeout 5m]
+//	                        [--termination-log /dev/termination-log]
+//
+// Exit codes: 0 success, 1 failure, 2 invalid arguments.
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/petri-dev/petri/deployer"
 )
 
+const defaultTerminationLog = "/dev/termination-log"
+
 func main() {
-	fs := flag.NewFlagSet("petri-deployer", flag.ContinueOnError)
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		os.Exit(2)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type options struct {
+	release, namespace, terminationLog string
+	timeout                            time.Duration
+	source                             deployer.ChartSource
+	valuesFile                         string
+	wait                               bool
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	log := logr.FromSlogHandler(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// Found before parsing, so that errors up to and including a parse error
+	// are reported there too.
+	preParseLog := terminationLogArg(args)
+	var opts options
+
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return fail(log, stderr, preParseLog, fmt.Errorf("%w: first argument must be the command: deploy or undeploy", deployer.ErrInvalidArguments))
 	}
-	fmt.Fprintln(os.Stderr, "petri-deployer: not implemented yet")
+	command := args[0]
+	fs := flag.NewFlagSet("petri-deployer "+command, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&opts.release, "release", "", "Helm release name")
+	fs.StringVar(&opts.namespace, "namespace", "", "namespace of the release and its storage")
+	fs.DurationVar(&opts.timeout, "timeout", deployer.DefaultTimeout, "bound on hooks, readiness and uninstall waits")
+	fs.StringVar(&opts.terminationLog, "termination-log", defaultTerminationLog, "file that receives the one-line failure message")
+	switch command {
+	case "deploy":
+		fs.StringVar(&opts.source.Repository, "chart-repository", "", "https:// chart repository, oci://host/path registry, or absolute path")
+		fs.StringVar(&opts.source.Name, "chart-name", "", "chart name")
+		fs.StringVar(&opts.source.Version, "chart-version", "", "exact chart version")
+		fs.StringVar(&opts.valuesFile, "values", "", "YAML values file")
+		fs.BoolVar(&opts.wait, "wait", false, "wait for the release's workloads to be ready")
+		fs.StringVar(&opts.source.CAFile, "ca-file", "", "PEM CA bundle for https repositories and registries")
+		fs.BoolVar(&opts.source.PlainHTTP, "plain-http", false, "reach the oci:// registry over plain HTTP")
+	case "undeploy":
+	default:
+		return fail(log, stderr, preParseLog, fmt.Errorf("%w: unknown command %q: want deploy or undeploy", deployer.ErrInvalidArguments, command))
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return fail(log, stderr, preParseLog, fmt.Errorf("%w: %w", deployer.ErrInvalidArguments, err))
+	}
+	if err := validate(command, fs, opts); err != nil {
+		return fail(log, stderr, opts.terminationLog, err)
+	}
+
+	// SIGTERM (the pod being deleted) cancels the Helm action, which then
+	// records the release as failed instead of leaving it pending.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	ctx = logr.NewContext(ctx, log)
+	log.Info("Starting", "command", command, "release", opts.release, "namespace", opts.namespace)
+	d, err := deployer.New(deployer.NewRESTClientGetter("", opts.namespace), opts.namespace, log)
+	if err != nil {
+		return fail(log, stderr, opts.terminationLog, err)
+	}
+	if command == "undeploy" {
+		err = d.Undeploy(ctx, opts.release, opts.timeout)
+	} else {
+		err = deploy(ctx, d, opts)
+	}
+	if err != nil {
+		return fail(log, stderr, opts.terminationLog, err)
+	}
+	return 0
+}
+
+func deploy(ctx context.Context, d *deployer.Deployer, opts options) error {
+	vals, err := deployer.ReadValues(opts.valuesFile)
+	if err != nil {
+		return err
+	}
+	ch, err := deployer.LoadChart(ctx, opts.source)
+	if err != nil {
+		return err
+	}
+	_, err = d.Deploy(ctx, deployer.DeployRequest{
+		Release: opts.release,
+		Chart:   ch,
+		Values:  vals,
+		Wait:    opts.wait,
+		Timeout: opts.timeout,
+	})
+	return err
+}
+
+// terminationLogArg finds --termination-log in args the way flag parses it,
+// or returns the default.
+func terminationLogArg(args []string) string {
+	path := defaultTerminationLog
+	for i, a := range args {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "termination-log" {
+			continue
+		}
+		if hasValue {
+			path = value
+		} else if i+1 < len(args) {
+			path = args[i+1]
+		}
+	}
+	return path
+}
+
+func validate(command string, fs *flag.FlagSet, opts options) error {
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", deployer.ErrInvalidArguments, fs.Args())
+	}
+	required := map[string]string{"release": opts.release, "namespace": opts.namespace}
+	if command == "deploy" {
+		required["chart-repository"] = opts.source.Repository
+		required["chart-name"] = opts.source.Name
+		required["chart-version"] = opts.source.Version
+		required["values"] = opts.valuesFile
+	}
+	var missing []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := required[f.Name]; ok && v == "" {
+			missing = append(missing, "--"+f.Name)
+		}
+	})
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s %s required", deployer.ErrInvalidArguments, command, strings.Join(missing, ", "))
+	}
+	if opts.timeout <= 0 {
+		return fmt.Errorf("%w: --timeout must be positive", deployer.ErrInvalidArguments)
+	}
+	return nil
+}
+
+// fail reports err the three ways a Job's failure is seen: the termination
+// log (read by the operator), stderr and the structured log. It returns the
+// exit code: 2 for invalid arguments, like a shell usage error, else 1.
+func fail(log logr.Logger, stderr io.Writer, terminationLog string, err error) int {
+	msg := deployer.TerminationMessage(err)
+	reason := deployer.Classify(err)
+	// The condensed message, not err: it is the redacted form.
+	log.Error(nil, "Failed", "reason", reason, "message", msg)
+	fmt.Fprintln(stderr, msg)
+	if terminationLog != "" {
+		if werr := os.WriteFile(terminationLog, []byte(msg), 0o644); werr != nil {
+			fmt.Fprintf(stderr, "petri-deployer: cannot write termination log %s: %v\n", terminationLog, werr)
+		}
+	}
+	if reason == deployer.ReasonInvalidArguments {
+		return 2
+	}
+	return 1
 }

@@ -1,0 +1,86 @@
+package deployer
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/release"
+)
+
+// Thin wrappers around Helm's actions: each sets the few options Petri needs
+// and turns Helm's errors into ones Classify understands.
+
+func (d *Deployer) install(ctx context.Context, req DeployRequest) (*release.Release, error) {
+	in := action.NewInstall(d.cfg)
+	in.ReleaseName = req.Release
+	in.Namespace = d.namespace
+	in.Wait = req.Wait
+	in.Timeout = req.Timeout
+	// Replace lets an install reuse the name of a release uninstalled with
+	// its history kept; with no history it has no effect.
+	in.Replace = true
+	rel, err := in.RunWithContext(ctx, req.Chart, req.Values)
+	return rel, helmError("install", req.Release, req.Timeout, err)
+}
+
+func (d *Deployer) upgrade(ctx context.Context, req DeployRequest) (*release.Release, error) {
+	up := action.NewUpgrade(d.cfg)
+	up.Namespace = d.namespace
+	up.Wait = req.Wait
+	up.Timeout = req.Timeout
+	up.MaxHistory = MaxHistory
+	// The operator sends the complete values every time; Helm would
+	// otherwise reuse the previous revision's values when none are given.
+	up.ResetValues = true
+	rel, err := up.RunWithContext(ctx, req.Release, req.Chart, req.Values)
+	return rel, helmError("upgrade", req.Release, req.Timeout, err)
+}
+
+func (d *Deployer) uninstall(name string, timeout time.Duration) error {
+	un := action.NewUninstall(d.cfg)
+	un.Wait = true
+	un.Timeout = timeout
+	_, err := un.Run(name)
+	return helmError("uninstall", name, timeout, err)
+}
+
+// unlock marks a record that a killed pod left pending as failed, which is
+// what Helm itself would have written had the pod lived; Helm then accepts
+// an upgrade, even of a release that was never deployed.
+func (d *Deployer) unlock(rel *release.Release) error {
+	from := rel.Info.Status
+	rel.SetStatus(release.StatusFailed, fmt.Sprintf("Recovered by petri-deployer from stale %s: the operation's pod stopped before it finished", from))
+	if err := d.cfg.Releases.Update(rel); err != nil {
+		return fmt.Errorf("unlock release %s revision %d (%s): %w", rel.Name, rel.Version, from, err)
+	}
+	return nil
+}
+
+// helmSchemaError is how Helm 3 words a values.schema.json failure; it
+// flattens the validator's errors into text, so the wording is all there is to
+// recognise it by. TestDeployRejectsSchemaViolation pins it.
+const helmSchemaError = "values don't meet the specifications of the schema"
+
+// schemaValue matches the validator's messages that quote the offending
+// value itself (pattern and format failures); values come from a Secret.
+var schemaValue = regexp.MustCompile(`'(?:[^'\\]|\\.)*' (does not match pattern|is not valid)`)
+
+func helmError(op, name string, timeout time.Duration, err error) error {
+	if err == nil {
+		return nil
+	}
+	if strings.Contains(err.Error(), helmSchemaError) {
+		// The cause is a plain string from Helm; it is rewritten, not wrapped,
+		// so that the values it quotes cannot leak through errors.Unwrap.
+		msg := schemaValue.ReplaceAllString(err.Error(), "the value $1")
+		return fmt.Errorf("%w: %s %s: %s", ErrValuesInvalid, op, name, msg)
+	}
+	if Classify(err) == ReasonTimeout {
+		return fmt.Errorf("%s %s: not ready within %s: %w", op, name, timeout, err)
+	}
+	return fmt.Errorf("%s %s: %w", op, name, err)
+}

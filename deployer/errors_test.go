@@ -1,0 +1,95 @@
+package deployer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/petri-dev/petri/deployer"
+)
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "", errors.New(`User "system:serviceaccount:ns:nobody" cannot list resource "secrets"`))
+	tests := []struct {
+		name string
+		err  error
+		want deployer.Reason
+	}{
+		{"nil", nil, ""},
+		{"chart not found", fmt.Errorf("load chart: %w: greeter", deployer.ErrChartNotFound), deployer.ReasonChartNotFound},
+		{"version not found", fmt.Errorf("%w: greeter 9.9.9", deployer.ErrVersionNotFound), deployer.ReasonVersionNotFound},
+		{"values invalid", fmt.Errorf("%w: install r: bad", deployer.ErrValuesInvalid), deployer.ReasonValuesInvalid},
+		{"digest mismatch", fmt.Errorf("%w: x", deployer.ErrDigestMismatch), deployer.ReasonDigestMismatch},
+		{"invalid arguments", fmt.Errorf("%w: --release required", deployer.ErrInvalidArguments), deployer.ReasonInvalidArguments},
+		{"forbidden status error", fmt.Errorf("read release r: %w", forbidden), deployer.ReasonKubernetesRefused},
+		{"invalid object", apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "x", nil), deployer.ReasonKubernetesRefused},
+		{"missing namespace", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "gone"), deployer.ReasonKubernetesRefused},
+		{"forbidden flattened by helm", errors.New(`failed to create resource: configmaps is forbidden: User "u" cannot create resource "configmaps"`), deployer.ReasonKubernetesRefused},
+		{"unauthorized flattened", errors.New("query: failed to query with labels: Unauthorized"), deployer.ReasonKubernetesRefused},
+		{"deadline", fmt.Errorf("install r: %w", context.DeadlineExceeded), deployer.ReasonTimeout},
+		{"wait interrupted", wait.ErrorInterrupted(errors.New("x")), deployer.ReasonTimeout},
+		{"deadline flattened", errors.New("release r failed: context deadline exceeded"), deployer.ReasonTimeout},
+		{"server timeout", apierrors.NewServerTimeout(schema.GroupResource{Resource: "configmaps"}, "create", 1), deployer.ReasonTimeout},
+		{"sentinel wins over cause", fmt.Errorf("%w: %w", deployer.ErrChartNotFound, context.DeadlineExceeded), deployer.ReasonChartNotFound},
+		{"anything else", errors.New("template: greeter/templates/x.yaml:3: unexpected EOF"), deployer.ReasonFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, deployer.Classify(tt.err))
+		})
+	}
+}
+
+func TestTerminationMessage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		err     error
+		want    string
+		notWant string
+	}{
+		{
+			name: "reason prefix replaces the sentinel's text",
+			err:  fmt.Errorf("load chart: %w: greeter 0.1.0 from oci://r/charts", deployer.ErrChartNotFound),
+			want: "ChartNotFound: load chart: greeter 0.1.0 from oci://r/charts",
+		},
+		{
+			name: "multi-line helm error becomes one line",
+			err:  fmt.Errorf("%w: install r: %w", deployer.ErrValuesInvalid, errors.New("values don't meet the specifications of the schema(s) in the following chart(s):\nstrict:\n- at '/replicas': minimum: got 0, want 1\n")),
+			want: "ValuesInvalid: install r: values don't meet the specifications of the schema(s) in the following chart(s): strict: - at '/replicas': minimum: got 0, want 1",
+		},
+		{
+			name:    "credentials in URLs are redacted",
+			err:     errors.New(`Get "https://bob:hunter2@charts.example/index.yaml": dial tcp: lookup charts.example: no such host`),
+			want:    `Failed: Get "https://***@charts.example/index.yaml": dial tcp: lookup charts.example: no such host`,
+			notWant: "hunter2",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := deployer.TerminationMessage(tt.err)
+			assert.Equal(t, tt.want, got)
+			if tt.notWant != "" {
+				assert.NotContains(t, got, tt.notWant)
+			}
+		})
+	}
+
+	t.Run("long messages are cut at a rune boundary", func(t *testing.T) {
+		got := deployer.TerminationMessage(errors.New(strings.Repeat("é", 2000)))
+		assert.LessOrEqual(t, len(got), deployer.MaxMessageBytes)
+		assert.Greater(t, len(got), deployer.MaxMessageBytes-4)
+		assert.True(t, utf8.ValidString(got))
+		assert.True(t, strings.HasPrefix(got, "Failed: é"))
+		assert.True(t, strings.HasSuffix(got, "..."))
+	})
+}
