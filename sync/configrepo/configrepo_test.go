@@ -1,0 +1,106 @@
+package configrepo_test
+
+import (
+	"context"
+	"encoding/pem"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/petri-dev/petri/sync/configrepo"
+)
+
+func commit(t *testing.T, dir string, repo *git.Repository, files map[string]string) string {
+	t.Helper()
+	wt, err := repo.Worktree()
+	require.NoError(t, err)
+	for p, c := range files {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644))
+		_, err := wt.Add(p)
+		require.NoError(t, err)
+	}
+	h, err := wt.Commit("change", &git.CommitOptions{Author: &object.Signature{Name: "t", Email: "t@example.com", When: time.Now()}})
+	require.NoError(t, err)
+	return h.String()
+}
+
+func initRepo(t *testing.T, dir string) *git.Repository {
+	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.Main}})
+	require.NoError(t, err)
+	return repo
+}
+
+func TestLocalPathFollowsNewCommits(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	repo := initRepo(t, dir)
+	first := commit(t, dir, repo, map[string]string{"config/apps/a.yaml": "kind: Application\n", "config/README.md": "x", "other/b.yaml": "x: 1\n"})
+	r, err := configrepo.New(configrepo.Options{URL: dir, Dir: "config"})
+	require.NoError(t, err)
+	snap, err := r.Fetch(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, first, snap.Revision)
+	assert.Equal(t, map[string][]byte{"config/apps/a.yaml": []byte("kind: Application\n")}, snap.Files, "only YAML files under the directory")
+
+	second := commit(t, dir, repo, map[string]string{"config/apps/c.yml": "kind: SharedWorkload\n"})
+	snap, err = r.Fetch(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, second, snap.Revision)
+	assert.Len(t, snap.Files, 2)
+
+	missing, err := configrepo.New(configrepo.Options{URL: dir, Branch: "nope"})
+	require.NoError(t, err)
+	_, err = missing.Fetch(context.Background())
+	assert.Error(t, err)
+}
+
+// TestHTTPSWithToken serves the repository with git's own smart HTTP
+// backend behind TLS and basic authentication, as a Git host would.
+func TestHTTPSWithToken(t *testing.T) {
+	t.Parallel()
+	backend, err := exec.LookPath("git")
+	require.NoError(t, err)
+	root := t.TempDir()
+	dir := filepath.Join(root, "config.git")
+	repo := initRepo(t, dir)
+	rev := commit(t, dir, repo, map[string]string{"apps/a.yaml": "kind: Application\n"})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "x-access-token" || p != "t0ken" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h := &cgi.Handler{Path: backend, Args: []string{"http-backend"}, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("t0ken\n"), 0o600))
+	r, err := configrepo.New(configrepo.Options{URL: srv.URL + "/config.git", TokenFile: tokenFile, CABundle: ca})
+	require.NoError(t, err)
+	snap, err := r.Fetch(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, rev, snap.Revision)
+	assert.Contains(t, snap.Files, "apps/a.yaml")
+
+	require.NoError(t, os.WriteFile(tokenFile, []byte("wrong\n"), 0o600))
+	bad, err := configrepo.New(configrepo.Options{URL: srv.URL + "/config.git", TokenFile: tokenFile, CABundle: ca})
+	require.NoError(t, err)
+	_, err = bad.Fetch(context.Background())
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "wrong", "the token never appears in errors")
+}
