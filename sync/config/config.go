@@ -65,6 +65,23 @@ type Application struct {
 
 	headBranch *regexp.Regexp
 	baseBranch *regexp.Regexp
+	lines      map[string]int
+}
+
+// Line returns the line of a field path (components[1].chart.version) in
+// the application's file, so that problems found later, such as a chart
+// version no repository satisfies, still point at their line.
+func (a *Application) Line(field string) int {
+	for p := field; ; {
+		if l, ok := a.lines[p]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			return 1
+		}
+		p = p[:i]
+	}
 }
 
 // Trigger selects pull requests.
@@ -275,6 +292,10 @@ func loadFile(file string, data []byte) (*Application, *SharedWorkload, string, 
 		}
 		if len(d.errs) > 0 {
 			return nil, nil, head.Name, d.errs
+		}
+		app.lines = make(map[string]int, len(d.nodes))
+		for p, n := range d.nodes {
+			app.lines[p] = n.Line
 		}
 		return app, nil, app.Name, nil
 	case KindSharedWorkload:

@@ -64,6 +64,8 @@ func TestExampleConfigRepositoryLoads(t *testing.T) {
 	assert.Equal(t, 10, shop.MaxEnvironments)
 	assert.Equal(t, "~15.5", cfg.SharedWorkloads[0].Spec.Chart.Version)
 	assert.Equal(t, []string{"acme/docs", "acme/shop"}, cfg.Repositories())
+	assert.Equal(t, 41, shop.Line("components[1].chart.version"), "later problems still find their line")
+	assert.Equal(t, 39, shop.Line("components[1].chart.nothing"))
 }
 
 func TestErrorsNameFileLineAndField(t *testing.T) {

@@ -75,7 +75,12 @@ func TestWebhookToWriteLatency(t *testing.T) {
 
 	// Requests of resyncs: after the first (which sees changed listings),
 	// an unchanged repository costs one conditional request.
-	h.resync()
+	// Let the feedback of the last events finish first.
+	require.Eventually(t, func() bool {
+		before := len(h.gh.Requests())
+		h.resync()
+		return len(h.gh.Requests()) == before+1
+	}, 20*time.Second, 50*time.Millisecond)
 	h.gh.ResetRequests()
 	h.resync()
 	reqs := h.gh.Requests()

@@ -764,10 +764,11 @@ func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provi
 		}
 	}
 	versions := map[string]string{}
-	for _, c := range app.Components {
+	for i, c := range app.Components {
 		v, err := s.opts.Resolver.Resolve(ctx, c.Chart.Repository, c.Chart.Name, c.Chart.Version)
 		if err != nil {
-			err = fmt.Errorf("%s: component %s: %w", app.File, c.Name, err)
+			field := fmt.Sprintf("components[%d].chart.version", i)
+			err = fmt.Errorf("%s:%d: %s: %w", app.File, app.Line(field), field, err)
 			s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) {
 				st.HeadSHA, st.Error, st.Waiting, st.Deleted = pr.HeadSHA, "chart resolution failed: "+err.Error(), "", ""
 			})

@@ -621,3 +621,22 @@ func TestReadAPIAndProbes(t *testing.T) {
 		assert.Contains(t, string(data), m)
 	}
 }
+
+func TestUnresolvableChartVersionIsReportedAndChangesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{files: shopFiles("")})
+	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	before := h.waitEnv(envName(pr.Number), nil)
+
+	h.pushConfig(map[string]string{"applications/shop.yaml": strings.Replace(appYAML(""), `version: "~1.4"`, `version: "~9.1"`, 1)})
+	h.prEvent(pr.Number, "synchronize")
+	require.Eventually(t, func() bool {
+		sts := h.gh.Statuses(ghRepo, pr.HeadSHA)
+		return len(sts) > 0 && sts[len(sts)-1].State == "error"
+	}, 10*time.Second, 10*time.Millisecond)
+	sts := h.gh.Statuses(ghRepo, pr.HeadSHA)
+	assert.Contains(t, sts[len(sts)-1].Description, "applications/shop.yaml:27: components[1].chart.version: no version of chart web")
+	after, err := h.get(envName(pr.Number))
+	require.NoError(t, err)
+	assert.Equal(t, before.ResourceVersion, after.ResourceVersion, "nothing is written with an unresolved version")
+}
