@@ -64,7 +64,7 @@ type Cluster struct {
 	// Config authenticates as a cluster administrator (system:masters).
 	Config *rest.Config
 	// Client is a controller-runtime client with Petri's types registered.
-	Client client.Client
+	Client client.WithWatch
 	// Clientset is a typed client-go clientset.
 	Clientset kubernetes.Interface
 	// Kubeconfig is the path of an administrator kubeconfig file.
@@ -172,7 +172,7 @@ func Start(opts Options) (_ *Cluster, err error) {
 		return nil, fmt.Errorf("start etcd and kube-apiserver: %w", err)
 	}
 	c.Config.QPS, c.Config.Burst = 500, 1000
-	if c.Client, err = client.New(c.Config, client.Options{Scheme: Scheme()}); err != nil {
+	if c.Client, err = client.NewWithWatch(c.Config, client.Options{Scheme: Scheme()}); err != nil {
 		return nil, err
 	}
 	if c.Clientset, err = kubernetes.NewForConfig(c.Config); err != nil {

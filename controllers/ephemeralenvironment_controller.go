@@ -1,0 +1,154 @@
+// Package controllers holds Petri's reconcilers. The operator is
+// source-agnostic: it never reads a git repository and holds no git or GitHub
+// credentials; everything it deploys is resolved in the spec it is given.
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+)
+
+// EphemeralEnvironmentReconciler binds each environment to a workload
+// namespace, deploys its components through Jobs and tears it down in order.
+type EphemeralEnvironmentReconciler struct {
+	client.Client
+	// APIReader reads from the API server directly, for decisions that must
+	// not rest on a label-filtered cache (namespace ownership).
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Options   Options
+
+	// now is the clock; tests of expiry read the same clock as production.
+	now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=ephemeralenvironments,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=ephemeralenvironments/status;ephemeralenvironments/finalizers,verbs=get;update;patch
+// +kubebuilder:rbac:groups=batch,namespace=petri-system,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",namespace=petri-system,resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=petri-system,resources=serviceaccounts;secrets;configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io;"",namespace=petri-system,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=petri-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;create;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=admin
+
+// Reconcile moves one environment one step towards its spec.
+func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
+	logger := log.FromContext(ctx)
+	env := &petriv1.EphemeralEnvironment{}
+	if err := r.Get(ctx, req.NamespacedName, env); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	before := env.DeepCopy()
+	st := &pass{}
+	defer func() {
+		r.summarize(env, st, retErr)
+		if err := r.Status().Patch(ctx, env, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+			retErr = errors.Join(retErr, fmt.Errorf("patch status: %w", err))
+		}
+		r.recordTransitions(before, env)
+		if retErr != nil && !errors.Is(retErr, reconcile.TerminalError(nil)) {
+			logger.Info("Reconcile failed, retrying with backoff", "error", retErr.Error())
+		}
+	}()
+
+	if !env.DeletionTimestamp.IsZero() {
+		return r.teardown(ctx, env, st)
+	}
+	if !controllerutil.ContainsFinalizer(env, petriv1.Finalizer) {
+		patch := client.MergeFrom(env.DeepCopy())
+		controllerutil.AddFinalizer(env, petriv1.Finalizer)
+		if err := r.Patch(ctx, env, patch); err != nil {
+			return reconcile.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	if expired, after := r.expiry(env); expired {
+		logger.Info("TTL passed, deleting the environment", "expiresAt", env.Status.ExpiresAt)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonExpired, "Delete", "spec.ttl passed at %s", env.Status.ExpiresAt.UTC().Format(time.RFC3339))
+		if err := r.Delete(ctx, env, client.Preconditions{UID: &env.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("delete expired environment: %w", err)
+		}
+		return reconcile.Result{}, nil
+	} else if after > 0 {
+		st.requeueAfter(after)
+	}
+
+	if err := r.validate(ctx, env); err != nil {
+		st.stalled(petriv1.ReasonInvalidSpec, err.Error())
+		return reconcile.Result{}, reconcile.TerminalError(err)
+	}
+	if err := r.bindNamespace(ctx, env, st); err != nil || st.stop {
+		return st.result(), err
+	}
+	if err := r.ensureDeployerIdentity(ctx, env); err != nil {
+		return st.result(), err
+	}
+	if err := r.deploy(ctx, env, st); err != nil {
+		return st.result(), err
+	}
+	return st.result(), nil
+}
+
+// expiry reports whether spec.ttl has passed, or how long until it does.
+func (r *EphemeralEnvironmentReconciler) expiry(env *petriv1.EphemeralEnvironment) (bool, time.Duration) {
+	if env.Spec.TTL == nil {
+		env.Status.ExpiresAt = nil
+		return false, 0
+	}
+	at := env.CreationTimestamp.Add(env.Spec.TTL.Duration)
+	t := metaTime(at)
+	env.Status.ExpiresAt = &t
+	left := at.Sub(r.clock())
+	return left <= 0, left
+}
+
+func (r *EphemeralEnvironmentReconciler) clock() time.Time {
+	if r.now != nil {
+		return r.now()
+	}
+	return time.Now()
+}
+
+// SetupWithManager watches environments, the Jobs and values Secrets they
+// own, and the workload namespaces they created (cluster-scoped, so mapped
+// back through the ownership annotation rather than an owner reference).
+func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&petriv1.EphemeralEnvironment{}).
+		Owns(&batchv1.Job{}).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(namespaceOwner)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
+		Named("ephemeralenvironment").
+		Complete(r)
+}
+
+func namespaceOwner(_ context.Context, obj client.Object) []reconcile.Request {
+	ns, name, ok := splitKey(obj.GetAnnotations()[petriv1.AnnotationEnvironment])
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+// envKey is the structured-log key of an environment.
+func envKey(env *petriv1.EphemeralEnvironment) klog.ObjectRef { return klog.KObj(env) }

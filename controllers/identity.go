@@ -1,0 +1,94 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/naming"
+)
+
+// adminClusterRole is what the deployer identity holds, inside the workload
+// namespace only.
+const adminClusterRole = "admin"
+
+// ensureDeployerIdentity creates the environment's deployer ServiceAccount in
+// the management namespace and, in the workload namespace, the one object the
+// operator ever writes there: a RoleBinding to the admin ClusterRole.
+func (r *EphemeralEnvironmentReconciler) ensureDeployerIdentity(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
+		Namespace: env.Namespace,
+		Name:      naming.DeployerServiceAccount(env.Name),
+		Labels:    ownedLabels(env),
+	}}
+	if err := controllerutil.SetControllerReference(env, sa, r.Scheme()); err != nil {
+		return err
+	}
+	if err := r.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create deployer serviceaccount %s: %w", sa.Name, err)
+	}
+	return ensureAdminBinding(ctx, r.Client, env.Status.TargetNamespace, sa.Namespace, sa.Name, ownedLabels(env))
+}
+
+// ensureAdminBinding binds a ServiceAccount to the admin ClusterRole in one
+// namespace. An existing binding with another subject is an error, never
+// overwritten.
+func ensureAdminBinding(ctx context.Context, c client.Client, namespace, saNamespace, saName string, labels map[string]string) error {
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: naming.DeployerRoleBinding, Labels: labels},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: adminClusterRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName}},
+	}
+	err := c.Create(ctx, rb)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("bind deployer %s/%s to %s in %s: %w", saNamespace, saName, adminClusterRole, namespace, err)
+	}
+	existing := &rbacv1.RoleBinding{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(rb), existing); err != nil {
+		return fmt.Errorf("get rolebinding %s/%s: %w", namespace, rb.Name, err)
+	}
+	if existing.RoleRef != rb.RoleRef || len(existing.Subjects) != 1 || existing.Subjects[0] != rb.Subjects[0] {
+		return fmt.Errorf("rolebinding %s/%s exists with another role or subject; refusing to change it", namespace, rb.Name)
+	}
+	return nil
+}
+
+// ownedLabels mark objects the operator created for an environment.
+func ownedLabels(env *petriv1.EphemeralEnvironment) map[string]string {
+	return map[string]string{
+		petriv1.LabelManagedBy:      petriv1.ManagedByOperator,
+		petriv1.LabelEnvironment:    naming.LabelValue(env.Name),
+		petriv1.LabelEnvironmentUID: string(env.UID),
+	}
+}
+
+// deleteDeployerIdentity removes the deployer ServiceAccount once the
+// workload namespace (and with it the RoleBinding) is gone.
+func (r *EphemeralEnvironmentReconciler) deleteDeployerIdentity(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
+	sa := &corev1.ServiceAccount{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: naming.DeployerServiceAccount(env.Name)}, sa)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get deployer serviceaccount: %w", err)
+	}
+	if !metav1.IsControlledBy(sa, env) {
+		return nil
+	}
+	uid := sa.UID
+	if err := r.Delete(ctx, sa, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete deployer serviceaccount %s: %w", sa.Name, err)
+	}
+	return nil
+}

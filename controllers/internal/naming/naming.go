@@ -1,0 +1,119 @@
+// Package naming derives the names of the objects Petri creates: workload
+// namespaces, deployer identities and Jobs. Every function is pure and every
+// name is a valid, length-safe Kubernetes name.
+package naming
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+const (
+	// MinHashLength is the shortest hash suffix of a workload namespace.
+	MinHashLength = 4
+	// maxLabel is the longest DNS-1123 label (namespace names, label values).
+	maxLabel = 63
+)
+
+// UIDHash is the hex SHA-256 of an environment's UID; a workload namespace
+// name ends with a prefix of it.
+func UIDHash(uid types.UID) string {
+	sum := sha256.Sum256([]byte(uid))
+	return hex.EncodeToString(sum[:])
+}
+
+// NamespaceCandidate is the workload namespace name for an environment name
+// with the first hashLen characters of hash: a DNS-1123 prefix of the name,
+// truncated so the whole stays within 63 characters.
+func NamespaceCandidate(envName, hash string, hashLen int) string {
+	if hashLen > len(hash) {
+		hashLen = len(hash)
+	}
+	suffix := hash[:hashLen]
+	prefix := truncate(sanitize(envName), maxLabel-1-len(suffix))
+	if prefix == "" {
+		return suffix
+	}
+	return prefix + "-" + suffix
+}
+
+// NamespaceCandidates lists every candidate from the shortest hash to the
+// longest; binding takes the first that no namespace uses.
+func NamespaceCandidates(envName, hash string) []string {
+	var out []string
+	maxLen := min(len(hash), maxLabel-2)
+	for l := MinHashLength; l <= maxLen; l++ {
+		out = append(out, NamespaceCandidate(envName, hash, l))
+	}
+	return out
+}
+
+// sanitize keeps what a DNS-1123 label may hold: lower-case letters, digits
+// and dashes (dots become dashes).
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	return strings.Trim(b.String(), "-")
+}
+
+func truncate(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if len(s) > n {
+		s = s[:n]
+	}
+	return strings.TrimRight(s, "-")
+}
+
+// Bounded returns parts joined by dashes if the result fits in max
+// characters; otherwise it truncates and appends a short hash of the full name
+// so distinct inputs keep distinct names.
+func Bounded(max int, parts ...string) string {
+	full := sanitize(strings.Join(parts, "-"))
+	if len(full) <= max {
+		return full
+	}
+	sum := sha256.Sum256([]byte(full))
+	h := hex.EncodeToString(sum[:])[:8]
+	return truncate(full, max-len(h)-1) + "-" + h
+}
+
+// DeployerServiceAccount names the environment's deployer identity in the
+// management namespace.
+func DeployerServiceAccount(envName string) string {
+	return Bounded(maxLabel, "petri-deployer", envName)
+}
+
+// DeployerRoleBinding is the RoleBinding in the workload namespace that
+// grants the deployer identity the admin ClusterRole there.
+const DeployerRoleBinding = "petri-deployer"
+
+// LabelValue fits s into a label value (63 characters, hashed if longer).
+func LabelValue(s string) string {
+	return Bounded(maxLabel, s)
+}
+
+// Job names the Job of one action on one subject (a component or a binding)
+// of an environment at a generation. The same inputs always give the same
+// name, so a restarted operator finds the Job it already created; the hash of
+// the owner's UID keeps names of different owners apart even where their
+// readable parts coincide.
+func Job(owner string, uid types.UID, action, subject string, generation int64) string {
+	gen := "g" + strconv.FormatInt(generation, 10)
+	sum := sha256.Sum256([]byte(strings.Join([]string{string(uid), action, subject, gen}, "/")))
+	h := hex.EncodeToString(sum[:])[:8]
+	readable := truncate(sanitize(strings.Join([]string{owner, subject, action}, "-")), maxLabel-len(gen)-len(h)-2)
+	return readable + "-" + gen + "-" + h
+}

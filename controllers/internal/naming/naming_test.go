@@ -1,0 +1,67 @@
+package naming
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+func TestNamespaceCandidate(t *testing.T) {
+	hash := UIDHash("0d5a8f5e-1c2b-4c3d-9e8f-001122334455")
+	cases := []struct {
+		name, env string
+		hashLen   int
+		want      string
+	}{
+		{"short name", "shop-pr-42", 4, "shop-pr-42-" + hash[:4]},
+		{"longer hash", "shop-pr-42", 6, "shop-pr-42-" + hash[:6]},
+		{"dots and capitals", "Shop.PR.42", 4, "shop-pr-42-" + hash[:4]},
+		{"long name truncated", strings.Repeat("a", 80), 4, strings.Repeat("a", 58) + "-" + hash[:4]},
+		{"truncation leaves no trailing dash", strings.Repeat("a", 57) + "-bbbb", 4, strings.Repeat("a", 57) + "-" + hash[:4]},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := NamespaceCandidate(tc.env, hash, tc.hashLen)
+			assert.Equal(t, tc.want, got)
+			assert.Empty(t, validation.IsDNS1123Label(got))
+		})
+	}
+}
+
+func TestNamespaceCandidatesGrowOneCharacterAtATime(t *testing.T) {
+	hash := UIDHash("uid")
+	c := NamespaceCandidates(strings.Repeat("x", 100), hash)
+	require.NotEmpty(t, c)
+	assert.True(t, strings.HasSuffix(c[0], "-"+hash[:4]))
+	assert.True(t, strings.HasSuffix(c[1], "-"+hash[:5]))
+	seen := map[string]bool{}
+	for _, n := range c {
+		assert.Empty(t, validation.IsDNS1123Label(n), n)
+		assert.False(t, seen[n], "candidates are distinct: %s", n)
+		seen[n] = true
+	}
+}
+
+func TestJobNames(t *testing.T) {
+	a := Job("a-b", types.UID("u1"), "deploy", "c", 3)
+	b := Job("a", types.UID("u2"), "deploy", "b-c", 3)
+	assert.NotEqual(t, a, b, "readable parts coincide, owners differ")
+	assert.Equal(t, a, Job("a-b", types.UID("u1"), "deploy", "c", 3), "deterministic")
+	assert.NotEqual(t, a, Job("a-b", types.UID("u1"), "deploy", "c", 4), "per generation")
+	assert.NotEqual(t, a, Job("a-b", types.UID("u1"), "undeploy", "c", 3), "per action")
+	long := Job(strings.Repeat("env", 40), types.UID("u"), "deprovision", strings.Repeat("component", 10), 123456)
+	assert.LessOrEqual(t, len(long), 63)
+	assert.Empty(t, validation.IsDNS1123Label(long))
+	assert.Contains(t, long, "-g123456-")
+}
+
+func TestBounded(t *testing.T) {
+	assert.Equal(t, "petri-deployer-shop", DeployerServiceAccount("shop"))
+	long := DeployerServiceAccount(strings.Repeat("x", 100))
+	assert.Len(t, long, 63)
+	assert.NotEqual(t, long, DeployerServiceAccount(strings.Repeat("x", 101)))
+}

@@ -1,0 +1,201 @@
+package controllers
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+)
+
+// Options are the operator's settings; cmd/petri-operator fills them from
+// flags and tests use the same defaults.
+type Options struct {
+	// ManagementNamespace holds every Petri resource of this installation,
+	// the deployer ServiceAccounts, Jobs and values Secrets.
+	ManagementNamespace string
+	// SharedNamespace is where shared workloads are placed. It is a placement
+	// namespace, not a tenant or access boundary.
+	SharedNamespace string
+	// DeployerImage runs every Helm operation.
+	DeployerImage string
+	// Concurrency is the number of environments reconciled at once.
+	Concurrency int
+	// JobBackoffLimit is the retry count of each Job's pod.
+	JobBackoffLimit int32
+	// JobActiveDeadline bounds the run time of one Job.
+	JobActiveDeadline time.Duration
+	// JobTTLAfterFinished keeps finished Jobs (and their pods' logs) this long.
+	JobTTLAfterFinished time.Duration
+	// ChartCASecret names a Secret in the management namespace whose ca.crt
+	// the deployer trusts for https chart repositories and registries.
+	ChartCASecret string
+	// PlainHTTPRegistries are OCI registry hosts reached over plain HTTP.
+	PlainHTTPRegistries []string
+	// TeardownBackoff is the first retry delay of a failed teardown step.
+	TeardownBackoff time.Duration
+
+	// MetricsAddr, ProbeAddr and LeaderElection configure the manager.
+	MetricsAddr    string
+	ProbeAddr      string
+	LeaderElection bool
+	// LeaderElectionID names the lease; one per installation.
+	LeaderElectionID string
+
+	// NamespaceHash derives the hash suffix of a workload namespace from the
+	// environment's UID; nil means naming.UIDHash.
+	NamespaceHash func(uid string) string
+}
+
+// DefaultOptions are the production defaults.
+func DefaultOptions() Options {
+	return Options{
+		ManagementNamespace: "petri-system",
+		SharedNamespace:     "petri-shared",
+		DeployerImage:       "ghcr.io/petri-dev/petri-deployer:latest",
+		Concurrency:         8,
+		JobBackoffLimit:     2,
+		JobActiveDeadline:   15 * time.Minute,
+		JobTTLAfterFinished: 24 * time.Hour,
+		TeardownBackoff:     2 * time.Second,
+		MetricsAddr:         ":8080",
+		ProbeAddr:           ":8081",
+		LeaderElection:      true,
+		LeaderElectionID:    "petri-operator.petri.dev",
+	}
+}
+
+// BindFlags registers the operator's flags on fs, defaulting to o.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.ManagementNamespace, "management-namespace", o.ManagementNamespace, "namespace holding Petri's resources, Jobs and deployer identities")
+	fs.StringVar(&o.SharedNamespace, "shared-namespace", o.SharedNamespace, "placement namespace of shared workloads (not an access boundary)")
+	fs.StringVar(&o.DeployerImage, "deployer-image", o.DeployerImage, "image that runs Helm operations in Jobs")
+	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "environments reconciled at once")
+	fs.Func("job-backoff-limit", fmt.Sprintf("pod retries of each Job (default %d)", o.JobBackoffLimit), func(s string) error {
+		var v int32
+		_, err := fmt.Sscan(s, &v)
+		o.JobBackoffLimit = v
+		return err
+	})
+	fs.DurationVar(&o.JobActiveDeadline, "job-active-deadline", o.JobActiveDeadline, "longest run time of one Job")
+	fs.DurationVar(&o.JobTTLAfterFinished, "job-ttl-after-finished", o.JobTTLAfterFinished, "how long finished Jobs and their pods are kept")
+	fs.StringVar(&o.ChartCASecret, "chart-ca-secret", o.ChartCASecret, "Secret (key ca.crt) in the management namespace trusted for chart repositories and registries")
+	fs.Func("plain-http-registry", "OCI registry host reached over plain HTTP (repeatable)", func(s string) error {
+		o.PlainHTTPRegistries = append(o.PlainHTTPRegistries, s)
+		return nil
+	})
+	fs.DurationVar(&o.TeardownBackoff, "teardown-backoff", o.TeardownBackoff, "first retry delay of a failed teardown step")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint (0 disables)")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "address of the healthz and readyz endpoints")
+	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect a leader so only one replica reconciles")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the leader election lease")
+}
+
+// Validate refuses settings the operator cannot run with.
+func (o *Options) Validate() error {
+	switch {
+	case o.ManagementNamespace == "":
+		return fmt.Errorf("--management-namespace must not be empty")
+	case o.SharedNamespace == "":
+		return fmt.Errorf("--shared-namespace must not be empty")
+	case o.SharedNamespace == o.ManagementNamespace:
+		return fmt.Errorf("--shared-namespace must differ from --management-namespace")
+	case o.DeployerImage == "":
+		return fmt.Errorf("--deployer-image must not be empty")
+	case o.Concurrency < 1:
+		return fmt.Errorf("--concurrency must be at least 1")
+	}
+	return nil
+}
+
+// Scheme knows the built-in types and Petri's.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntimeMust(clientgoscheme.AddToScheme(s))
+	utilruntimeMust(petriv1.AddToScheme(s))
+	return s
+}
+
+func utilruntimeMust(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// NewManager builds the operator's manager with its cache scoped to what it
+// watches: Petri's resources, Jobs, ServiceAccounts and its own Secrets in the
+// management namespace, and only the namespaces it created.
+func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	owned := labels.SelectorFromSet(labels.Set{petriv1.LabelManagedBy: petriv1.ManagedByOperator})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        Scheme(),
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.ProbeAddr,
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       o.ManagementNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		// A process may build its manager again after stopping it (the
+		// tests restart the operator in-process); names stay unique within
+		// one manager.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache: cache.Options{
+			DefaultNamespaces: map[string]cache.Config{o.ManagementNamespace: {}},
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Namespace{}: {Label: owned},
+				&corev1.Secret{}:    {Label: owned},
+				&batchv1.Job{}:      {Label: owned},
+			},
+		},
+		Client: client.Options{Cache: &client.CacheOptions{
+			// Ownership decisions read namespaces and RoleBindings from the
+			// API server, never from a cache that filters by label.
+			DisableFor: []client.Object{&corev1.Namespace{}, &rbacv1.RoleBinding{}},
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := metrics.Registry.Register(phaseCollector{reader: mgr.GetClient(), namespace: o.ManagementNamespace}); err != nil {
+		var already prometheus.AlreadyRegisteredError
+		if !errors.As(err, &already) {
+			return nil, fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	if err := (&EphemeralEnvironmentReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("petri-operator"),
+		Options:   o,
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up EphemeralEnvironment controller: %w", err)
+	}
+	return mgr, nil
+}

@@ -1,0 +1,59 @@
+package controllers
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+)
+
+var (
+	jobDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "petri_job_duration_seconds",
+		Help:    "Run time of Petri's Jobs by action and outcome.",
+		Buckets: prometheus.ExponentialBuckets(0.5, 2, 12),
+	}, []string{"action", "outcome"})
+	jobFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "petri_job_failures_total",
+		Help: "Petri Jobs that failed, by action.",
+	}, []string{"action"})
+	phaseDesc = prometheus.NewDesc("petri_environments", "EphemeralEnvironments by phase.", []string{"phase"}, nil)
+)
+
+func init() {
+	metrics.Registry.MustRegister(jobDuration, jobFailures)
+}
+
+// phaseCollector counts environments by phase from the cache at scrape time,
+// so the figure is right after a restart and after deletions.
+type phaseCollector struct {
+	reader    client.Reader
+	namespace string
+}
+
+func (c phaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- phaseDesc }
+
+func (c phaseCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var list petriv1.EphemeralEnvironmentList
+	if err := c.reader.List(ctx, &list, client.InNamespace(c.namespace)); err != nil {
+		return
+	}
+	counts := map[petriv1.EnvironmentPhase]float64{}
+	for _, p := range []petriv1.EnvironmentPhase{petriv1.EnvironmentPending, petriv1.EnvironmentDeploying, petriv1.EnvironmentReady, petriv1.EnvironmentFailed, petriv1.EnvironmentStalled, petriv1.EnvironmentDeleting} {
+		counts[p] = 0
+	}
+	for _, e := range list.Items {
+		if e.Status.Phase != "" {
+			counts[e.Status.Phase]++
+		}
+	}
+	for p, n := range counts {
+		ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, n, string(p))
+	}
+}

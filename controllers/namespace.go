@@ -1,0 +1,149 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/naming"
+)
+
+// bindNamespace gives the environment its workload namespace. The name is
+// chosen once, committed to status.targetNamespace before the namespace is
+// created, and never recomputed: not after a restart, not after a spec change,
+// not when a shorter hash becomes free. A namespace that exists under that
+// name without the environment's ownership marks is never adopted.
+func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
+	logger := log.FromContext(ctx)
+	if env.Status.TargetNamespace == "" {
+		name, err := r.chooseNamespace(ctx, env)
+		if err != nil {
+			setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, petriv1.ReasonNamespaceBindFailed, err.Error())
+			return err
+		}
+		// Commit the choice first, with optimistic locking: a conflict means
+		// someone else moved, and the next reconcile re-reads instead of
+		// guessing.
+		base := env.DeepCopy()
+		env.Status.TargetNamespace = name
+		setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, petriv1.ReasonProgressing, "namespace "+name+" chosen, creating it")
+		if err := r.Status().Patch(ctx, env, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			env.Status.TargetNamespace = ""
+			return fmt.Errorf("commit target namespace %s: %w", name, err)
+		}
+		logger.Info("Committed target namespace", "namespace", name)
+	}
+	name := env.Status.TargetNamespace
+
+	ns := &corev1.Namespace{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns)
+	switch {
+	case apierrors.IsNotFound(err):
+		ns = ownedNamespace(env)
+		if err := r.Create(ctx, ns); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create namespace %s: it appeared meanwhile, verifying on the next pass: %w", name, err)
+			}
+			setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, petriv1.ReasonNamespaceBindFailed, fmt.Sprintf("create namespace %s: %v", name, err))
+			return fmt.Errorf("create namespace %s: %w", name, err)
+		}
+		logger.Info("Created workload namespace", "namespace", name)
+	case err != nil:
+		return fmt.Errorf("get namespace %s: %w", name, err)
+	}
+	if why := ownershipProblem(ns, env); why != "" {
+		msg := fmt.Sprintf("namespace %s exists but is not this environment's (%s); Petri never adopts it", name, why)
+		setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, petriv1.ReasonNamespaceNotOwned, msg)
+		p.stalled(petriv1.ReasonNamespaceNotOwned, msg)
+		return nil
+	}
+	if !ns.DeletionTimestamp.IsZero() {
+		// Someone deleted our namespace; wait until it is gone, then it is
+		// created again under the same, locked name (the namespace watch
+		// wakes us).
+		setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, petriv1.ReasonProgressing, "namespace "+name+" is terminating; it is created again once gone")
+		p.stop = true
+		return nil
+	}
+	if !apimeta.IsStatusConditionTrue(env.Status.Conditions, petriv1.ConditionNamespaceBound) || conditionGeneration(env, petriv1.ConditionNamespaceBound) != env.Generation {
+		setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionTrue, petriv1.ReasonNamespaceBindSucceeded, "bound to namespace "+name)
+	}
+	return nil
+}
+
+func conditionGeneration(env *petriv1.EphemeralEnvironment, typ string) int64 {
+	if c := apimeta.FindStatusCondition(env.Status.Conditions, typ); c != nil {
+		return c.ObservedGeneration
+	}
+	return -1
+}
+
+// chooseNamespace returns the first candidate (shortest hash prefix) that no
+// existing namespace uses.
+func (r *EphemeralEnvironmentReconciler) chooseNamespace(ctx context.Context, env *petriv1.EphemeralEnvironment) (string, error) {
+	hash := naming.UIDHash(env.UID)
+	if r.Options.NamespaceHash != nil {
+		hash = r.Options.NamespaceHash(string(env.UID))
+	}
+	for _, candidate := range naming.NamespaceCandidates(env.Name, hash) {
+		err := r.APIReader.Get(ctx, client.ObjectKey{Name: candidate}, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}})
+		if apierrors.IsNotFound(err) {
+			return candidate, nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("check namespace %s: %w", candidate, err)
+		}
+	}
+	return "", fmt.Errorf("every namespace name derived from %q is taken", env.Name)
+}
+
+// ownedNamespace is the namespace Petri creates for an environment: labels
+// and an annotation name the environment and its UID.
+func ownedNamespace(env *petriv1.EphemeralEnvironment) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: env.Status.TargetNamespace,
+		Labels: map[string]string{
+			petriv1.LabelManagedBy:      petriv1.ManagedByOperator,
+			petriv1.LabelEnvironment:    naming.LabelValue(env.Name),
+			petriv1.LabelEnvironmentUID: string(env.UID),
+		},
+		Annotations: map[string]string{
+			petriv1.AnnotationEnvironment:    env.Namespace + "/" + env.Name,
+			petriv1.AnnotationEnvironmentUID: string(env.UID),
+		},
+	}}
+}
+
+// ownershipProblem returns why ns is not provably the environment's, or "".
+func ownershipProblem(ns *corev1.Namespace, env *petriv1.EphemeralEnvironment) string {
+	want := ownedNamespace(env)
+	var problems []string
+	for k, v := range want.Labels {
+		if got, ok := ns.Labels[k]; !ok || got != v {
+			problems = append(problems, fmt.Sprintf("label %s=%q", k, got))
+		}
+	}
+	for k, v := range want.Annotations {
+		if got, ok := ns.Annotations[k]; !ok || got != v {
+			problems = append(problems, fmt.Sprintf("annotation %s=%q", k, got))
+		}
+	}
+	if len(problems) == 0 {
+		return ""
+	}
+	sortStrings(problems)
+	return "expected ownership marks differ: " + strings.Join(problems, ", ")
+}
+
+func splitKey(s string) (string, string, bool) {
+	ns, name, ok := strings.Cut(s, "/")
+	return ns, name, ok && ns != "" && name != ""
+}

@@ -1,0 +1,248 @@
+package controllers_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/naming"
+)
+
+// greeter is a component that deploys the example chart from its path.
+func greeter(name string, dependsOn ...string) petriv1.Component {
+	return petriv1.Component{
+		Name:      name,
+		Chart:     petriv1.ChartReference{Repository: chartsDir(), Name: "greeter", Version: "0.1.0"},
+		DependsOn: dependsOn,
+	}
+}
+
+func bound(e *petriv1.EphemeralEnvironment) bool {
+	return e.Status.TargetNamespace != "" && conditionIs(e, petriv1.ConditionNamespaceBound, metav1.ConditionTrue, petriv1.ReasonNamespaceBindSucceeded)
+}
+
+func rv(t *testing.T, o metav1.Object) uint64 {
+	n, err := strconv.ParseUint(o.GetResourceVersion(), 10, 64)
+	require.NoError(t, err)
+	return n
+}
+
+// The name is committed to status before the namespace exists: in etcd's
+// single revision order, the status write that carries targetNamespace comes
+// before the namespace's creation.
+func TestNamespaceIsCommittedBeforeItIsCreated(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	nsWatch, err := env.Clientset.CoreV1().Namespaces().Watch(ctx, metav1.ListOptions{LabelSelector: petriv1.LabelEnvironment + "=commit-order"})
+	require.NoError(t, err)
+	defer nsWatch.Stop()
+	eeWatch, err := env.Client.Watch(ctx, &petriv1.EphemeralEnvironmentList{}, client.InNamespace(mgmtNS), client.MatchingFields{"metadata.name": "commit-order"})
+	require.NoError(t, err)
+	defer eeWatch.Stop()
+
+	require.NoError(t, env.Client.Create(ctx, newEnv("commit-order", greeter("app"))))
+
+	var committedAt, createdAt uint64
+	var committedName string
+	for committedAt == 0 || createdAt == 0 {
+		select {
+		case ev := <-eeWatch.ResultChan():
+			if e, ok := ev.Object.(*petriv1.EphemeralEnvironment); ok && committedAt == 0 && e.Status.TargetNamespace != "" {
+				committedAt, committedName = rv(t, e), e.Status.TargetNamespace
+				assert.False(t, bound(e), "the first status carrying the name is written before the namespace is bound")
+			}
+		case ev := <-nsWatch.ResultChan():
+			if ns, ok := ev.Object.(*corev1.Namespace); ok && ev.Type == watch.Added {
+				createdAt = rv(t, ns)
+				assert.Equal(t, committedName, ns.Name)
+			}
+		case <-ctx.Done():
+			require.FailNow(t, "timed out watching the binding")
+		}
+	}
+	assert.Less(t, committedAt, createdAt, "status.targetNamespace is committed before the namespace is created")
+	e := waitFor(t, "commit-order", "bound", bound)
+	assert.Equal(t, "commit-order-"+hashPrefix[:4], e.Status.TargetNamespace)
+
+	ns := &corev1.Namespace{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: e.Status.TargetNamespace}, ns))
+	assert.Equal(t, string(e.UID), ns.Labels[petriv1.LabelEnvironmentUID])
+	assert.Equal(t, string(e.UID), ns.Annotations[petriv1.AnnotationEnvironmentUID])
+	assert.Equal(t, mgmtNS+"/commit-order", ns.Annotations[petriv1.AnnotationEnvironment])
+}
+
+// Two environments whose names share a 58-character prefix and whose hashes
+// share their first characters get distinct namespaces; freeing the shorter
+// name later, restarting the operator and changing the spec keep the lock.
+func TestNamespaceLockSurvivesCollisionsRestartsAndSpecChanges(t *testing.T) {
+	ctx := context.Background()
+	prefix := "lock-" + strings.Repeat("x", 53)
+	first, second := prefix+"-first", prefix+"-second"
+	require.NoError(t, env.Client.Create(ctx, newEnv(first, greeter("app"))))
+	a := waitFor(t, first, "bound", bound)
+	require.NoError(t, env.Client.Create(ctx, newEnv(second, greeter("app"))))
+	b := waitFor(t, second, "bound", bound)
+
+	assert.Equal(t, prefix+"-"+hashPrefix[:4], a.Status.TargetNamespace)
+	assert.Equal(t, prefix[:57]+"-"+hashPrefix[:5], b.Status.TargetNamespace, "the first 4 hash characters collide, so the second takes 5 (and one name character fewer)")
+	locked := b.Status.TargetNamespace
+
+	// Free the shorter name.
+	require.NoError(t, env.Client.Delete(ctx, a))
+	waitGone(t, a)
+	waitGone(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: a.Status.TargetNamespace}})
+
+	restartOperator(t)
+
+	// A spec change after the restart re-deploys, in the same namespace.
+	b = get(t, second)
+	b.Spec.Components = append(b.Spec.Components, greeter("extra"))
+	require.NoError(t, env.Client.Update(ctx, b))
+	b = waitFor(t, second, "spec change observed", func(e *petriv1.EphemeralEnvironment) bool {
+		return e.Status.ObservedGeneration == e.Generation && e.Generation == 2
+	})
+	assert.Equal(t, locked, b.Status.TargetNamespace, "never recomputed though a shorter name is free")
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: locked}, &corev1.Namespace{}))
+}
+
+// A namespace that already has the first candidate's name is skipped, never
+// adopted, and outlives the environment.
+func TestSquattingNamespaceIsNeverAdoptedNorDeleted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	squat := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "squat-" + hashPrefix[:4], Labels: map[string]string{"owner": "someone-else"}}}
+	require.NoError(t, env.Client.Create(ctx, squat))
+	require.NoError(t, env.Client.Create(ctx, newEnv("squat", greeter("app"))))
+	e := waitFor(t, "squat", "bound", bound)
+	assert.Equal(t, "squat-"+hashPrefix[:5], e.Status.TargetNamespace)
+
+	require.NoError(t, env.Client.Delete(ctx, e))
+	waitGone(t, e)
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(squat), squat))
+	assert.True(t, squat.DeletionTimestamp.IsZero(), "the squatting namespace is not deleted")
+	assert.Equal(t, map[string]string{"owner": "someone-else", "kubernetes.io/metadata.name": squat.Name}, squat.Labels, "and not adopted")
+}
+
+func TestDeployerIdentityIsScopedToTheWorkloadNamespace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, newEnv("identity", greeter("app"))))
+	e := waitFor(t, "identity", "bound", bound)
+	sa := &corev1.ServiceAccount{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: mgmtNS, Name: naming.DeployerServiceAccount("identity")}, sa))
+	assert.True(t, metav1.IsControlledBy(sa, e))
+	rb := &rbacv1.RoleBinding{}
+	require.Eventually(t, func() bool {
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: e.Status.TargetNamespace, Name: naming.DeployerRoleBinding}, rb) == nil
+	}, 30*time.Second, 50*time.Millisecond)
+	assert.Equal(t, "admin", rb.RoleRef.Name)
+	assert.Equal(t, "ClusterRole", rb.RoleRef.Kind)
+	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: mgmtNS, Name: sa.Name}}, rb.Subjects)
+}
+
+// Deleting an environment removes its namespace, then the environment and
+// its deployer identity.
+func TestDeletionRemovesTheNamespaceBeforeTheEnvironment(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, newEnv("teardown", greeter("app"))))
+	e := waitFor(t, "teardown", "bound", bound)
+	require.NoError(t, env.Client.Delete(ctx, e))
+	waitGone(t, e)
+	// The finalizer holds the environment until the namespace is gone, so
+	// the namespace is already gone the moment the environment is.
+	err := env.Client.Get(ctx, client.ObjectKey{Name: e.Status.TargetNamespace}, &corev1.Namespace{})
+	assert.True(t, apierrors.IsNotFound(err), "namespace %s must be gone before the environment: %v", e.Status.TargetNamespace, err)
+	err = env.Client.Get(ctx, client.ObjectKey{Namespace: mgmtNS, Name: naming.DeployerServiceAccount("teardown")}, &corev1.ServiceAccount{})
+	assert.True(t, apierrors.IsNotFound(err), "deployer serviceaccount removed: %v", err)
+}
+
+// A namespace whose ownership label was tampered with is never deleted; the
+// environment says why and keeps its finalizer until force-delete releases it
+// without touching the namespace.
+func TestTamperedNamespaceStopsDeletionUntilForced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, newEnv("tampered", greeter("app"))))
+	e := waitFor(t, "tampered", "bound", bound)
+	ns := &corev1.Namespace{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: e.Status.TargetNamespace}, ns))
+	ns.Labels[petriv1.LabelEnvironmentUID] = "someone-else"
+	require.NoError(t, env.Client.Update(ctx, ns))
+
+	require.NoError(t, env.Client.Delete(ctx, e))
+	e = waitFor(t, "tampered", "stalled deletion", func(e *petriv1.EphemeralEnvironment) bool {
+		return conditionIs(e, petriv1.ConditionStalled, metav1.ConditionTrue, petriv1.ReasonNamespaceNotOwned)
+	})
+	assert.Equal(t, petriv1.EnvironmentDeleting, e.Status.Phase)
+	assert.Contains(t, e.Finalizers, petriv1.Finalizer)
+	msg := findCondition(e, petriv1.ConditionStalled).Message
+	assert.Contains(t, msg, e.Status.TargetNamespace)
+	assert.Contains(t, msg, petriv1.LabelEnvironmentUID)
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(ns), ns))
+	assert.True(t, ns.DeletionTimestamp.IsZero(), "an unverified namespace is never deleted")
+
+	patch := client.MergeFrom(e.DeepCopy())
+	e.Annotations = map[string]string{petriv1.AnnotationForceDelete: "true"}
+	require.NoError(t, env.Client.Patch(ctx, e, patch))
+	waitGone(t, e)
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(ns), ns))
+	assert.True(t, ns.DeletionTimestamp.IsZero(), "force-delete deletes nothing unverified")
+}
+
+func TestTTLDeletesTheEnvironment(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv("ttl", greeter("app"))
+	e.Spec.TTL = &metav1.Duration{Duration: 4 * time.Second}
+	require.NoError(t, env.Client.Create(ctx, e))
+	bnd := waitFor(t, "ttl", "bound with an expiry", func(e *petriv1.EphemeralEnvironment) bool { return bound(e) && e.Status.ExpiresAt != nil })
+	assert.Equal(t, bnd.CreationTimestamp.Add(4*time.Second), bnd.Status.ExpiresAt.Time)
+	waitGone(t, e)
+	assert.False(t, time.Now().Before(bnd.Status.ExpiresAt.Time), "not deleted before it expired")
+	var events corev1.EventList
+	require.NoError(t, env.Client.List(ctx, &events, client.InNamespace(mgmtNS)))
+	found := false
+	for _, ev := range events.Items {
+		if ev.InvolvedObject.UID == bnd.UID && ev.Reason == petriv1.ReasonExpired {
+			found = true
+		}
+	}
+	assert.True(t, found, "an Expired event is recorded")
+}
+
+// A cycle CEL cannot see is reported as Stalled with the cycle spelled out.
+func TestCycleIsStalledWithTheCycleNamed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, newEnv("cycle", greeter("a", "c"), greeter("b", "a"), greeter("c", "b"))))
+	e := waitFor(t, "cycle", "stalled", func(e *petriv1.EphemeralEnvironment) bool {
+		return conditionIs(e, petriv1.ConditionStalled, metav1.ConditionTrue, petriv1.ReasonInvalidSpec)
+	})
+	assert.Contains(t, findCondition(e, petriv1.ConditionStalled).Message, "dependency cycle a -> c -> b -> a")
+	assert.Equal(t, petriv1.EnvironmentStalled, e.Status.Phase)
+	assert.Equal(t, e.Generation, e.Status.ObservedGeneration)
+	assert.Empty(t, e.Status.TargetNamespace, "nothing is created for an invalid spec")
+}
+
+func findCondition(e *petriv1.EphemeralEnvironment, typ string) metav1.Condition {
+	for _, c := range e.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}

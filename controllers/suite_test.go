@@ -1,0 +1,245 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers"
+	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/tests/cluster"
+)
+
+const (
+	mgmtNS        = "petri-system"
+	sharedNS      = "petri-shared"
+	deployerImage = "petri.dev/deployer"
+	helperImage   = "petri.dev/testhelper"
+	// hashPrefix starts every workload namespace hash in these tests, so two
+	// environments with the same name prefix collide on the first characters.
+	hashPrefix = "c0ffee"
+)
+
+var (
+	env     *cluster.Cluster
+	scratch string
+	bins    map[string]string
+
+	operatorMu   sync.Mutex
+	stopOperator func()
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	var err error
+	scratch, err = os.MkdirTemp("", "controllers-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(scratch)
+	bins, err = cluster.Build(filepath.Join(scratch, "bin"), "./cmd/petri-deployer", "./tests/cmd/petri-testhelper")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env, err = cluster.Start(cluster.Options{Images: map[string]string{
+		deployerImage: bins["petri-deployer"],
+		helperImage:   bins["petri-testhelper"],
+	}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer env.Stop()
+	ctx := context.Background()
+	for _, ns := range []string{mgmtNS, sharedNS} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	if err := env.Apply(ctx, rbacManifests()...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := startOperator(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		operatorMu.Lock()
+		defer operatorMu.Unlock()
+		stopOperator()
+	}()
+	return m.Run()
+}
+
+func zapLevel() zapcore.Level {
+	if os.Getenv("PETRI_TEST_VERBOSE") != "" {
+		return -1
+	}
+	return 1
+}
+
+func rbacManifests() []string {
+	root, _ := cluster.RepoRoot()
+	dir := filepath.Join(root, "config", "rbac")
+	return []string{
+		filepath.Join(dir, "service_account.yaml"),
+		filepath.Join(dir, "generated", "role.yaml"),
+		filepath.Join(dir, "cluster_role_binding.yaml"),
+		filepath.Join(dir, "role_binding.yaml"),
+	}
+}
+
+// testOptions are the production defaults with the test's images, fast
+// retries and the colliding hash prefix.
+func testOptions() controllers.Options {
+	o := controllers.DefaultOptions()
+	o.DeployerImage = deployerImage + ":dev"
+	o.MetricsAddr = "0"
+	o.ProbeAddr = "0"
+	o.TeardownBackoff = 200 * time.Millisecond
+	o.JobBackoffLimit = 0
+	o.NamespaceHash = func(uid string) string { return hashPrefix + naming.UIDHash(types.UID(uid)) }
+	return o
+}
+
+// startOperator runs the operator the way production does: NewManager with
+// the production wiring, authenticated as its ServiceAccount with the RBAC of
+// config/rbac, leader election on.
+func startOperator() error {
+	operatorMu.Lock()
+	defer operatorMu.Unlock()
+	cfg, err := env.ServiceAccountConfig(context.Background(), mgmtNS, "petri-operator")
+	if err != nil {
+		return err
+	}
+	mgr, err := controllers.NewManager(cfg, testOptions())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopOperator = func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "operator stopped with error:", err)
+		}
+	}
+	return nil
+}
+
+// restartOperator stops the running operator and starts a new one.
+func restartOperator(t *testing.T) {
+	t.Helper()
+	operatorMu.Lock()
+	stopOperator()
+	operatorMu.Unlock()
+	require.NoError(t, startOperator())
+}
+
+// newEnv returns an environment with one component per name.
+func newEnv(name string, components ...petriv1.Component) *petriv1.EphemeralEnvironment {
+	return &petriv1.EphemeralEnvironment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: name},
+		Spec:       petriv1.EphemeralEnvironmentSpec{Components: components},
+	}
+}
+
+func get(t *testing.T, name string) *petriv1.EphemeralEnvironment {
+	t.Helper()
+	e := &petriv1.EphemeralEnvironment{}
+	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: mgmtNS, Name: name}, e))
+	return e
+}
+
+// current reads an environment for polling; nil when it cannot be read.
+func current(name string) *petriv1.EphemeralEnvironment {
+	e := &petriv1.EphemeralEnvironment{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: mgmtNS, Name: name}, e); err != nil {
+		return nil
+	}
+	return e
+}
+
+func conditionIs(e *petriv1.EphemeralEnvironment, typ string, status metav1.ConditionStatus, reason string) bool {
+	c := apimeta.FindStatusCondition(e.Status.Conditions, typ)
+	return c != nil && c.Status == status && (reason == "" || c.Reason == reason) && c.ObservedGeneration == e.Generation
+}
+
+func waitFor(t *testing.T, name string, what string, cond func(*petriv1.EphemeralEnvironment) bool) *petriv1.EphemeralEnvironment {
+	t.Helper()
+	var last *petriv1.EphemeralEnvironment
+	ok := eventually(90*time.Second, func() bool {
+		last = current(name)
+		return last != nil && cond(last)
+	})
+	if !ok {
+		require.FailNowf(t, "environment never reached the state", "%s: %s; last status: %s", name, what, describe(last))
+	}
+	return last
+}
+
+func waitGone(t *testing.T, obj client.Object) {
+	t.Helper()
+	ok := eventually(90*time.Second, func() bool {
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+		return apierrors.IsNotFound(err)
+	})
+	require.True(t, ok, "%T %s still exists", obj, client.ObjectKeyFromObject(obj))
+}
+
+// eventually polls cond every 50ms until it holds or timeout passes.
+func eventually(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+}
+
+func describe(e *petriv1.EphemeralEnvironment) string {
+	if e == nil {
+		return "<none>"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "gen=%d observed=%d phase=%s ns=%s", e.Generation, e.Status.ObservedGeneration, e.Status.Phase, e.Status.TargetNamespace)
+	for _, c := range e.Status.Conditions {
+		fmt.Fprintf(&b, " [%s=%s %s: %s]", c.Type, c.Status, c.Reason, c.Message)
+	}
+	for _, c := range e.Status.Components {
+		fmt.Fprintf(&b, " {%s %s job=%s err=%s msg=%s}", c.Name, c.Phase, c.Job, c.LastError, c.Message)
+	}
+	return b.String()
+}

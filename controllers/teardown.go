@@ -1,0 +1,118 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+)
+
+// teardown runs while the finalizer holds the environment: undeploy the
+// components in reverse dependency order, deprovision every binding, delete
+// the verified namespace and wait until it is gone, remove the deployer
+// identity, then release the finalizer. Each step is idempotent; a failed step
+// returns its error and is retried with backoff.
+func (r *EphemeralEnvironmentReconciler) teardown(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(env, petriv1.Finalizer) {
+		return reconcile.Result{}, nil
+	}
+	if env.Annotations[petriv1.AnnotationForceDelete] == "true" {
+		return reconcile.Result{}, r.forceDelete(ctx, env)
+	}
+	steps := []struct {
+		name string
+		run  func(context.Context, *petriv1.EphemeralEnvironment, *pass) (bool, error)
+	}{
+		{"undeploy components", r.undeployComponents},
+		{"deprovision bindings", r.deprovisionBindings},
+		{"delete namespace", r.deleteNamespace},
+	}
+	for _, s := range steps {
+		done, err := s.run(ctx, env, p)
+		if err != nil {
+			setCondition(env, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownFailed, fmt.Sprintf("%s: %v", s.name, err))
+			return p.result(), fmt.Errorf("%s: %w", s.name, err)
+		}
+		if !done {
+			return p.result(), nil
+		}
+	}
+	if err := r.deleteDeployerIdentity(ctx, env); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, r.releaseFinalizer(ctx, env)
+}
+
+func (r *EphemeralEnvironmentReconciler) releaseFinalizer(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
+	patch := client.MergeFrom(env.DeepCopy())
+	controllerutil.RemoveFinalizer(env, petriv1.Finalizer)
+	if err := r.Patch(ctx, env, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("release finalizer: %w", err)
+	}
+	log.FromContext(ctx).Info("Teardown complete, finalizer released")
+	return nil
+}
+
+// deleteNamespace deletes the namespace named in status.targetNamespace, and
+// only after verifying it carries the environment's ownership marks. It is
+// done when the namespace no longer exists; the namespace watch wakes the
+// reconciler when it goes.
+func (r *EphemeralEnvironmentReconciler) deleteNamespace(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) (bool, error) {
+	name := env.Status.TargetNamespace
+	if name == "" {
+		return true, nil
+	}
+	ns := &corev1.Namespace{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, fmt.Errorf("get namespace %s: %w", name, err)
+	}
+	if why := ownershipProblem(ns, env); why != "" {
+		msg := fmt.Sprintf("namespace %s is not provably this environment's (%s); it is not deleted. Fix its marks, or set the annotation %s: \"true\" to release the environment without touching it", name, why, petriv1.AnnotationForceDelete)
+		p.stalled(petriv1.ReasonNamespaceNotOwned, msg)
+		return false, nil
+	}
+	if ns.DeletionTimestamp.IsZero() {
+		uid := ns.UID
+		if err := r.Delete(ctx, ns, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("delete namespace %s: %w", name, err)
+		}
+		log.FromContext(ctx).Info("Deleting workload namespace", "namespace", name)
+	}
+	return false, nil
+}
+
+// forceDelete releases the finalizer of a stuck environment. It deletes only
+// what is provably the environment's (the verified namespace, the deployer
+// ServiceAccount it controls) and does not wait for anything.
+func (r *EphemeralEnvironmentReconciler) forceDelete(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
+	logger := log.FromContext(ctx)
+	if name := env.Status.TargetNamespace; name != "" {
+		ns := &corev1.Namespace{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns)
+		switch {
+		case err == nil && ownershipProblem(ns, env) == "" && ns.DeletionTimestamp.IsZero():
+			uid := ns.UID
+			if err := r.Delete(ctx, ns, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+				logger.Info("Force delete: namespace deletion failed, leaving it", "namespace", name, "error", err.Error())
+			}
+		case err == nil && ownershipProblem(ns, env) != "":
+			logger.Info("Force delete: namespace is not provably ours, leaving it", "namespace", name)
+		}
+	}
+	if err := r.deleteDeployerIdentity(ctx, env); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonForceDeleted, "Delete", "%s annotation released the finalizer; only provably owned objects were deleted", petriv1.AnnotationForceDelete)
+	return r.releaseFinalizer(ctx, env)
+}
