@@ -539,7 +539,6 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 		openBy[pr.Number] = pr
 	}
 	closed := map[int]provider.PullRequest{}
-	var unknown []string
 	for _, list := range byApp {
 		for _, e := range list {
 			n, _ := strconv.Atoi(e.Labels[render.LabelPullRequest])
@@ -552,7 +551,6 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 			pr, err := s.opts.Provider.GetPullRequest(ctx, repo, n)
 			switch {
 			case err != nil:
-				unknown = append(unknown, e.Name)
 				log.Error(err, "Pull request state unknown; keeping its environment", "pullRequest", n, "environment", e.Name)
 				var rle *provider.RateLimitError
 				if errors.As(err, &rle) {
@@ -593,9 +591,20 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 			})
 			touched[d.Number] = true
 		}
+		count := 0
+		for _, e := range existing {
+			if e.DeletionTimestamp == nil {
+				count++
+			}
+		}
+		count -= len(plan.Delete) - len(appErrs)
 		for _, pr := range plan.Apply {
-			if err := s.writeEnv(ctx, app, pr, envBy[pr.Number], since); err != nil {
+			created, err := s.writeEnv(ctx, app, pr, envBy[pr.Number], since)
+			if err != nil {
 				appErrs = append(appErrs, err)
+			}
+			if created {
+				count++
 			}
 			touched[pr.Number] = true
 		}
@@ -635,24 +644,13 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 		st.Kept = kept
 		s.mu.Unlock()
 		s.setAppError([]*config.Application{app}, errors.Join(appErrs...))
-		s.opts.Metrics.Environments.WithLabelValues(app.Name).Set(float64(len(existing) + len(plan.Apply) - countExisting(plan.Apply, envBy) - len(plan.Delete)))
+		s.opts.Metrics.Environments.WithLabelValues(app.Name).Set(float64(count))
 		errs = append(errs, appErrs...)
 	}
-	_ = unknown
 	for n := range touched {
 		s.feedback.Add(prKey{repo, n})
 	}
 	return errors.Join(errs...)
-}
-
-func countExisting(prs []provider.PullRequest, envBy map[int]*petriv1.EphemeralEnvironment) int {
-	n := 0
-	for _, pr := range prs {
-		if envBy[pr.Number] != nil {
-			n++
-		}
-	}
-	return n
 }
 
 // mergeSnapshots overlays webhook snapshots that are newer than the
@@ -734,7 +732,7 @@ func (s *Syncer) gatePassed(ctx context.Context, repo, sha string, gate provider
 // writeEnv renders and applies one environment. With an artifact gate, a
 // head commit whose gate has not passed is not written: the environment
 // keeps the commit it has, or is not created yet.
-func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provider.PullRequest, existing *petriv1.EphemeralEnvironment, since time.Time) error {
+func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provider.PullRequest, existing *petriv1.EphemeralEnvironment, since time.Time) (created bool, err error) {
 	repo := strings.ToLower(pr.Repository)
 	target := pr
 	waiting := ""
@@ -744,7 +742,7 @@ func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provi
 		if err != nil {
 			var rle *provider.RateLimitError
 			if errors.As(err, &rle) {
-				return err
+				return false, err
 			}
 			reason = fmt.Sprintf("cannot read %s: %v", gate, err)
 		}
@@ -754,7 +752,7 @@ func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provi
 				s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) {
 					st.HeadSHA, st.Waiting, st.Error, st.Deleted = pr.HeadSHA, waiting, "", ""
 				})
-				return nil
+				return false, nil
 			}
 			if existing.Spec.Source.SHA == pr.HeadSHA {
 				waiting = ""
@@ -772,7 +770,7 @@ func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provi
 			s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) {
 				st.HeadSHA, st.Error, st.Waiting, st.Deleted = pr.HeadSHA, "chart resolution failed: "+err.Error(), "", ""
 			})
-			return err
+			return false, err
 		}
 		versions[c.Name] = v
 	}
@@ -781,14 +779,14 @@ func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provi
 		s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) {
 			st.HeadSHA, st.Error, st.Waiting, st.Deleted = pr.HeadSHA, err.Error(), "", ""
 		})
-		return err
+		return false, err
 	}
 	url := ee.Annotations[render.AnnotationURL]
 	s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) {
 		st.HeadSHA, st.Waiting, st.Error, st.Deleted, st.URL = pr.HeadSHA, waiting, "", "", url
 	})
 	if existing != nil && sameEnv(existing, ee) {
-		return nil
+		return false, nil
 	}
 	if existing == nil {
 		// Never take over an object of that name that sync did not write.
@@ -798,13 +796,13 @@ func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provi
 		case err == nil && !render.Owned(other.Labels):
 			err = fmt.Errorf("environment %s exists and is not managed by petri-sync; leaving it alone", ee.Name)
 			s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) { st.Error = err.Error() })
-			return err
+			return false, err
 		case err != nil && !apierrors.IsNotFound(err):
-			return fmt.Errorf("get environment %s: %w", ee.Name, err)
+			return false, fmt.Errorf("get environment %s: %w", ee.Name, err)
 		}
 	}
 	if err := s.apply(ctx, ee); err != nil {
-		return fmt.Errorf("apply environment %s: %w", ee.Name, err)
+		return false, fmt.Errorf("apply environment %s: %w", ee.Name, err)
 	}
 	op := "update"
 	if existing == nil {
@@ -815,7 +813,7 @@ func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provi
 		s.opts.Metrics.WebhookToWrite.Observe(time.Since(since).Seconds())
 	}
 	s.log.Info("Wrote environment", "environment", ee.Name, "operation", op, "pullRequest", pr.Number, "sha", target.HeadSHA)
-	return nil
+	return existing == nil, nil
 }
 
 // sameEnv reports whether applying want would change nothing sync owns.
