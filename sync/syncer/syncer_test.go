@@ -191,7 +191,7 @@ func TestNoDeletionWhileGitHubFails(t *testing.T) {
 		assert.Equal(t, 2, h.envCount(), "round %d deleted an environment", round)
 	}
 	// Rate limited: refused until the announced reset, without further calls.
-	h.gh.SetFault(&githubapi.Fault{RateLimited: true, RetryAfter: 3 * time.Second})
+	h.gh.SetFault(&githubapi.Fault{RateLimited: true, RetryAfter: 4 * time.Second})
 	h.resync()
 	h.gh.ResetRequests()
 	h.gh.SetFault(nil)
@@ -206,7 +206,7 @@ func TestNoDeletionWhileGitHubFails(t *testing.T) {
 		h.resync()
 		_, err := h.get(envName(a.Number))
 		return err != nil
-	}, 15*time.Second, 100*time.Millisecond)
+	}, 20*time.Second, 100*time.Millisecond)
 	h.waitGone(envName(a.Number))
 	h.waitEnv(envName(b.Number), nil)
 
