@@ -301,11 +301,26 @@ func (p *Provider) SetCommitStatus(ctx context.Context, repository, sha string, 
 	if r := []rune(desc); len(r) > 140 {
 		desc = string(r[:139]) + "…"
 	}
+	// A restarted sync does not repeat the status GitHub already shows:
+	// the latest status of the context is read first (a conditional GET).
+	latest, resp, err := p.client.Repositories.ListStatuses(ctx, owner, name, sha, &gh.ListOptions{PerPage: 100})
+	if err := p.after(resp, err); err != nil {
+		return fmt.Errorf("read commit statuses of %s@%s: %w", repository, sha, err)
+	}
+	for _, l := range latest { // newest first
+		if l.GetContext() != st.Context {
+			continue
+		}
+		if l.GetState() == st.State && l.GetDescription() == desc && l.GetTargetURL() == st.TargetURL {
+			return nil
+		}
+		break
+	}
 	status := &gh.RepoStatus{State: gh.String(st.State), Context: gh.String(st.Context), Description: gh.String(desc)}
 	if st.TargetURL != "" {
 		status.TargetURL = gh.String(st.TargetURL)
 	}
-	_, resp, err := p.client.Repositories.CreateStatus(ctx, owner, name, sha, status)
+	_, resp, err = p.client.Repositories.CreateStatus(ctx, owner, name, sha, status)
 	if err := p.after(resp, err); err != nil {
 		return fmt.Errorf("set commit status %s on %s@%s: %w", st.Context, repository, sha, err)
 	}

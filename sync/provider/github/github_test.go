@@ -169,6 +169,16 @@ func TestSetCommitStatusCutsDescription(t *testing.T) {
 	require.Len(t, sts, 1)
 	assert.Equal(t, 140, len([]rune(sts[0].Description)))
 	assert.Equal(t, "https://x", sts[0].TargetURL)
+
+	// The same status again, from a provider that remembers nothing (a
+	// restart), is not posted twice; a different one is.
+	again := newProvider(t, srv, nil)
+	st := provider.CommitStatus{State: "failure", Context: "petri/shop", Description: strings.Repeat("x", 300), TargetURL: "https://x"}
+	require.NoError(t, again.SetCommitStatus(context.Background(), repo, "abc", st))
+	require.Len(t, srv.Statuses(repo, "abc"), 1)
+	st.State = "success"
+	require.NoError(t, again.SetCommitStatus(context.Background(), repo, "abc", st))
+	require.Len(t, srv.Statuses(repo, "abc"), 2)
 }
 
 func TestGitHubAppOnEnterpriseBaseURL(t *testing.T) {
