@@ -2,24 +2,479 @@ package controllers
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/graph"
+	"github.com/petri-dev/petri/controllers/internal/jobs"
+	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/values"
 )
 
-// deploy runs the deploy graph.
-func (r *EphemeralEnvironmentReconciler) deploy(_ context.Context, env *petriv1.EphemeralEnvironment, _ *pass) error {
-	setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionTrue, petriv1.ReasonDeploySucceeded, "")
+// jobState is what the reconciler needs to know of one Job.
+type jobState struct {
+	exists, done, succeeded bool
+	message                 string
+	started, finished       *metav1.Time
+}
+
+// observeJob reads a Job and, when it failed, the one-line reason its pod
+// wrote.
+func (r *EphemeralEnvironmentReconciler) observeJob(ctx context.Context, name string) (jobState, error) {
+	job := &batchv1.Job{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: r.Options.ManagementNamespace, Name: name}, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			return jobState{}, nil
+		}
+		return jobState{}, fmt.Errorf("get job %s: %w", name, err)
+	}
+	st := jobState{exists: true, started: job.Status.StartTime, finished: job.Status.CompletionTime}
+	st.done, st.succeeded, st.message = jobs.Finished(job)
+	if st.done && !st.succeeded {
+		for _, c := range job.Status.Conditions {
+			if c.Type == batchv1.JobFailed {
+				t := c.LastTransitionTime
+				st.finished = &t
+			}
+		}
+		var pods corev1.PodList
+		if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+			return st, fmt.Errorf("list pods of job %s: %w", name, err)
+		}
+		if msg := jobs.TerminationMessage(pods.Items); msg != "" {
+			st.message = msg
+		}
+	}
+	return st, nil
+}
+
+// deploy runs the deploy graph for the current generation: it waits for Jobs
+// of an older generation, observes this generation's Jobs, starts every
+// component whose dependencies are deployed, and summarises the outcome in
+// ComponentsDeployed.
+func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
+	gen := env.Generation
+	inSpec := map[string]bool{}
+	for _, c := range env.Spec.Components {
+		inSpec[c.Name] = true
+		componentStatus(env, c.Name)
+	}
+
+	// A Job of an older generation still running keeps the new graph from
+	// starting: two Helm operations on one release never overlap.
+	var inFlight []string
+	for i := range env.Status.Components {
+		cs := &env.Status.Components[i]
+		if cs.Generation == gen {
+			continue
+		}
+		if cs.Job != "" && (cs.Phase == petriv1.ComponentDeploying || cs.Phase == petriv1.ComponentUndeploying) {
+			st, err := r.observeJob(ctx, cs.Job)
+			if err != nil {
+				return err
+			}
+			if st.exists && !st.done {
+				inFlight = append(inFlight, cs.Job)
+				continue
+			}
+		}
+		if inSpec[cs.Name] {
+			*cs = petriv1.ComponentStatus{Name: cs.Name, Phase: petriv1.ComponentPending, Generation: gen}
+		} else if cs.Phase != petriv1.ComponentUndeploying {
+			// Removed from the spec: its release is undeployed below.
+			*cs = petriv1.ComponentStatus{Name: cs.Name, Phase: petriv1.ComponentDeployed, Generation: gen, Message: "removed from the spec"}
+		}
+	}
+	if len(inFlight) > 0 {
+		setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployProgressing,
+			"waiting for Jobs of an older generation to finish: "+strings.Join(inFlight, ", "))
+		return nil
+	}
+
+	if err := r.undeployRemoved(ctx, env, inSpec); err != nil {
+		return err
+	}
+
+	// Observe this generation's running Jobs.
+	for i := range env.Status.Components {
+		cs := &env.Status.Components[i]
+		if !inSpec[cs.Name] || cs.Phase != petriv1.ComponentDeploying {
+			continue
+		}
+		st, err := r.observeJob(ctx, cs.Job)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !st.exists:
+			// Not in the cache yet, or deleted behind our back: starting it
+			// again below is safe, the name is deterministic.
+			cs.Phase = petriv1.ComponentPending
+		case st.done && st.succeeded:
+			cs.Phase, cs.FinishedAt, cs.LastError, cs.Message = petriv1.ComponentDeployed, st.finished, "", ""
+			recordJob(jobs.ActionDeploy, st)
+			r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonDeploySucceeded, "Deploy", "component %s deployed by job %s", cs.Name, cs.Job)
+		case st.done:
+			cs.Phase, cs.FinishedAt, cs.LastError = petriv1.ComponentFailed, st.finished, oneLine(st.message)
+			recordJob(jobs.ActionDeploy, st)
+			r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonDeployFailed, "Deploy", "component %s failed: %s", cs.Name, cs.LastError)
+		}
+	}
+
+	nodes := nodes(env)
+	states := map[string]graph.State{}
+	for _, c := range env.Spec.Components {
+		states[c.Name] = graphState(componentStatus(env, c.Name).Phase)
+	}
+	for _, name := range graph.Startable(nodes, states) {
+		if blocker := r.bindingBlocker(env, name); blocker != "" {
+			componentStatus(env, name).Message = blocker
+			continue
+		}
+		if err := r.startDeploy(ctx, env, name); err != nil {
+			return err
+		}
+		states[name] = graph.Running
+	}
+	blocked := graph.Blocked(nodes, states)
+	for _, c := range env.Spec.Components {
+		cs := componentStatus(env, c.Name)
+		if cs.Phase != petriv1.ComponentPending {
+			continue
+		}
+		if b, ok := blocked[c.Name]; ok {
+			cs.Message = fmt.Sprintf("blocked: depends on %s, which failed", b)
+		} else if waits := pendingDeps(c, states); len(waits) > 0 {
+			cs.Message = "waiting for " + strings.Join(waits, ", ")
+		}
+	}
+	summarizeComponents(env, states, blocked)
 	return nil
 }
 
-// undeployComponents runs undeploy Jobs in reverse dependency order.
-func (r *EphemeralEnvironmentReconciler) undeployComponents(_ context.Context, _ *petriv1.EphemeralEnvironment, _ *pass) (bool, error) {
-	return true, nil
+func pendingDeps(c petriv1.Component, states map[string]graph.State) []string {
+	var out []string
+	for _, d := range c.DependsOn {
+		if states[d] != graph.Done {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
-// deprovisionBindings runs the deprovision Job of every binding.
-func (r *EphemeralEnvironmentReconciler) deprovisionBindings(_ context.Context, _ *petriv1.EphemeralEnvironment, _ *pass) (bool, error) {
-	return true, nil
+// summarizeComponents writes ComponentsDeployed from the component states.
+func summarizeComponents(env *petriv1.EphemeralEnvironment, states map[string]graph.State, blocked map[string]string) {
+	var running, failed, waiting []string
+	for _, c := range env.Spec.Components {
+		cs := componentStatus(env, c.Name)
+		switch states[c.Name] {
+		case graph.Running:
+			running = append(running, c.Name)
+		case graph.Failed:
+			failed = append(failed, fmt.Sprintf("%s (%s)", c.Name, cs.LastError))
+		case graph.Waiting:
+			if _, ok := blocked[c.Name]; !ok {
+				waiting = append(waiting, c.Name)
+			}
+		}
+	}
+	for _, cs := range env.Status.Components {
+		if cs.Phase == petriv1.ComponentUndeploying {
+			running = append(running, cs.Name+" (undeploying)")
+		}
+	}
+	switch {
+	case len(running) > 0 || len(waiting) > 0:
+		msg := ""
+		if len(running) > 0 {
+			msg = "running: " + strings.Join(running, ", ")
+		}
+		if len(waiting) > 0 {
+			msg = strings.TrimPrefix(msg+"; waiting: "+strings.Join(waiting, ", "), "; ")
+		}
+		setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployProgressing, msg)
+	case len(failed) > 0:
+		msg := "failed: " + strings.Join(failed, "; ")
+		if len(blocked) > 0 {
+			var names []string
+			for n := range blocked {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			msg += "; not started: " + strings.Join(names, ", ")
+		}
+		setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployFailed, msg)
+	default:
+		setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionTrue, petriv1.ReasonDeploySucceeded,
+			fmt.Sprintf("%d components deployed", len(env.Spec.Components)))
+	}
+}
+
+func graphState(p petriv1.ComponentPhase) graph.State {
+	switch p {
+	case petriv1.ComponentDeploying, petriv1.ComponentUndeploying:
+		return graph.Running
+	case petriv1.ComponentDeployed, petriv1.ComponentUndeployed:
+		return graph.Done
+	case petriv1.ComponentFailed:
+		return graph.Failed
+	}
+	return graph.Waiting
+}
+
+// componentStatus returns the status entry of a component, adding a Pending
+// one for the current generation when there is none.
+func componentStatus(env *petriv1.EphemeralEnvironment, name string) *petriv1.ComponentStatus {
+	for i := range env.Status.Components {
+		if env.Status.Components[i].Name == name {
+			return &env.Status.Components[i]
+		}
+	}
+	env.Status.Components = append(env.Status.Components, petriv1.ComponentStatus{Name: name, Phase: petriv1.ComponentPending, Generation: env.Generation})
+	return &env.Status.Components[len(env.Status.Components)-1]
+}
+
+func findComponent(env *petriv1.EphemeralEnvironment, name string) *petriv1.Component {
+	for i := range env.Spec.Components {
+		if env.Spec.Components[i].Name == name {
+			return &env.Spec.Components[i]
+		}
+	}
+	return nil
+}
+
+// startDeploy writes the component's merged values into an immutable Secret
+// of this generation and creates its deploy Job. Both names are
+// deterministic: after a restart the existing ones are adopted.
+func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, name string) error {
+	c := findComponent(env, name)
+	merged, err := values.Merge(c.Values, specValues(env, name))
+	if err != nil {
+		return fmt.Errorf("values of component %s: %w", name, err)
+	}
+	data, err := values.YAML(merged)
+	if err != nil {
+		return err
+	}
+	gen := env.Generation
+	secretName := naming.Job(env.Name, env.UID, "values", name, gen)
+	labels := r.jobLabels(env, name, jobs.ActionDeploy, gen)
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.ManagementNamespace, Name: secretName, Labels: labels},
+		Immutable:  ptrTo(true),
+		Data:       map[string][]byte{jobs.ValuesKey: data},
+	}
+	if err := controllerutil.SetControllerReference(env, secret, r.Scheme()); err != nil {
+		return err
+	}
+	if err := r.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create values secret for %s: %w", name, err)
+	}
+
+	args := []string{"deploy",
+		"--release", name,
+		"--namespace", env.Status.TargetNamespace,
+		"--chart-repository", c.Chart.Repository,
+		"--chart-name", c.Chart.Name,
+		"--chart-version", c.Chart.Version,
+		"--values", jobs.ValuesFile,
+		"--termination-log", jobs.TerminationLogPath,
+	}
+	args = append(args, r.releaseArgs(c.Chart, c.Release)...)
+	jobName := naming.Job(env.Name, env.UID, jobs.ActionDeploy, name, gen)
+	if err := r.createJob(ctx, env, jobName, labels, args, secretName); err != nil {
+		return err
+	}
+	cs := componentStatus(env, name)
+	now := metav1.Now()
+	cs.Phase, cs.Job, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.Message, cs.LastError, cs.Attempt =
+		petriv1.ComponentDeploying, jobName, gen, &now, nil, "", "", 1
+	log.FromContext(ctx).Info("Started deploy job", "component", name, "job", jobName)
+	return nil
+}
+
+// releaseArgs are the deployer flags for chart access and Helm options.
+func (r *EphemeralEnvironmentReconciler) releaseArgs(chart petriv1.ChartReference, rel petriv1.ReleaseOptions) []string {
+	var args []string
+	if rel.Wait {
+		args = append(args, "--wait")
+	}
+	if rel.Timeout != nil {
+		args = append(args, "--timeout", rel.Timeout.Duration.String())
+	}
+	if r.Options.ChartCASecret != "" {
+		args = append(args, "--ca-file", jobs.CAFile)
+	}
+	if host, ok := strings.CutPrefix(chart.Repository, "oci://"); ok {
+		host, _, _ = strings.Cut(host, "/")
+		if slices.Contains(r.Options.PlainHTTPRegistries, host) {
+			args = append(args, "--plain-http")
+		}
+	}
+	return args
+}
+
+func (r *EphemeralEnvironmentReconciler) jobLabels(env *petriv1.EphemeralEnvironment, subject, action string, gen int64) map[string]string {
+	l := ownedLabels(env)
+	l[jobs.LabelComponent] = naming.LabelValue(subject)
+	l[jobs.LabelAction] = action
+	l[jobs.LabelGeneration] = strconv.FormatInt(gen, 10)
+	return l
+}
+
+// createJob creates a deployer Job running as the environment's deployer
+// identity; an existing Job of that name is the same work, adopted.
+func (r *EphemeralEnvironmentReconciler) createJob(ctx context.Context, env *petriv1.EphemeralEnvironment, name string, labels map[string]string, args []string, valuesSecret string) error {
+	job := jobs.Build(jobs.Spec{
+		Name: name, Namespace: r.Options.ManagementNamespace, Labels: labels,
+		Owner:            *metav1.NewControllerRef(env, petriv1.GroupVersion.WithKind("EphemeralEnvironment")),
+		ServiceAccount:   naming.DeployerServiceAccount(env.Name),
+		Image:            r.Options.DeployerImage,
+		Command:          []string{jobs.DeployerEntrypoint},
+		Args:             args,
+		ValuesSecret:     valuesSecret,
+		CASecret:         r.Options.ChartCASecret,
+		BackoffLimit:     r.Options.JobBackoffLimit,
+		ActiveDeadline:   r.Options.JobActiveDeadline,
+		TTLAfterFinished: r.Options.JobTTLAfterFinished,
+	})
+	if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create job %s: %w", name, err)
+	}
+	return nil
+}
+
+func specValues(env *petriv1.EphemeralEnvironment, name string) *apiextensionsv1.JSON {
+	if v, ok := env.Spec.Values[name]; ok {
+		return &v
+	}
+	return nil
+}
+
+// undeployRemoved uninstalls the releases of components that left the spec,
+// then forgets them.
+func (r *EphemeralEnvironmentReconciler) undeployRemoved(ctx context.Context, env *petriv1.EphemeralEnvironment, inSpec map[string]bool) error {
+	var keep []petriv1.ComponentStatus
+	for _, cs := range env.Status.Components {
+		if inSpec[cs.Name] {
+			keep = append(keep, cs)
+			continue
+		}
+		done, err := r.runUndeploy(ctx, env, &cs, "")
+		if err != nil {
+			return err
+		}
+		if !done {
+			keep = append(keep, cs)
+		}
+	}
+	env.Status.Components = keep
+	return nil
+}
+
+// runUndeploy drives one component's undeploy Job; it reports done once the
+// release is gone. A failed Job is retried with a new attempt after a backoff.
+func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, cs *petriv1.ComponentStatus, problem string) (bool, error) {
+	if cs.Phase == petriv1.ComponentUndeployed {
+		return true, nil
+	}
+	if cs.Phase == petriv1.ComponentUndeploying {
+		st, err := r.observeJob(ctx, cs.Job)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case !st.exists || !st.done:
+			return false, nil
+		case st.succeeded:
+			cs.Phase, cs.FinishedAt, cs.LastError, cs.Message = petriv1.ComponentUndeployed, st.finished, "", ""
+			recordJob(jobs.ActionUndeploy, st)
+			r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, "UndeploySucceeded", "Undeploy", "component %s undeployed by job %s", cs.Name, cs.Job)
+			return true, nil
+		default:
+			if cs.LastError == "" || cs.FinishedAt == nil {
+				cs.LastError, cs.FinishedAt = oneLine(st.message), st.finished
+				recordJob(jobs.ActionUndeploy, st)
+				r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownFailed, "Undeploy", "undeploy of %s failed (attempt %d): %s", cs.Name, cs.Attempt, cs.LastError)
+			}
+			wait := r.retryDelay(cs)
+			if wait > 0 {
+				cs.Message = fmt.Sprintf("undeploy failed (attempt %d): %s; retrying in %s", cs.Attempt, cs.LastError, wait.Round(time.Second))
+				return false, &retryLater{after: wait, msg: cs.Name + ": " + cs.Message}
+			}
+		}
+	}
+	attempt := cs.Attempt + 1
+	if cs.Phase != petriv1.ComponentUndeploying {
+		attempt = 1
+	}
+	jobName := naming.Job(env.Name, env.UID, jobs.ActionUndeploy, cs.Name, int64(attempt))
+	args := []string{"undeploy",
+		"--release", cs.Name,
+		"--namespace", env.Status.TargetNamespace,
+		"--termination-log", jobs.TerminationLogPath,
+	}
+	if err := r.createJob(ctx, env, jobName, r.jobLabels(env, cs.Name, jobs.ActionUndeploy, int64(attempt)), args, ""); err != nil {
+		return false, err
+	}
+	now := metav1.Now()
+	cs.Phase, cs.Job, cs.Attempt, cs.StartedAt, cs.FinishedAt, cs.LastError = petriv1.ComponentUndeploying, jobName, attempt, &now, nil, ""
+	cs.Message = problem
+	log.FromContext(ctx).Info("Started undeploy job", "component", cs.Name, "job", jobName, "attempt", attempt)
+	return false, nil
+}
+
+// retryDelay is how long until the next attempt of a failed step: the
+// teardown backoff doubled per attempt, at most five minutes, counted from
+// the failure.
+func (r *EphemeralEnvironmentReconciler) retryDelay(cs *petriv1.ComponentStatus) time.Duration {
+	d := r.Options.TeardownBackoff
+	for i := int32(1); i < cs.Attempt && d < 5*time.Minute; i++ {
+		d *= 2
+	}
+	d = min(d, 5*time.Minute)
+	if cs.FinishedAt == nil {
+		return d
+	}
+	return time.Until(cs.FinishedAt.Add(d))
+}
+
+// retryLater is a failure that is retried after a known delay.
+type retryLater struct {
+	after time.Duration
+	msg   string
+}
+
+func (e *retryLater) Error() string { return e.msg }
+
+// oneLine keeps a message to one line of at most 1024 bytes.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 1024 {
+		s = s[:1024]
+	}
+	return s
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// bindingBlocker names the binding a component waits for, or "".
+func (r *EphemeralEnvironmentReconciler) bindingBlocker(_ *petriv1.EphemeralEnvironment, _ string) string {
+	return ""
 }

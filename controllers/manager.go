@@ -166,6 +166,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 				&corev1.Namespace{}: {Label: owned},
 				&corev1.Secret{}:    {Label: owned},
 				&batchv1.Job{}:      {Label: owned},
+				&corev1.Pod{}:       {Label: owned},
 			},
 		},
 		Client: client.Options{Cache: &client.CacheOptions{

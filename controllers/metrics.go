@@ -28,6 +28,19 @@ func init() {
 	metrics.Registry.MustRegister(jobDuration, jobFailures)
 }
 
+// recordJob observes a finished Job's duration and counts failures; called
+// once, on the transition that sees the Job finish.
+func recordJob(action string, st jobState) {
+	outcome := "succeeded"
+	if !st.succeeded {
+		outcome = "failed"
+		jobFailures.WithLabelValues(action).Inc()
+	}
+	if st.started != nil && st.finished != nil {
+		jobDuration.WithLabelValues(action, outcome).Observe(st.finished.Sub(st.started.Time).Seconds())
+	}
+}
+
 // phaseCollector counts environments by phase from the cache at scrape time,
 // so the figure is right after a restart and after deletions.
 type phaseCollector struct {

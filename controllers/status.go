@@ -22,6 +22,8 @@ type pass struct {
 	after time.Duration
 	// stalledReason and stalledMessage are set when progress needs a person.
 	stalledReason, stalledMessage string
+	// teardownProblem reports a failed teardown step that is being retried.
+	teardownProblem string
 }
 
 func (p *pass) requeueAfter(d time.Duration) {
@@ -64,8 +66,8 @@ func (r *EphemeralEnvironmentReconciler) summarize(env *petriv1.EphemeralEnviron
 		env.Status.Phase = petriv1.EnvironmentDeleting
 		msg := "tearing down"
 		reason := petriv1.ReasonTeardownProgressing
-		if c := apimeta.FindStatusCondition(env.Status.Conditions, petriv1.ConditionReady); c != nil && c.Reason == petriv1.ReasonTeardownFailed {
-			reason, msg = c.Reason, c.Message
+		if p.teardownProblem != "" {
+			reason, msg = petriv1.ReasonTeardownFailed, p.teardownProblem
 		}
 		if p.stalledReason != "" {
 			reason, msg = p.stalledReason, p.stalledMessage

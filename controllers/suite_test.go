@@ -210,7 +210,13 @@ func waitGone(t *testing.T, obj client.Object) {
 		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
 		return apierrors.IsNotFound(err)
 	})
-	require.True(t, ok, "%T %s still exists", obj, client.ObjectKeyFromObject(obj))
+	if !ok {
+		state := ""
+		if e, isEnv := obj.(*petriv1.EphemeralEnvironment); isEnv {
+			state = describe(current(e.Name))
+		}
+		require.FailNowf(t, "object never went away", "%T %s still exists %s", obj, client.ObjectKeyFromObject(obj), state)
+	}
 }
 
 // eventually polls cond every 50ms until it holds or timeout passes.

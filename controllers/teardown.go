@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -38,7 +37,7 @@ func (r *EphemeralEnvironmentReconciler) teardown(ctx context.Context, env *petr
 	for _, s := range steps {
 		done, err := s.run(ctx, env, p)
 		if err != nil {
-			setCondition(env, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownFailed, fmt.Sprintf("%s: %v", s.name, err))
+			p.teardownProblem = fmt.Sprintf("%s: %v", s.name, err)
 			return p.result(), fmt.Errorf("%s: %w", s.name, err)
 		}
 		if !done {

@@ -142,6 +142,10 @@ type ComponentStatus struct {
 	// latest operation; its pod keeps the logs.
 	// +optional
 	Job string `json:"job,omitempty"`
+	// Attempt counts the Jobs run for the current operation; a failed
+	// teardown step is retried with a new Job and backoff.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
 	// StartedAt is when the latest operation started.
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`

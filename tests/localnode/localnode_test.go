@@ -209,7 +209,15 @@ func TestSecretVolumeAndEnvAreMaterialised(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"},
 		Data:       map[string][]byte{"password": []byte("s3cret"), "values.yaml": []byte("a: 1\n")},
 	}))
-	out := filepath.Join(scratch, ns+"-env")
+	// The container mounts /tmp, so the file it writes for the test lives
+	// outside /tmp.
+	cacheDir, err := os.UserCacheDir()
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(cacheDir, 0o755))
+	outDir, err := os.MkdirTemp(cacheDir, "petri-localnode-test-")
+	require.NoError(t, err)
+	defer os.RemoveAll(outDir)
+	out := filepath.Join(outDir, "env")
 	j := job(ns, "record", "record", out)
 	c := &j.Spec.Template.Spec.Containers[0]
 	c.Env = []corev1.EnvVar{
@@ -218,8 +226,11 @@ func TestSecretVolumeAndEnvAreMaterialised(t *testing.T) {
 		{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 		{Name: "GREETING", Value: "hello $(POD_NAMESPACE)"},
 	}
-	c.VolumeMounts = []corev1.VolumeMount{{Name: "values", MountPath: "/etc/values"}}
-	j.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "values", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}}}
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "values", MountPath: "/etc/values"}, {Name: "tmp", MountPath: "/tmp"}}
+	j.Spec.Template.Spec.Volumes = []corev1.Volume{
+		{Name: "values", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds"}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
 	require.NoError(t, env.Client.Create(ctx, j))
 	require.Eventually(t, func() bool { return jobCondition(ctx, ns, "record")() == batchv1.JobComplete }, 30*time.Second, 50*time.Millisecond)
 
@@ -238,7 +249,10 @@ func TestSecretVolumeAndEnvAreMaterialised(t *testing.T) {
 	values, err := os.ReadFile(vars["VALUES"])
 	require.NoError(t, err)
 	assert.Equal(t, "a: 1\n", string(values))
-	assert.NotEmpty(t, vars["KUBECONFIG"])
+	// The node's own paths are never rewritten, even where they lie under a
+	// directory the container mounts (/tmp here).
+	_, err = os.Stat(vars["KUBECONFIG"])
+	assert.NoError(t, err, "KUBECONFIG %q points at the pod's kubeconfig", vars["KUBECONFIG"])
 }
 
 // A node that restarts while its pod runs never runs that pod again: it marks

@@ -462,7 +462,7 @@ func (n *Node) runContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 		return corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg, StartedAt: started, FinishedAt: metav1.Now()}
 	}
 	bin, _ := n.binary(c.Image)
-	env, err := n.containerEnv(ctx, pod, c, podEnv)
+	env, fromContainer, err := n.containerEnv(ctx, pod, c, podEnv)
 	if err != nil {
 		return result(128, "CreateContainerConfigError", err.Error())
 	}
@@ -488,8 +488,9 @@ func (n *Node) runContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 		args[i] = applyRewrites(expandVars(a, vars), rewrites)
 	}
 	for i, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		env[i] = k + "=" + applyRewrites(v, rewrites)
+		if k, v, _ := strings.Cut(kv, "="); fromContainer[k] {
+			env[i] = k + "=" + applyRewrites(v, rewrites)
+		}
 	}
 
 	logFile, err := os.OpenFile(n.LogPath(pod.Namespace, pod.Name, c.Name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

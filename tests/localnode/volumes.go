@@ -322,14 +322,20 @@ func fieldValue(pod *corev1.Pod, path string) (string, error) {
 
 // containerEnv resolves the container's environment: the node's base
 // environment, env and envFrom (Secrets, ConfigMaps, fields), and KUBECONFIG.
-func (n *Node) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, pe podEnv) ([]string, error) {
+//
+// The returned set names the variables the container defined; only those are
+// subject to mount-path rewriting (the node's own paths are already local).
+func (n *Node) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, pe podEnv) ([]string, map[string]bool, error) {
 	vars := map[string]string{}
+	fromContainer := map[string]bool{}
+	nodeProvided := true
 	var order []string
 	set := func(k, v string) {
 		if _, ok := vars[k]; !ok {
 			order = append(order, k)
 		}
 		vars[k] = v
+		fromContainer[k] = !nodeProvided
 	}
 	for _, kv := range n.opts.Env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -343,6 +349,7 @@ func (n *Node) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 	if pe.kubeconfig != "" {
 		set("KUBECONFIG", pe.kubeconfig)
 	}
+	nodeProvided = false
 	for _, from := range c.EnvFrom {
 		var data map[string][]byte
 		switch {
@@ -352,7 +359,7 @@ func (n *Node) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 				if from.SecretRef.Optional != nil && *from.SecretRef.Optional {
 					continue
 				}
-				return nil, fmt.Errorf("envFrom secret %q: %w", from.SecretRef.Name, err)
+				return nil, nil, fmt.Errorf("envFrom secret %q: %w", from.SecretRef.Name, err)
 			}
 			data = s.Data
 		case from.ConfigMapRef != nil:
@@ -361,7 +368,7 @@ func (n *Node) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 				if from.ConfigMapRef.Optional != nil && *from.ConfigMapRef.Optional {
 					continue
 				}
-				return nil, fmt.Errorf("envFrom configmap %q: %w", from.ConfigMapRef.Name, err)
+				return nil, nil, fmt.Errorf("envFrom configmap %q: %w", from.ConfigMapRef.Name, err)
 			}
 			data = configMapData(cm)
 		}
@@ -383,7 +390,7 @@ func (n *Node) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 		case e.ValueFrom.FieldRef != nil:
 			v, err := fieldValue(pod, e.ValueFrom.FieldRef.FieldPath)
 			if err != nil {
-				return nil, fmt.Errorf("env %s: %w", e.Name, err)
+				return nil, nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
 			set(e.Name, v)
 		case e.ValueFrom.SecretKeyRef != nil:
@@ -394,11 +401,11 @@ func (n *Node) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 				if optional {
 					continue
 				}
-				return nil, fmt.Errorf("env %s: secret %q: %w", e.Name, ref.Name, err)
+				return nil, nil, fmt.Errorf("env %s: secret %q: %w", e.Name, ref.Name, err)
 			}
 			v, ok := s.Data[ref.Key]
 			if !ok && !optional {
-				return nil, fmt.Errorf("env %s: secret %q has no key %q", e.Name, ref.Name, ref.Key)
+				return nil, nil, fmt.Errorf("env %s: secret %q has no key %q", e.Name, ref.Name, ref.Key)
 			}
 			set(e.Name, string(v))
 		case e.ValueFrom.ConfigMapKeyRef != nil:
@@ -409,11 +416,11 @@ func (n *Node) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 				if optional {
 					continue
 				}
-				return nil, fmt.Errorf("env %s: configmap %q: %w", e.Name, ref.Name, err)
+				return nil, nil, fmt.Errorf("env %s: configmap %q: %w", e.Name, ref.Name, err)
 			}
 			v, ok := cm.Data[ref.Key]
 			if !ok && !optional {
-				return nil, fmt.Errorf("env %s: configmap %q has no key %q", e.Name, ref.Name, ref.Key)
+				return nil, nil, fmt.Errorf("env %s: configmap %q has no key %q", e.Name, ref.Name, ref.Key)
 			}
 			set(e.Name, v)
 		}
@@ -422,7 +429,7 @@ func (n *Node) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 	for _, k := range order {
 		out = append(out, k+"="+vars[k])
 	}
-	return out, nil
+	return out, fromContainer, nil
 }
 
 func (e podEnv) kubeconfigOr(dir string) string {

@@ -1,0 +1,165 @@
+// Package jobs builds the Kubernetes Jobs that run Petri's Helm operations
+// and provisioning steps. Pure functions: the reconciler decides when, this
+// package decides what the Job looks like.
+package jobs
+
+import (
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Paths inside the Job's container. The deployer reads them from flags, so a
+// local runner can map them elsewhere.
+const (
+	ValuesDir          = "/etc/petri/values"
+	ValuesFile         = ValuesDir + "/values.yaml"
+	CADir              = "/etc/petri/ca"
+	CAFile             = CADir + "/ca.crt"
+	TmpDir             = "/tmp"
+	TerminationLogPath = corev1.TerminationMessagePathDefault
+	// ValuesKey is the key of the values Secret.
+	ValuesKey = "values.yaml"
+	// DeployerEntrypoint is the deployer binary in its image.
+	DeployerEntrypoint = "/petri-deployer"
+)
+
+// Labels on every Job (and its pods).
+const (
+	LabelComponent  = "petri.dev/component"
+	LabelAction     = "petri.dev/action"
+	LabelGeneration = "petri.dev/generation"
+)
+
+// Actions a Job performs.
+const (
+	ActionDeploy      = "deploy"
+	ActionUndeploy    = "undeploy"
+	ActionBind        = "bind"
+	ActionProvision   = "provision"
+	ActionDeprovision = "deprovision"
+)
+
+// Spec describes one Job.
+type Spec struct {
+	Name, Namespace string
+	Labels          map[string]string
+	Owner           metav1.OwnerReference
+	ServiceAccount  string
+	Image           string
+	Command         []string
+	Args            []string
+	Env             []corev1.EnvVar
+	EnvFrom         []corev1.EnvFromSource
+	// ValuesSecret, when set, is mounted at ValuesDir.
+	ValuesSecret string
+	// CASecret, when set, is mounted at CADir.
+	CASecret string
+
+	BackoffLimit          int32
+	ActiveDeadline        time.Duration
+	TTLAfterFinished      time.Duration
+	TerminationLogEnabled bool
+}
+
+// Build returns the Job. A replacement pod starts only once the previous one
+// has fully terminated, so two Helm operations on one release never overlap.
+func Build(s Spec) *batchv1.Job {
+	volumes := []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	mounts := []corev1.VolumeMount{{Name: "tmp", MountPath: TmpDir}}
+	if s.ValuesSecret != "" {
+		volumes = append(volumes, corev1.Volume{Name: "values", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s.ValuesSecret}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "values", MountPath: ValuesDir, ReadOnly: true})
+	}
+	if s.CASecret != "" {
+		volumes = append(volumes, corev1.Volume{Name: "ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s.CASecret}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "ca", MountPath: CADir, ReadOnly: true})
+	}
+	env := append([]corev1.EnvVar{{Name: "TMPDIR", Value: TmpDir}}, s.Env...)
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: s.Name, Namespace: s.Namespace, Labels: s.Labels,
+			OwnerReferences: []metav1.OwnerReference{s.Owner},
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:         ptr.To(s.BackoffLimit),
+			PodReplacementPolicy: ptr.To(batchv1.Failed),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: s.Labels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: s.ServiceAccount,
+					RestartPolicy:      corev1.RestartPolicyNever,
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr.To(true),
+						RunAsUser:      ptr.To(int64(65532)),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Volumes: volumes,
+					Containers: []corev1.Container{{
+						Name:                     "main",
+						Image:                    s.Image,
+						Command:                  s.Command,
+						Args:                     s.Args,
+						Env:                      env,
+						EnvFrom:                  s.EnvFrom,
+						VolumeMounts:             mounts,
+						TerminationMessagePath:   TerminationLogPath,
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr.To(false),
+							ReadOnlyRootFilesystem:   ptr.To(true),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+					}},
+				},
+			},
+		},
+	}
+	if s.ActiveDeadline > 0 {
+		job.Spec.ActiveDeadlineSeconds = ptr.To(int64(s.ActiveDeadline.Seconds()))
+	}
+	if s.TTLAfterFinished > 0 {
+		job.Spec.TTLSecondsAfterFinished = ptr.To(int32(s.TTLAfterFinished.Seconds()))
+	}
+	return job
+}
+
+// Finished reports whether the Job completed or failed, and which.
+func Finished(j *batchv1.Job) (done, succeeded bool, message string) {
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete, batchv1.JobSuccessCriteriaMet:
+			if c.Type == batchv1.JobComplete {
+				return true, true, ""
+			}
+		case batchv1.JobFailed:
+			msg := c.Reason
+			if c.Message != "" {
+				msg += ": " + c.Message
+			}
+			return true, false, msg
+		}
+	}
+	return false, false, ""
+}
+
+// TerminationMessage returns the most recent termination message among the
+// Job's pods, the one-line reason the deployer wrote.
+func TerminationMessage(pods []corev1.Pod) string {
+	var best string
+	var at time.Time
+	for _, p := range pods {
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && t.Message != "" && !t.FinishedAt.Time.Before(at) {
+				best, at = t.Message, t.FinishedAt.Time
+			}
+		}
+	}
+	return best
+}

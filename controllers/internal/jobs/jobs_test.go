@@ -1,0 +1,85 @@
+package jobs
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestBuild(t *testing.T) {
+	j := Build(Spec{
+		Name: "env-api-deploy-g1-abcd", Namespace: "petri-system",
+		Labels:         map[string]string{LabelAction: ActionDeploy},
+		Owner:          metav1.OwnerReference{Name: "env", UID: "u", Controller: new(bool)},
+		ServiceAccount: "petri-deployer-env", Image: "deployer:1",
+		Command: []string{DeployerEntrypoint}, Args: []string{"deploy"},
+		ValuesSecret: "values-secret", CASecret: "ca",
+		BackoffLimit: 2, ActiveDeadline: 10 * time.Minute, TTLAfterFinished: time.Hour,
+	})
+	assert.Equal(t, int32(2), *j.Spec.BackoffLimit)
+	assert.Equal(t, int64(600), *j.Spec.ActiveDeadlineSeconds)
+	assert.Equal(t, int32(3600), *j.Spec.TTLSecondsAfterFinished)
+	assert.Equal(t, batchv1.Failed, *j.Spec.PodReplacementPolicy, "a new pod only after the old one is gone")
+	pod := j.Spec.Template.Spec
+	assert.Equal(t, "petri-deployer-env", pod.ServiceAccountName)
+	assert.Equal(t, corev1.RestartPolicyNever, pod.RestartPolicy)
+	assert.Equal(t, j.Labels, j.Spec.Template.Labels)
+	c := pod.Containers[0]
+	assert.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
+	assert.Equal(t, TerminationLogPath, c.TerminationMessagePath)
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m.MountPath
+	}
+	assert.Equal(t, map[string]string{"tmp": TmpDir, "values": ValuesDir, "ca": CADir}, mounts)
+	require.Len(t, j.OwnerReferences, 1)
+}
+
+func TestBuildWithoutOptionalVolumes(t *testing.T) {
+	j := Build(Spec{Name: "x", Image: "i"})
+	assert.Len(t, j.Spec.Template.Spec.Volumes, 1)
+	assert.Nil(t, j.Spec.ActiveDeadlineSeconds)
+	assert.Nil(t, j.Spec.TTLSecondsAfterFinished)
+}
+
+func TestFinished(t *testing.T) {
+	cases := []struct {
+		name          string
+		conds         []batchv1.JobCondition
+		done, success bool
+		msg           string
+	}{
+		{"running", nil, false, false, ""},
+		{"success criteria met is not yet complete", []batchv1.JobCondition{{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue}}, false, false, ""},
+		{"complete", []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}, true, true, ""},
+		{"failed", []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "DeadlineExceeded", Message: "Job was active longer than specified deadline"}}, true, false, "DeadlineExceeded: Job was active longer than specified deadline"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			done, ok, msg := Finished(&batchv1.Job{Status: batchv1.JobStatus{Conditions: tc.conds}})
+			assert.Equal(t, tc.done, done)
+			assert.Equal(t, tc.success, ok)
+			assert.Equal(t, tc.msg, msg)
+		})
+	}
+}
+
+func TestTerminationMessagePicksTheLatestFailure(t *testing.T) {
+	pod := func(msg string, code int32, at time.Time) corev1.Pod {
+		return corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, FinishedAt: metav1.NewTime(at)},
+		}}}}}
+	}
+	now := time.Now()
+	got := TerminationMessage([]corev1.Pod{
+		pod("Timeout: first try", 1, now.Add(-time.Minute)),
+		pod("ChartNotFound: oci://x/y", 1, now),
+		pod("", 0, now.Add(time.Minute)),
+	})
+	assert.Equal(t, "ChartNotFound: oci://x/y", got)
+}
