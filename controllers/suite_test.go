@@ -1,6 +1,8 @@
 package controllers_test
 
 import (
+	"net/http"
+	"sync/atomic"
 	"context"
 	"fmt"
 	"os"
@@ -24,6 +26,7 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/tests/charts"
 	"github.com/petri-dev/petri/tests/cluster"
 )
 
@@ -35,9 +38,14 @@ const (
 	// hashPrefix starts every workload namespace hash in these tests, so two
 	// environments with the same name prefix collide on the first characters.
 	hashPrefix = "c0ffee"
+	// chartCASecret holds the CA of the test chart repository.
+	chartCASecret = "petri-chart-ca"
 )
 
 var (
+	chartRepo *charts.Repository
+	registry  *charts.Registry
+
 	env     *cluster.Cluster
 	scratch string
 	bins    map[string]string
@@ -79,6 +87,23 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+	}
+	if chartRepo, err = charts.ServeRepository(chartsDir(), filepath.Join(scratch, "repo")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer chartRepo.Close()
+	if registry, err = charts.ServeRegistry(chartsDir(), filepath.Join(scratch, "registry")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer registry.Close()
+	if err := env.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: chartCASecret},
+		Data:       map[string][]byte{"ca.crt": chartRepo.CA},
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	if err := env.Apply(ctx, rbacManifests()...); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -123,6 +148,8 @@ func testOptions() controllers.Options {
 	o.ProbeAddr = "0"
 	o.TeardownBackoff = 200 * time.Millisecond
 	o.JobBackoffLimit = 0
+	o.ChartCASecret = chartCASecret
+	o.PlainHTTPRegistries = []string{registry.Host}
 	o.NamespaceHash = func(uid string) string { return hashPrefix + naming.UIDHash(types.UID(uid)) }
 	return o
 }
@@ -137,6 +164,7 @@ func startOperator() error {
 	if err != nil {
 		return err
 	}
+	cfg.Wrap(countWrites)
 	mgr, err := controllers.NewManager(cfg, testOptions())
 	if err != nil {
 		return err
@@ -152,6 +180,21 @@ func startOperator() error {
 	}
 	return nil
 }
+
+// operatorWrites counts the operator's write requests to the API server.
+var operatorWrites atomic.Int64
+
+type writeCounter struct{ next http.RoundTripper }
+
+func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		operatorWrites.Add(1)
+	}
+	return w.next.RoundTrip(r)
+}
+
+func countWrites(rt http.RoundTripper) http.RoundTripper { return writeCounter{next: rt} }
 
 // restartOperator stops the running operator and starts a new one.
 func restartOperator(t *testing.T) {

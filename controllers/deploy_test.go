@@ -1,0 +1,291 @@
+package controllers_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/jobs"
+)
+
+func jsonValues(v map[string]any) *apiextensionsv1.JSON {
+	data, _ := json.Marshal(v)
+	return &apiextensionsv1.JSON{Raw: data}
+}
+
+func component(name, repository, chart, version string, dependsOn ...string) petriv1.Component {
+	return petriv1.Component{Name: name, Chart: petriv1.ChartReference{Repository: repository, Name: chart, Version: version}, DependsOn: dependsOn}
+}
+
+func ready(e *petriv1.EphemeralEnvironment) bool {
+	return e.Status.ObservedGeneration == e.Generation && conditionIs(e, petriv1.ConditionReady, metav1.ConditionTrue, petriv1.ReasonSucceeded)
+}
+
+// jobEvents records, per Job of one environment, the revision at which it was
+// created and at which it finished: etcd's global order of events.
+type jobEvents struct {
+	mu       sync.Mutex
+	created  map[string]uint64
+	finished map[string]uint64
+	byName   map[string]*batchv1.Job
+	stop     func()
+}
+
+func watchJobs(t *testing.T, envName string) *jobEvents {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := env.Client.Watch(ctx, &batchv1.JobList{}, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: envName})
+	require.NoError(t, err)
+	je := &jobEvents{created: map[string]uint64{}, finished: map[string]uint64{}, byName: map[string]*batchv1.Job{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			j, ok := ev.Object.(*batchv1.Job)
+			if !ok {
+				continue
+			}
+			n, _ := strconv.ParseUint(j.ResourceVersion, 10, 64)
+			key := j.Labels[jobs.LabelAction] + "/" + j.Labels[jobs.LabelComponent] + "/" + j.Labels[jobs.LabelGeneration]
+			je.mu.Lock()
+			if ev.Type == watch.Added {
+				if _, seen := je.created[key]; !seen {
+					je.created[key] = n
+				}
+			}
+			if fin, _, _ := jobs.Finished(j); fin {
+				if _, seen := je.finished[key]; !seen {
+					je.finished[key] = n
+				}
+			}
+			je.byName[key] = j
+			je.mu.Unlock()
+		}
+	}()
+	je.stop = func() { cancel(); w.Stop(); <-done }
+	t.Cleanup(je.stop)
+	return je
+}
+
+func (je *jobEvents) get(key string) (created, finished uint64) {
+	je.mu.Lock()
+	defer je.mu.Unlock()
+	return je.created[key], je.finished[key]
+}
+
+func (je *jobEvents) count(prefix string) int {
+	je.mu.Lock()
+	defer je.mu.Unlock()
+	n := 0
+	for k := range je.created {
+		if strings.HasPrefix(k, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// helmReleases returns release name -> version -> status from Helm's storage
+// Secrets in the namespace.
+func helmReleases(t *testing.T, ns string) map[string]map[int]string {
+	t.Helper()
+	var secrets corev1.SecretList
+	require.NoError(t, env.Client.List(context.Background(), &secrets, client.InNamespace(ns), client.MatchingLabels{"owner": "helm"}))
+	out := map[string]map[int]string{}
+	for _, s := range secrets.Items {
+		v, _ := strconv.Atoi(s.Labels["version"])
+		if out[s.Labels["name"]] == nil {
+			out[s.Labels["name"]] = map[int]string{}
+		}
+		out[s.Labels["name"]][v] = s.Labels["status"]
+	}
+	return out
+}
+
+func configMap(t *testing.T, ns, name string) map[string]string {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cm))
+	return cm.Data
+}
+
+// A chain (db <- api) and a parallel branch (cache), from an OCI registry, an
+// https repository and a path, reach Ready; a value change re-deploys in
+// place; deletion undeploys in reverse order before the namespace goes.
+func TestGraphDeploysRedeploysAndTearsDownInOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	je := watchJobs(t, "graph")
+	e := newEnv("graph",
+		component("db", registry.Repository(), "greeter", "0.1.0"),
+		component("api", chartRepo.URL, "greeter", "0.1.0", "db"),
+		component("cache", chartsDir(), "strict", "0.1.0"),
+	)
+	e.Spec.Values = map[string]apiextensionsv1.JSON{
+		"api":   *jsonValues(map[string]any{"message": "hello from pr 7", "image": map[string]any{"tag": "abc1234"}}),
+		"cache": *jsonValues(map[string]any{"replicas": 2}),
+	}
+	start := time.Now()
+	require.NoError(t, env.Client.Create(ctx, e))
+	e = waitFor(t, "graph", "ready", ready)
+	t.Logf("create to Ready: %s", time.Since(start).Round(10*time.Millisecond))
+	ns := e.Status.TargetNamespace
+
+	// The releases exist with the resolved values.
+	rels := helmReleases(t, ns)
+	for _, name := range []string{"db", "api", "cache"} {
+		assert.Equal(t, map[int]string{1: "deployed"}, rels[name], "release %s", name)
+	}
+	assert.Equal(t, map[string]string{"message": "hello from pr 7", "imageTag": "abc1234"}, configMap(t, ns, "api-greeter"))
+	assert.Equal(t, "Hello from Petri", configMap(t, ns, "db-greeter")["message"])
+
+	// Dependency order and parallelism, in etcd's revision order.
+	dbCreated, dbDone := je.get("deploy/db/1")
+	apiCreated, _ := je.get("deploy/api/1")
+	cacheCreated, cacheDone := je.get("deploy/cache/1")
+	require.NotZero(t, dbDone)
+	assert.Greater(t, apiCreated, dbDone, "api starts only after db is deployed")
+	assert.Less(t, cacheCreated, dbDone, "cache runs while db runs")
+	assert.Less(t, dbCreated, cacheDone, "db runs while cache runs")
+	assert.Equal(t, 3, je.count("deploy/"), "one Job per component")
+	for _, cs := range e.Status.Components {
+		assert.Equal(t, petriv1.ComponentDeployed, cs.Phase)
+		assert.NotEmpty(t, cs.Job)
+		assert.NotNil(t, cs.StartedAt)
+		assert.NotNil(t, cs.FinishedAt)
+	}
+
+	// A value change re-deploys in place.
+	e.Spec.Values["api"] = *jsonValues(map[string]any{"message": "hello again", "image": map[string]any{"tag": "def5678"}})
+	require.NoError(t, env.Client.Update(ctx, e))
+	e = waitFor(t, "graph", "ready at generation 2", func(e *petriv1.EphemeralEnvironment) bool { return e.Generation == 2 && ready(e) })
+	assert.Equal(t, ns, e.Status.TargetNamespace)
+	assert.Equal(t, int64(2), e.Status.ObservedGeneration)
+	assert.Equal(t, map[int]string{1: "superseded", 2: "deployed"}, helmReleases(t, ns)["api"])
+	assert.Equal(t, map[string]string{"message": "hello again", "imageTag": "def5678"}, configMap(t, ns, "api-greeter"))
+
+	// Deletion: undeploy api before db, then the namespace.
+	require.NoError(t, env.Client.Delete(ctx, e))
+	waitGone(t, e)
+	apiUndeployCreated, apiUndeployDone := je.get("undeploy/api/1")
+	dbUndeployCreated, _ := je.get("undeploy/db/1")
+	require.NotZero(t, apiUndeployDone, "api was undeployed by a Job")
+	require.NotZero(t, dbUndeployCreated, "db was undeployed by a Job")
+	assert.Greater(t, dbUndeployCreated, apiUndeployDone, "db is undeployed only after api, which depends on it")
+	assert.NotZero(t, apiUndeployCreated)
+	_, cacheUndeployDone := je.get("undeploy/cache/1")
+	assert.NotZero(t, cacheUndeployDone)
+	err := env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+	assert.True(t, client.IgnoreNotFound(err) == nil && err != nil, "namespace %s is gone", ns)
+}
+
+// Each failure ends in Failed with a message naming the cause; dependants of
+// a failed component never start; an unrelated branch still finishes.
+func TestFailuresNameTheCauseAndBlockDependants(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	je := watchJobs(t, "failures")
+	e := newEnv("failures",
+		component("badref", chartsDir()+"/missing", "missing", "0.1.0"),
+		component("badver", registry.Repository(), "greeter", "9.9.9"),
+		component("badvals", chartsDir(), "strict", "0.1.0"),
+		component("after", chartsDir(), "greeter", "0.1.0", "badvals"),
+		component("fine", chartsDir(), "greeter", "0.1.0"),
+	)
+	e.Spec.Values = map[string]apiextensionsv1.JSON{"badvals": *jsonValues(map[string]any{"replicas": 0})}
+	require.NoError(t, env.Client.Create(ctx, e))
+	e = waitFor(t, "failures", "failed", func(e *petriv1.EphemeralEnvironment) bool {
+		return e.Status.Phase == petriv1.EnvironmentFailed && e.Status.ObservedGeneration == e.Generation
+	})
+	byName := map[string]petriv1.ComponentStatus{}
+	for _, cs := range e.Status.Components {
+		byName[cs.Name] = cs
+	}
+	assert.Equal(t, petriv1.ComponentFailed, byName["badref"].Phase)
+	assert.True(t, strings.HasPrefix(byName["badref"].LastError, "ChartNotFound:"), byName["badref"].LastError)
+	assert.Equal(t, petriv1.ComponentFailed, byName["badver"].Phase)
+	assert.True(t, strings.HasPrefix(byName["badver"].LastError, "VersionNotFound:"), byName["badver"].LastError)
+	assert.Contains(t, byName["badver"].LastError, "9.9.9")
+	assert.Equal(t, petriv1.ComponentFailed, byName["badvals"].Phase)
+	assert.True(t, strings.HasPrefix(byName["badvals"].LastError, "ValuesInvalid:"), byName["badvals"].LastError)
+	assert.Equal(t, petriv1.ComponentPending, byName["after"].Phase)
+	assert.Equal(t, "blocked: depends on badvals, which failed", byName["after"].Message)
+	assert.Empty(t, byName["after"].Job)
+	assert.Equal(t, petriv1.ComponentDeployed, byName["fine"].Phase, "an unrelated branch finishes")
+	assert.Zero(t, je.count("deploy/after/"), "no Job was created for a blocked component")
+
+	c := findCondition(e, petriv1.ConditionComponentsDeployed)
+	assert.Equal(t, petriv1.ReasonDeployFailed, c.Reason)
+	assert.Contains(t, c.Message, "not started: after")
+	assert.Equal(t, petriv1.ReasonDeployFailed, findCondition(e, petriv1.ConditionReady).Reason)
+}
+
+// A deployer pod killed while Helm waits leaves a pending-install release;
+// the next Job unlocks and upgrades it to deployed.
+func TestKilledDeployIsRecoveredByTheNextJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := component("slow", chartsDir(), "greeter", "0.1.0")
+	c.Release = petriv1.ReleaseOptions{Wait: true, Timeout: &metav1.Duration{Duration: 10 * time.Minute}}
+	e := newEnv("killed", c)
+	require.NoError(t, env.Client.Create(ctx, e))
+	e = waitFor(t, "killed", "bound", bound)
+	ns := e.Status.TargetNamespace
+	// The example app's image is unknown to the local node, so its pod stays
+	// Pending and Helm keeps waiting with the release in pending-install.
+	require.True(t, eventually(60*time.Second, func() bool {
+		var s corev1.SecretList
+		err := env.Client.List(ctx, &s, client.InNamespace(ns), client.MatchingLabels{"owner": "helm", "name": "slow", "status": "pending-install"})
+		return err == nil && len(s.Items) == 1
+	}), "release reaches pending-install")
+	e = get(t, "killed")
+	var pods corev1.PodList
+	require.NoError(t, env.Client.List(ctx, &pods, client.InNamespace(mgmtNS), client.MatchingLabels{batchv1.JobNameLabel: e.Status.Components[0].Job}))
+	require.Len(t, pods.Items, 1)
+	require.NoError(t, env.Node.Kill(mgmtNS, pods.Items[0].Name))
+	e = waitFor(t, "killed", "failed", func(e *petriv1.EphemeralEnvironment) bool { return e.Status.Phase == petriv1.EnvironmentFailed })
+	assert.Equal(t, map[int]string{1: "pending-install"}, helmReleases(t, ns)["slow"], "the killed pod left the release locked")
+
+	// The next Job (a new generation that no longer waits) recovers it.
+	e.Spec.Components[0].Release = petriv1.ReleaseOptions{}
+	require.NoError(t, env.Client.Update(ctx, e))
+	waitFor(t, "killed", "ready", ready)
+	rels := helmReleases(t, ns)["slow"]
+	assert.Equal(t, "deployed", rels[len(rels)], "latest revision deployed: %v", rels)
+	assert.NotEqual(t, "pending-install", rels[1], "the stale record was unlocked")
+}
+
+// An operator restarted in the middle of a chain creates no second Job for
+// any component and converges.
+func TestRestartMidGraphCreatesNoDuplicateJobs(t *testing.T) {
+	ctx := context.Background()
+	je := watchJobs(t, "restart")
+	require.NoError(t, env.Client.Create(ctx, newEnv("restart", greeter("one"), greeter("two", "one"), greeter("three", "two"))))
+	require.True(t, eventually(60*time.Second, func() bool { c, _ := je.get("deploy/one/1"); return c != 0 }))
+	restartOperator(t)
+	require.True(t, eventually(60*time.Second, func() bool { c, _ := je.get("deploy/two/1"); return c != 0 }))
+	restartOperator(t)
+	waitFor(t, "restart", "ready", ready)
+	var list batchv1.JobList
+	require.NoError(t, env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: "restart", jobs.LabelAction: jobs.ActionDeploy}))
+	perComponent := map[string]int{}
+	for _, j := range list.Items {
+		perComponent[j.Labels[jobs.LabelComponent]]++
+	}
+	assert.Equal(t, map[string]int{"one": 1, "two": 1, "three": 1}, perComponent, fmt.Sprintf("jobs: %d", len(list.Items)))
+}
