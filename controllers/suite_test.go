@@ -1,14 +1,14 @@
 package controllers_test
 
 import (
-	"net/http"
-	"sync/atomic"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 

@@ -38,7 +38,7 @@ type Repository struct {
 	// URL is the repository's base URL (https://127.0.0.1:port).
 	URL string
 	// CA is the PEM certificate clients must trust.
-	CA []byte
+	CA  []byte
 	srv *httptest.Server
 }
 
