@@ -19,6 +19,25 @@
 //     subresource, which succeeds once; a pod is therefore never run twice. A pod
 //     found bound to this node but unknown to this process (the node restarted)
 //     is marked Failed, never re-run.
+//   - Ports: pods share the machine's network, so every TCP containerPort gets a
+//     free port on 127.0.0.1, recorded on the pod in the annotation
+//     localnode.petri.dev/ports ("8080=41234"). An argument or environment value
+//     that is a listen address on a declared port (":8080", "0.0.0.0:8080",
+//     "--listen=:8080") is rewritten to 127.0.0.1 and the local port.
+//   - Readiness: a container with an httpGet or tcpSocket readiness probe is
+//     Ready once the probe passes on its local port (probed more often than a
+//     kubelet would); without a probe it is Ready when started. Liveness and
+//     startup probes are not run.
+//   - Restarts: under restartPolicy Always (OnFailure: after a failure) an
+//     exited container is started again after a back-off, with restartCount and
+//     lastState as the kubelet reports them.
+//   - Services: every process gets HTTP_PROXY pointing at the node's service
+//     proxy, which sends http://NAME.NAMESPACE.svc[.cluster.local][:PORT]/ to a
+//     ready pod behind that Service (any other host is reached directly;
+//     loopback addresses never use a proxy). Ingress serves Ingress rules the
+//     same way, for people and tests outside the "cluster".
+//   - Tokens: the kubeconfig names the token file, which is renewed while the
+//     pod runs; clients re-read it, as they do in a cluster.
 package localnode
 
 import (
@@ -31,6 +50,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -73,12 +93,19 @@ type Node struct {
 	running map[types.UID]*podRun
 	done    map[types.UID]bool
 	wg      sync.WaitGroup
+
+	// proxyURL is the service proxy's URL once Run started it.
+	proxyURL atomic.Value
+	// roundRobin spreads requests over a Service's pods.
+	roundRobin atomic.Uint64
 }
 
 type podRun struct {
 	mu     sync.Mutex
 	procs  []*os.Process
 	killed bool
+	// stop is closed when the pod is killed.
+	stop   chan struct{}
 	exited chan struct{}
 }
 
@@ -119,9 +146,14 @@ func (n *Node) LogPath(namespace, pod, container string) string {
 
 // Run watches pods until ctx ends, then kills what still runs.
 func (n *Node) Run(ctx context.Context) error {
+	proxy, err := n.startProxy(ctx)
+	if err != nil {
+		return err
+	}
+	n.proxyURL.Store(proxy)
 	factory := informers.NewSharedInformerFactory(n.client, 0)
 	inf := factory.Core().V1().Pods().Informer()
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { n.observe(ctx, obj) },
 		UpdateFunc: func(_, obj any) { n.observe(ctx, obj) },
 		DeleteFunc: func(obj any) {
@@ -193,7 +225,7 @@ func (n *Node) observe(ctx context.Context, obj any) {
 			n.mu.Unlock()
 			return
 		}
-		run := &podRun{exited: make(chan struct{})}
+		run := &podRun{exited: make(chan struct{}), stop: make(chan struct{})}
 		n.running[pod.UID] = run
 		n.mu.Unlock()
 		n.wg.Add(1)
@@ -290,10 +322,19 @@ func (n *Node) Kill(namespace, name string) error {
 func (r *podRun) kill() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !r.killed {
+		close(r.stop)
+	}
 	r.killed = true
 	for _, p := range r.procs {
 		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
 	}
+}
+
+func (r *podRun) isKilled() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.killed
 }
 
 func (r *podRun) add(p *os.Process) bool {
@@ -324,11 +365,26 @@ func (n *Node) runPod(ctx context.Context, pod *corev1.Pod, run *podRun) {
 		return
 	}
 	dir := filepath.Join(n.opts.Dir, "pods", string(pod.UID))
+	ports, err := allocatePorts(pod)
+	if err != nil {
+		n.fail(ctx, pod, "CreateContainerError", err.Error())
+		return
+	}
+	if len(ports) > 0 {
+		if err := n.annotatePorts(ctx, pod, ports); err != nil {
+			n.fail(ctx, pod, "CreateContainerError", err.Error())
+			return
+		}
+	}
 	env, err := n.prepare(ctx, pod, dir)
 	if err != nil {
 		n.fail(ctx, pod, "CreateContainerConfigError", err.Error())
 		return
 	}
+	env.ports = ports
+	tokenCtx, stopTokens := context.WithCancel(ctx)
+	defer stopTokens()
+	go n.renewTokens(tokenCtx, pod, env.tokenFiles)
 	start := metav1.Now()
 	n.updateStatus(ctx, pod, func(p *corev1.Pod) {
 		p.Status.Phase = corev1.PodRunning
@@ -336,9 +392,10 @@ func (n *Node) runPod(ctx context.Context, pod *corev1.Pod, run *podRun) {
 		p.Status.HostIP, p.Status.PodIP = "127.0.0.1", "127.0.0.1"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "127.0.0.1"}}
 		for i, c := range p.Spec.Containers {
-			setContainerState(p, i, c.Name, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: start}}, true)
+			// A container with a readiness probe is ready once it passes.
+			setContainerState(p, i, c.Name, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: start}}, c.ReadinessProbe == nil)
 		}
-		setReady(p, true)
+		setReady(p, allContainersReady(p))
 	})
 
 	for i := range pod.Spec.InitContainers {
@@ -359,7 +416,7 @@ func (n *Node) runPod(ctx context.Context, pod *corev1.Pod, run *podRun) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			results[i] = n.runContainer(ctx, pod, &pod.Spec.Containers[i], dir, env, run)
+			results[i] = n.superviseContainer(ctx, pod, i, dir, env, run)
 		}(i)
 	}
 	wg.Wait()
@@ -377,6 +434,18 @@ func (n *Node) runPod(ctx context.Context, pod *corev1.Pod, run *podRun) {
 		}
 		setReady(p, false)
 	})
+}
+
+// annotatePorts records the pod's port mapping where Services, the ingress
+// and people (kubectl get pod -o yaml) find it.
+func (n *Node) annotatePorts(ctx context.Context, pod *corev1.Pod, ports map[int32]int32) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationPorts, formatPorts(ports))
+	updated, err := n.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("record ports of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	pod.Annotations = updated.Annotations
+	return nil
 }
 
 func (n *Node) fail(ctx context.Context, pod *corev1.Pod, reason, msg string) {
@@ -487,9 +556,12 @@ func (n *Node) runContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 	for i, a := range argv {
 		args[i] = applyRewrites(expandVars(a, vars), rewrites)
 	}
+	for i := range args {
+		args[i] = rewriteAddress(args[i], podEnv.ports)
+	}
 	for i, kv := range env {
 		if k, v, _ := strings.Cut(kv, "="); fromContainer[k] {
-			env[i] = k + "=" + applyRewrites(v, rewrites)
+			env[i] = k + "=" + rewriteAddress(applyRewrites(v, rewrites), podEnv.ports)
 		}
 	}
 

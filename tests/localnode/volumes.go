@@ -28,6 +28,11 @@ type podEnv struct {
 	kubeconfig string
 	// serviceAccountDir holds token, ca.crt and namespace.
 	serviceAccountDir string
+	// tokenFiles are every copy of the ServiceAccount token, renewed while
+	// the pod runs.
+	tokenFiles []string
+	// ports maps the pod's container ports to local ports.
+	ports map[int32]int32
 }
 
 type rewrite struct{ from, to string }
@@ -135,8 +140,9 @@ func (n *Node) prepare(ctx context.Context, pod *corev1.Pod, dir string) (podEnv
 		}); err != nil {
 			return env, err
 		}
+		env.tokenFiles = append(env.tokenFiles, filepath.Join(env.serviceAccountDir, "token"))
 		env.kubeconfig = filepath.Join(dir, "kubeconfig")
-		if err := n.writeKubeconfig(env.kubeconfig, pod.Namespace, token); err != nil {
+		if err := n.writeKubeconfig(env.kubeconfig, pod.Namespace, filepath.Join(env.serviceAccountDir, "token")); err != nil {
 			return env, err
 		}
 	}
@@ -193,6 +199,7 @@ func (n *Node) prepare(ctx context.Context, pod *corev1.Pod, dir string) (podEnv
 					}
 				case src.ServiceAccountToken != nil:
 					files[src.ServiceAccountToken.Path] = []byte(token)
+					env.tokenFiles = append(env.tokenFiles, filepath.Join(vdir, filepath.Clean("/"+src.ServiceAccountToken.Path)))
 				case src.DownwardAPI != nil:
 					for _, item := range src.DownwardAPI.Items {
 						if item.FieldRef != nil {
@@ -274,7 +281,7 @@ func (n *Node) requestToken(ctx context.Context, pod *corev1.Pod) (string, error
 	if sa == "" {
 		sa = "default"
 	}
-	expiry := int64(3600)
+	expiry := int64(tokenLifetime.Seconds())
 	tr, err := n.client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{
 			ExpirationSeconds: &expiry,
@@ -287,10 +294,13 @@ func (n *Node) requestToken(ctx context.Context, pod *corev1.Pod) (string, error
 	return tr.Status.Token, nil
 }
 
-func (n *Node) writeKubeconfig(path, namespace, token string) error {
+// writeKubeconfig points at the token file rather than embedding the token:
+// clients re-read the file, so a renewed token is picked up the way
+// in-cluster clients pick up the kubelet's renewals.
+func (n *Node) writeKubeconfig(path, namespace, tokenFile string) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: n.opts.Host, CertificateAuthorityData: n.config.CAData}
-	cfg.AuthInfos["pod"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.AuthInfos["pod"] = &clientcmdapi.AuthInfo{TokenFile: tokenFile}
 	cfg.Contexts["pod"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "pod", Namespace: namespace}
 	cfg.CurrentContext = "pod"
 	return clientcmd.WriteToFile(*cfg, path)
@@ -348,6 +358,10 @@ func (n *Node) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 	set("HOSTNAME", pod.Name)
 	if pe.kubeconfig != "" {
 		set("KUBECONFIG", pe.kubeconfig)
+	}
+	if proxy := n.ProxyURL(); proxy != "" {
+		set("HTTP_PROXY", proxy)
+		set("http_proxy", proxy)
 	}
 	nodeProvided = false
 	for _, from := range c.EnvFrom {

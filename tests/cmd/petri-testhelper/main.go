@@ -9,6 +9,11 @@
 //	                                refusal write the error to the termination log
 //	record FILE                     write the process environment to FILE
 //	wait-file FILE                  run until FILE exists, then exit 0
+//	serve [--listen=:8080] [--ready-file=FILE]
+//	                                answer "pod NAME" on every path; /healthz
+//	                                fails until FILE exists (when given)
+//	fetch URL                       GET URL (through HTTP_PROXY) and write the
+//	                                answer to the termination log
 //
 // Every subcommand accepts --termination-log=PATH (default /dev/termination-log).
 package main
@@ -17,6 +22,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"sort"
@@ -34,6 +41,8 @@ import (
 func main() {
 	fs := flag.NewFlagSet("petri-testhelper", flag.ExitOnError)
 	termLog := fs.String("termination-log", "/dev/termination-log", "file the termination message is written to")
+	listen := fs.String("listen", ":8080", "serve: listen address")
+	readyFile := fs.String("ready-file", "", "serve: /healthz fails until this file exists")
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: petri-testhelper SUBCOMMAND [ARGS]")
 		os.Exit(2)
@@ -103,6 +112,38 @@ func main() {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	case "serve":
+		mux := http.NewServeMux()
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			if *readyFile != "" {
+				if _, err := os.Stat(*readyFile); err != nil {
+					http.Error(w, "not ready", http.StatusServiceUnavailable)
+					return
+				}
+			}
+			fmt.Fprintln(w, "ok")
+		})
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "pod %s path %s host %s\n", os.Getenv("HOSTNAME"), r.URL.Path, r.Host)
+		})
+		fmt.Println("serving on", *listen)
+		if err := http.ListenAndServe(*listen, mux); err != nil {
+			terminate(1, err.Error())
+		}
+	case "fetch":
+		if len(args) != 1 {
+			terminate(2, "usage: fetch URL")
+		}
+		resp, err := http.Get(args[0])
+		if err != nil {
+			terminate(1, err.Error())
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			terminate(1, fmt.Sprintf("HTTP %d: %s", resp.StatusCode, body))
+		}
+		terminate(0, strings.TrimSpace(string(body)))
 	default:
 		terminate(2, "unknown subcommand "+sub)
 	}
