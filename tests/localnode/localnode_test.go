@@ -372,7 +372,7 @@ func TestServicesIngressAndReadiness(t *testing.T) {
 	}))
 	require.NoError(t, env.Client.Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}},
+		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}},
 	}))
 	prefix := networkingv1.PathTypePrefix
 	require.NoError(t, env.Client.Create(ctx, &networkingv1.Ingress{
