@@ -474,3 +474,41 @@ func TestRestartPolicyAlwaysRestartsTheContainer(t *testing.T) {
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}))
 	}, 30*time.Second, 50*time.Millisecond, "a deleted pod is stopped and removed")
 }
+
+// Paths under a directory the image carries are rewritten to the local copy
+// of those files; a mount over part of it wins.
+func TestImageFilesAreMapped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := namespace(t)
+	const image = "petri.dev/testhelper-files"
+	charts := t.TempDir()
+	node, err := localnode.New(env.Config, localnode.Options{
+		Name: "files-node", Images: map[string]string{image: helper}, Dir: filepath.Join(scratch, ns),
+		ImageFiles: map[string]map[string]string{image: {"/charts": charts}},
+	})
+	require.NoError(t, err)
+	nctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- node.Run(nctx) }()
+	defer func() { cancel(); <-done }()
+
+	cacheDir, err := os.UserCacheDir()
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(cacheDir, 0o755))
+	outDir, err := os.MkdirTemp(cacheDir, "petri-localnode-test-")
+	require.NoError(t, err)
+	defer os.RemoveAll(outDir)
+	out := filepath.Join(outDir, "env")
+	j := job(ns, "files", "record", out)
+	c := &j.Spec.Template.Spec.Containers[0]
+	c.Image = image + ":v1"
+	c.Env = []corev1.EnvVar{{Name: "CHART", Value: "/charts/web"}, {Name: "OTHER", Value: "/chartsx"}, {Name: "LISTEN", Value: ":9090"}}
+	require.NoError(t, env.Client.Create(ctx, j))
+	require.Eventually(t, func() bool { return jobCondition(ctx, ns, "files")() == batchv1.JobComplete }, 30*time.Second, 50*time.Millisecond)
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Contains(t, string(data), "CHART="+filepath.Join(charts, "web")+"\n")
+	assert.Contains(t, string(data), "OTHER=/chartsx\n", "only whole path elements are rewritten")
+	assert.Contains(t, string(data), "LISTEN=:9090\n", "an address on an undeclared port is left alone")
+}

@@ -14,7 +14,9 @@
 //   - Files: Secret, ConfigMap, projected and emptyDir volumes are written to a
 //     directory per pod. Every argument or environment value that is a volume's
 //     mountPath (or lies under one), or the terminationMessagePath, is rewritten
-//     to the local copy. Nothing else is rewritten.
+//     to the local copy; so is a path under a directory the image carries, when
+//     Options.ImageFiles says where those files are here. Apart from listen
+//     addresses (below), nothing else is rewritten.
 //   - Claim: a pod is claimed by binding it to this node through the pods/binding
 //     subresource, which succeeds once; a pod is therefore never run twice. A pod
 //     found bound to this node but unknown to this process (the node restarted)
@@ -48,6 +50,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,6 +84,11 @@ type Options struct {
 	// Env is added to every process (for instance PATH); the container's own
 	// environment wins.
 	Env []string
+	// ImageFiles maps, per image name, a directory inside the image to a
+	// local directory holding the same files (the charts the deployer image
+	// carries). Arguments and environment values under it are rewritten like
+	// mount paths.
+	ImageFiles map[string]map[string]string
 }
 
 // Node runs pods as local processes.
@@ -201,6 +209,12 @@ func (n *Node) Handles(pod *corev1.Pod) bool {
 }
 
 func (n *Node) binary(image string) (string, bool) {
+	b, ok := n.opts.Images[imageName(image)]
+	return b, ok
+}
+
+// imageName strips the tag and digest from an image reference.
+func imageName(image string) string {
 	name := image
 	if i := strings.Index(name, "@"); i >= 0 {
 		name = name[:i]
@@ -208,8 +222,7 @@ func (n *Node) binary(image string) (string, bool) {
 	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
 		name = name[:i]
 	}
-	b, ok := n.opts.Images[name]
-	return b, ok
+	return name
 }
 
 func (n *Node) observe(ctx context.Context, obj any) {
@@ -542,6 +555,11 @@ func (n *Node) runContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 	localTerm := filepath.Join(dir, "termination-log-"+c.Name)
 	_ = os.WriteFile(localTerm, nil, 0o666)
 	rewrites := append(podEnv.rewrites(c), rewrite{from: termPath, to: localTerm})
+	for from, to := range n.opts.ImageFiles[imageName(c.Image)] {
+		rewrites = append(rewrites, rewrite{from: from, to: to})
+	}
+	// Mounts shadow the image's own files, and the longest path wins.
+	sort.SliceStable(rewrites, func(i, j int) bool { return len(rewrites[i].from) > len(rewrites[j].from) })
 
 	argv := c.Args
 	if len(c.Command) > 0 {
