@@ -2,11 +2,349 @@ package controllers
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/binding"
+	"github.com/petri-dev/petri/controllers/internal/jobs"
+	"github.com/petri-dev/petri/controllers/internal/naming"
 )
 
-// deprovisionBindings runs the deprovision Job of every binding.
-func (r *EphemeralEnvironmentReconciler) deprovisionBindings(_ context.Context, _ *petriv1.EphemeralEnvironment, _ *pass) (bool, error) {
-	return true, nil
+// A binding is staged once per environment and shared workload: the
+// generated instance keys plus the rendered binding keys go into an immutable
+// Secret in the management namespace. The bind Job (running as the
+// environment's deployer identity) copies it into the workload namespace as
+// the binding Secret; the provision Job and, at teardown, the deprovision Job
+// read the same immutable staged Secret (a pod reads only Secrets of its own
+// namespace). All three therefore see the same bytes, however many
+// environments come and go in between.
+
+// bindingSecretName is the binding Secret in the workload namespace.
+func bindingSecretName(sw string) string { return naming.Bounded(253, "petri-binding", sw) }
+
+// bindingStaging is the immutable staged copy in the management namespace.
+func bindingStaging(env *petriv1.EphemeralEnvironment, sw string) string {
+	return naming.Job(env.Name, env.UID, "binding", sw, 1)
+}
+
+func bindJob(env *petriv1.EphemeralEnvironment, sw string) string {
+	return naming.Job(env.Name, env.UID, jobs.ActionBind, sw, 1)
+}
+
+func provisionJob(env *petriv1.EphemeralEnvironment, sw string) string {
+	return naming.Job(env.Name, env.UID, jobs.ActionProvision, sw, 1)
+}
+
+func bindingStatus(env *petriv1.EphemeralEnvironment, name string) *petriv1.BindingStatus {
+	for i := range env.Status.SharedWorkloads {
+		if env.Status.SharedWorkloads[i].Name == name {
+			return &env.Status.SharedWorkloads[i]
+		}
+	}
+	env.Status.SharedWorkloads = append(env.Status.SharedWorkloads, petriv1.BindingStatus{Name: name, Phase: petriv1.ComponentPending})
+	return &env.Status.SharedWorkloads[len(env.Status.SharedWorkloads)-1]
+}
+
+// bindingBlocker names what keeps a component from starting because of the
+// shared workloads it uses, and whether that can no longer change in this
+// generation (the binding failed).
+func bindingBlocker(env *petriv1.EphemeralEnvironment, component string) (string, bool) {
+	c := findComponent(env, component)
+	for _, u := range c.Uses {
+		var bs *petriv1.BindingStatus
+		for i := range env.Status.SharedWorkloads {
+			if env.Status.SharedWorkloads[i].Name == u {
+				bs = &env.Status.SharedWorkloads[i]
+			}
+		}
+		switch {
+		case bs != nil && bs.Phase == petriv1.ComponentFailed:
+			return fmt.Sprintf("blocked: shared workload %s failed to bind: %s", u, bs.LastError), true
+		case bs == nil || bs.Phase != petriv1.ComponentDeployed:
+			return "waiting for shared workload " + u + " to be provisioned", false
+		}
+	}
+	return "", false
+}
+
+// bind binds the environment to each shared workload it lists: stage the
+// binding, copy it into the workload namespace, then provision. Components
+// that use a binding start only once it is provisioned.
+func (r *EphemeralEnvironmentReconciler) bind(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
+	if len(env.Spec.SharedWorkloads) == 0 {
+		env.Status.SharedWorkloads = nil
+		apimeta.RemoveStatusCondition(&env.Status.Conditions, petriv1.ConditionSharedWorkloadsBound)
+		return nil
+	}
+	var waiting, failed []string
+	for _, name := range env.Spec.SharedWorkloads {
+		bs := bindingStatus(env, name)
+		if bs.Phase == petriv1.ComponentDeployed {
+			continue
+		}
+		if bs.Phase == petriv1.ComponentFailed {
+			failed = append(failed, fmt.Sprintf("%s (%s)", name, bs.LastError))
+			continue
+		}
+		sw := &petriv1.SharedWorkload{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: name}, sw); err != nil {
+			if apierrors.IsNotFound(err) {
+				p.stalled(petriv1.ReasonInvalidSpec, fmt.Sprintf("shared workload %s does not exist in %s", name, env.Namespace))
+				return nil
+			}
+			return fmt.Errorf("get shared workload %s: %w", name, err)
+		}
+		if !sw.DeletionTimestamp.IsZero() {
+			p.stalled(petriv1.ReasonInvalidSpec, fmt.Sprintf("shared workload %s is being deleted", name))
+			return nil
+		}
+		if err := r.advanceBinding(ctx, env, sw, bs, p); err != nil {
+			return err
+		}
+		if p.stop {
+			return nil
+		}
+		switch bs.Phase {
+		case petriv1.ComponentFailed:
+			failed = append(failed, fmt.Sprintf("%s (%s)", name, bs.LastError))
+		case petriv1.ComponentDeployed:
+		default:
+			waiting = append(waiting, name)
+		}
+	}
+	switch {
+	case len(waiting) > 0:
+		setCondition(env, petriv1.ConditionSharedWorkloadsBound, metav1.ConditionFalse, petriv1.ReasonBindProgressing, "binding: "+strings.Join(waiting, ", "))
+	case len(failed) > 0:
+		setCondition(env, petriv1.ConditionSharedWorkloadsBound, metav1.ConditionFalse, petriv1.ReasonBindFailed, "failed: "+strings.Join(failed, "; "))
+	default:
+		setCondition(env, petriv1.ConditionSharedWorkloadsBound, metav1.ConditionTrue, petriv1.ReasonBindSucceeded, fmt.Sprintf("%d shared workloads bound", len(env.Spec.SharedWorkloads)))
+	}
+	return nil
+}
+
+// advanceBinding moves one binding one step.
+func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, bs *petriv1.BindingStatus, p *pass) error {
+	if bs.Phase == petriv1.ComponentPending {
+		return r.startBind(ctx, env, sw, bs, p)
+	}
+	st, err := r.observeJob(ctx, bs.Job)
+	if err != nil {
+		return err
+	}
+	if !st.exists || !st.done {
+		return nil
+	}
+	step := jobs.ActionProvision
+	if bs.Job == bindJob(env, sw.Name) {
+		step = jobs.ActionBind
+	}
+	if !st.succeeded {
+		bs.Phase, bs.FinishedAt, bs.LastError = petriv1.ComponentFailed, st.finished, oneLine(st.message)
+		recordJob(step, st)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindFailed, "Bind", "%s of shared workload %s failed: %s", step, sw.Name, bs.LastError)
+		return nil
+	}
+	if step == jobs.ActionProvision {
+		bs.Phase, bs.FinishedAt, bs.Message = petriv1.ComponentDeployed, st.finished, ""
+		recordJob(step, st)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s provisioned by job %s", sw.Name, bs.Job)
+		return nil
+	}
+	if sw.Spec.Provision == nil {
+		bs.Phase, bs.FinishedAt, bs.Message = petriv1.ComponentDeployed, st.finished, ""
+		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s bound", sw.Name)
+		return nil
+	}
+	if !apimeta.IsStatusConditionTrue(sw.Status.Conditions, petriv1.ConditionReady) {
+		bs.Message = "waiting for shared workload " + sw.Name + " to be ready before provisioning"
+		return nil
+	}
+	name := provisionJob(env, sw.Name)
+	if err := r.createStepJob(ctx, env, sw, name, jobs.ActionProvision, sw.Spec.Provision, 1); err != nil {
+		return err
+	}
+	now := metav1.Now()
+	bs.Job, bs.Attempt, bs.StartedAt, bs.Message = name, 1, &now, "provisioning"
+	log.FromContext(ctx).Info("Started provision job", "sharedWorkload", sw.Name, "job", name)
+	return nil
+}
+
+// startBind stages the binding and starts the Job that writes the binding
+// Secret into the workload namespace.
+func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, bs *petriv1.BindingStatus, p *pass) error {
+	instance, err := ensureInstanceSecret(ctx, r.Client, r.APIReader, r.Scheme(), sw)
+	if err != nil {
+		return fmt.Errorf("shared workload %s: %w", sw.Name, err)
+	}
+	rendered, err := binding.Render(sw.Spec.Binding, binding.Data{
+		Environment:     env.Name,
+		Namespace:       env.Status.TargetNamespace,
+		SharedNamespace: r.Options.SharedNamespace,
+		Hash:            naming.UIDHash(env.UID)[:8],
+	})
+	if err != nil {
+		p.stalled(petriv1.ReasonInvalidSpec, fmt.Sprintf("shared workload %s: %v", sw.Name, err))
+		return nil
+	}
+	data := map[string][]byte{}
+	for k, v := range instance {
+		data[k] = v
+	}
+	for k, v := range rendered {
+		data[k] = []byte(v)
+	}
+	labels := r.jobLabels(env, sw.Name, jobs.ActionBind, 1)
+	staged := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: bindingStaging(env, sw.Name), Labels: labels},
+		Immutable:  ptrTo(true),
+		Data:       data,
+	}
+	if err := controllerutil.SetControllerReference(env, staged, r.Scheme()); err != nil {
+		return err
+	}
+	// An existing staged Secret wins: a binding is written once.
+	if err := r.Create(ctx, staged); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("stage binding of %s: %w", sw.Name, err)
+	}
+	name := bindJob(env, sw.Name)
+	args := []string{"write-secret",
+		"--namespace", env.Status.TargetNamespace,
+		"--name", bindingSecretName(sw.Name),
+		"--from-dir", jobs.ValuesDir,
+		"--termination-log", jobs.TerminationLogPath,
+	}
+	if err := r.createJob(ctx, env, name, labels, args, staged.Name); err != nil {
+		return err
+	}
+	now := metav1.Now()
+	bs.Phase, bs.Job, bs.Secret, bs.Attempt, bs.StartedAt, bs.Message = petriv1.ComponentDeploying, name, bindingSecretName(sw.Name), 1, &now, "writing the binding Secret"
+	return nil
+}
+
+// createStepJob runs a shared workload's provision or deprovision container
+// as the environment's deployer identity, with the staged binding's keys in
+// its environment and as files under the values directory.
+func (r *EphemeralEnvironmentReconciler) createStepJob(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, name, action string, tmpl *petriv1.ContainerTemplate, attempt int32) error {
+	staged := bindingStaging(env, sw.Name)
+	envVars := append([]corev1.EnvVar{
+		{Name: "PETRI_ENVIRONMENT", Value: env.Name},
+		{Name: "PETRI_NAMESPACE", Value: env.Status.TargetNamespace},
+		{Name: "PETRI_SHARED_WORKLOAD", Value: sw.Name},
+		{Name: "PETRI_ACTION", Value: action},
+	}, tmpl.Env...)
+	return createJob(ctx, r.Client, r.Options, jobs.Spec{
+		Name:           name,
+		Labels:         r.jobLabels(env, sw.Name, action, int64(attempt)),
+		Owner:          *metav1.NewControllerRef(env, petriv1.GroupVersion.WithKind("EphemeralEnvironment")),
+		ServiceAccount: naming.DeployerServiceAccount(env.Name),
+		Image:          tmpl.Image,
+		Command:        tmpl.Command,
+		Args:           tmpl.Args,
+		Env:            envVars,
+		EnvFrom:        []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: staged}}}},
+		ValuesSecret:   staged,
+	})
+}
+
+// deprovisionBindings runs the deprovision Job of every provisioned binding,
+// with the same staged credentials its provision Job saw. A failure is
+// retried with backoff and reported.
+func (r *EphemeralEnvironmentReconciler) deprovisionBindings(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) (bool, error) {
+	done := true
+	var problems []string
+	for i := range env.Status.SharedWorkloads {
+		bs := &env.Status.SharedWorkloads[i]
+		finished, err := r.deprovision(ctx, env, bs)
+		var later *retryLater
+		if errors.As(err, &later) {
+			p.requeueAfter(later.after)
+			problems = append(problems, later.msg)
+			err = nil
+		}
+		if err != nil {
+			return false, err
+		}
+		done = done && finished
+	}
+	if len(problems) > 0 {
+		p.teardownProblem = "deprovision failed, retrying: " + strings.Join(problems, "; ")
+	}
+	return done, nil
+}
+
+func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus) (bool, error) {
+	if bs.Phase == petriv1.ComponentUndeployed {
+		return true, nil
+	}
+	if bs.Phase == petriv1.ComponentDeploying {
+		st, err := r.observeJob(ctx, bs.Job)
+		if err != nil {
+			return false, err
+		}
+		if st.exists && !st.done {
+			bs.Message = "waiting for the running " + bs.Job + " before deprovisioning"
+			return false, nil
+		}
+	}
+	provisioned := bs.Job == provisionJob(env, bs.Name) || bs.Phase == petriv1.ComponentDeployed || bs.Phase == petriv1.ComponentUndeploying
+	sw := &petriv1.SharedWorkload{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: bs.Name}, sw)
+	if apierrors.IsNotFound(err) {
+		bs.Phase, bs.Message = petriv1.ComponentUndeployed, "shared workload is gone; nothing to deprovision"
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get shared workload %s: %w", bs.Name, err)
+	}
+	if !provisioned || sw.Spec.Deprovision == nil {
+		bs.Phase, bs.Message = petriv1.ComponentUndeployed, "nothing to deprovision"
+		return true, nil
+	}
+	if bs.Phase == petriv1.ComponentUndeploying {
+		st, err := r.observeJob(ctx, bs.Job)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case !st.exists || !st.done:
+			return false, nil
+		case st.succeeded:
+			bs.Phase, bs.FinishedAt, bs.LastError, bs.Message = petriv1.ComponentUndeployed, st.finished, "", ""
+			recordJob(jobs.ActionDeprovision, st)
+			r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, "DeprovisionSucceeded", "Deprovision", "shared workload %s deprovisioned by job %s", bs.Name, bs.Job)
+			return true, nil
+		default:
+			if bs.LastError == "" || bs.FinishedAt == nil {
+				bs.LastError, bs.FinishedAt = oneLine(st.message), st.finished
+				recordJob(jobs.ActionDeprovision, st)
+				r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownFailed, "Deprovision", "deprovision of %s failed (attempt %d): %s", bs.Name, bs.Attempt, bs.LastError)
+			}
+			if wait := r.retryDelay(bs.Attempt, bs.FinishedAt); wait > 0 {
+				return false, &retryLater{after: wait, msg: fmt.Sprintf("%s: deprovision failed (attempt %d): %s", bs.Name, bs.Attempt, bs.LastError)}
+			}
+		}
+	}
+	attempt := int32(1)
+	if bs.Phase == petriv1.ComponentUndeploying {
+		attempt = bs.Attempt + 1
+	}
+	name := naming.Job(env.Name, env.UID, jobs.ActionDeprovision, bs.Name, int64(attempt))
+	if err := r.createStepJob(ctx, env, sw, name, jobs.ActionDeprovision, sw.Spec.Deprovision, attempt); err != nil {
+		return false, err
+	}
+	now := metav1.Now()
+	bs.Phase, bs.Job, bs.Attempt, bs.StartedAt, bs.FinishedAt, bs.LastError, bs.Message = petriv1.ComponentUndeploying, name, attempt, &now, nil, "", "deprovisioning"
+	log.FromContext(ctx).Info("Started deprovision job", "sharedWorkload", bs.Name, "job", name, "attempt", attempt)
+	return false, nil
 }

@@ -34,8 +34,12 @@ type jobState struct {
 // observeJob reads a Job and, when it failed, the one-line reason its pod
 // wrote.
 func (r *EphemeralEnvironmentReconciler) observeJob(ctx context.Context, name string) (jobState, error) {
+	return observeJob(ctx, r.Client, r.Options.ManagementNamespace, name)
+}
+
+func observeJob(ctx context.Context, r client.Reader, namespace, name string) (jobState, error) {
 	job := &batchv1.Job{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: r.Options.ManagementNamespace, Name: name}, job); err != nil {
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, job); err != nil {
 		if apierrors.IsNotFound(err) {
 			return jobState{}, nil
 		}
@@ -139,9 +143,16 @@ func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv
 	for _, c := range env.Spec.Components {
 		states[c.Name] = graphState(componentStatus(env, c.Name).Phase)
 	}
+	bindingFailed := map[string]bool{}
 	for _, name := range graph.Startable(nodes, states) {
-		if blocker := r.bindingBlocker(env, name); blocker != "" {
+		if blocker, failed := bindingBlocker(env, name); blocker != "" {
 			componentStatus(env, name).Message = blocker
+			if failed {
+				// It can never start in this generation: its dependants are
+				// blocked too, and the outcome can become final.
+				states[name] = graph.Failed
+				bindingFailed[name] = true
+			}
 			continue
 		}
 		if err := r.startDeploy(ctx, env, name); err != nil {
@@ -152,7 +163,7 @@ func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv
 	blocked := graph.Blocked(nodes, states)
 	for _, c := range env.Spec.Components {
 		cs := componentStatus(env, c.Name)
-		if cs.Phase != petriv1.ComponentPending {
+		if cs.Phase != petriv1.ComponentPending || bindingFailed[c.Name] {
 			continue
 		}
 		if b, ok := blocked[c.Name]; ok {
@@ -184,7 +195,11 @@ func summarizeComponents(env *petriv1.EphemeralEnvironment, states map[string]gr
 		case graph.Running:
 			running = append(running, c.Name)
 		case graph.Failed:
-			failed = append(failed, fmt.Sprintf("%s (%s)", c.Name, cs.LastError))
+			why := cs.LastError
+			if cs.Phase == petriv1.ComponentPending {
+				why = cs.Message
+			}
+			failed = append(failed, fmt.Sprintf("%s (%s)", c.Name, why))
 		case graph.Waiting:
 			if _, ok := blocked[c.Name]; !ok {
 				waiting = append(waiting, c.Name)
@@ -338,21 +353,28 @@ func (r *EphemeralEnvironmentReconciler) jobLabels(env *petriv1.EphemeralEnviron
 // createJob creates a deployer Job running as the environment's deployer
 // identity; an existing Job of that name is the same work, adopted.
 func (r *EphemeralEnvironmentReconciler) createJob(ctx context.Context, env *petriv1.EphemeralEnvironment, name string, labels map[string]string, args []string, valuesSecret string) error {
-	job := jobs.Build(jobs.Spec{
-		Name: name, Namespace: r.Options.ManagementNamespace, Labels: labels,
-		Owner:            *metav1.NewControllerRef(env, petriv1.GroupVersion.WithKind("EphemeralEnvironment")),
-		ServiceAccount:   naming.DeployerServiceAccount(env.Name),
-		Image:            r.Options.DeployerImage,
-		Command:          []string{jobs.DeployerEntrypoint},
-		Args:             args,
-		ValuesSecret:     valuesSecret,
-		CASecret:         r.Options.ChartCASecret,
-		BackoffLimit:     r.Options.JobBackoffLimit,
-		ActiveDeadline:   r.Options.JobActiveDeadline,
-		TTLAfterFinished: r.Options.JobTTLAfterFinished,
+	return createJob(ctx, r.Client, r.Options, jobs.Spec{
+		Name: name, Labels: labels,
+		Owner:          *metav1.NewControllerRef(env, petriv1.GroupVersion.WithKind("EphemeralEnvironment")),
+		ServiceAccount: naming.DeployerServiceAccount(env.Name),
+		Image:          r.Options.DeployerImage,
+		Command:        []string{jobs.DeployerEntrypoint},
+		Args:           args,
+		ValuesSecret:   valuesSecret,
+		CASecret:       r.Options.ChartCASecret,
 	})
-	if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create job %s: %w", name, err)
+}
+
+// createJob fills in the Job settings common to every Petri Job and creates
+// it in the management namespace; an existing Job of that name is the same
+// work, adopted.
+func createJob(ctx context.Context, c client.Client, o Options, spec jobs.Spec) error {
+	spec.Namespace = o.ManagementNamespace
+	spec.BackoffLimit = o.JobBackoffLimit
+	spec.ActiveDeadline = o.JobActiveDeadline
+	spec.TTLAfterFinished = o.JobTTLAfterFinished
+	if err := c.Create(ctx, jobs.Build(spec)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create job %s: %w", spec.Name, err)
 	}
 	return nil
 }
@@ -410,7 +432,7 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 				recordJob(jobs.ActionUndeploy, st)
 				r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownFailed, "Undeploy", "undeploy of %s failed (attempt %d): %s", cs.Name, cs.Attempt, cs.LastError)
 			}
-			wait := r.retryDelay(cs)
+			wait := r.retryDelay(cs.Attempt, cs.FinishedAt)
 			if wait > 0 {
 				cs.Message = fmt.Sprintf("undeploy failed (attempt %d): %s; retrying in %s", cs.Attempt, cs.LastError, wait.Round(time.Second))
 				return false, &retryLater{after: wait, msg: cs.Name + ": " + cs.Message}
@@ -440,16 +462,16 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 // retryDelay is how long until the next attempt of a failed step: the
 // teardown backoff doubled per attempt, at most five minutes, counted from
 // the failure.
-func (r *EphemeralEnvironmentReconciler) retryDelay(cs *petriv1.ComponentStatus) time.Duration {
+func (r *EphemeralEnvironmentReconciler) retryDelay(attempt int32, finishedAt *metav1.Time) time.Duration {
 	d := r.Options.TeardownBackoff
-	for i := int32(1); i < cs.Attempt && d < 5*time.Minute; i++ {
+	for i := int32(1); i < attempt && d < 5*time.Minute; i++ {
 		d *= 2
 	}
 	d = min(d, 5*time.Minute)
-	if cs.FinishedAt == nil {
+	if finishedAt == nil {
 		return d
 	}
-	return time.Until(cs.FinishedAt.Add(d))
+	return time.Until(finishedAt.Add(d))
 }
 
 // retryLater is a failure that is retried after a known delay.
@@ -473,8 +495,3 @@ func oneLine(s string) string {
 }
 
 func ptrTo[T any](v T) *T { return &v }
-
-// bindingBlocker names the binding a component waits for, or "".
-func (r *EphemeralEnvironmentReconciler) bindingBlocker(_ *petriv1.EphemeralEnvironment, _ string) string {
-	return ""
-}

@@ -103,6 +103,9 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 	if err := r.ensureDeployerIdentity(ctx, env); err != nil {
 		return st.result(), err
 	}
+	if err := r.bind(ctx, env, st); err != nil || st.stop {
+		return st.result(), err
+	}
 	if err := r.deploy(ctx, env, st); err != nil {
 		return st.result(), err
 	}
@@ -137,9 +140,25 @@ func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) e
 		For(&petriv1.EphemeralEnvironment{}).
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(namespaceOwner)).
+		Watches(&petriv1.SharedWorkload{}, handler.EnqueueRequestsFromMapFunc(r.environmentsUsing)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Named("ephemeralenvironment").
 		Complete(r)
+}
+
+// environmentsUsing maps a SharedWorkload to the environments that list it,
+// so a binding waiting for its shared workload moves when it changes.
+func (r *EphemeralEnvironmentReconciler) environmentsUsing(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list petriv1.EphemeralEnvironmentList
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexSharedWorkloads: obj.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "List environments using a shared workload", "sharedWorkload", obj.GetName())
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, e := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: e.Name}})
+	}
+	return out
 }
 
 func namespaceOwner(_ context.Context, obj client.Object) []reconcile.Request {

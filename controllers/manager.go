@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -189,6 +190,19 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		if !errors.As(err, &already) {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &petriv1.EphemeralEnvironment{}, indexSharedWorkloads, func(obj client.Object) []string {
+		return obj.(*petriv1.EphemeralEnvironment).Spec.SharedWorkloads
+	}); err != nil {
+		return nil, fmt.Errorf("index environments by shared workload: %w", err)
+	}
+	if err := (&SharedWorkloadReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("petri-operator"),
+		Options:   o,
+	}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up SharedWorkload controller: %w", err)
 	}
 	if err := (&EphemeralEnvironmentReconciler{
 		Client:    mgr.GetClient(),

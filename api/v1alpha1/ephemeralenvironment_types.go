@@ -171,9 +171,15 @@ type BindingStatus struct {
 	// Secret is the binding Secret's name in the workload namespace.
 	// +optional
 	Secret string `json:"secret,omitempty"`
-	// Job is the latest provision or deprovision Job.
+	// Job is the latest bind, provision or deprovision Job.
 	// +optional
 	Job string `json:"job,omitempty"`
+	// Attempt counts the Jobs run for the current step.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+	// Message explains the phase, such as what the binding waits for.
+	// +optional
+	Message string `json:"message,omitempty"`
 	// StartedAt is when the latest step started.
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`

@@ -8,6 +8,12 @@
 //	                        [--ca-file FILE] [--plain-http] [--termination-log /dev/termination-log]
 //	petri-deployer undeploy --release NAME --namespace NS [--timeout 5m]
 //	                        [--termination-log /dev/termination-log]
+//	petri-deployer write-secret --namespace NS --name NAME --from-dir DIR
+//	                        [--termination-log /dev/termination-log]
+//
+// write-secret creates a Secret from the files of a directory (a mounted
+// Secret of the management namespace), once: an existing Secret is left as
+// it is, so credentials written for a binding never change.
 //
 // Exit codes: 0 success, 1 failure, 2 invalid arguments.
 package main
@@ -42,6 +48,7 @@ type options struct {
 	source                             deployer.ChartSource
 	valuesFile                         string
 	wait                               bool
+	secretName, fromDir                string
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -71,8 +78,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&opts.source.CAFile, "ca-file", "", "PEM CA bundle for https repositories and registries")
 		fs.BoolVar(&opts.source.PlainHTTP, "plain-http", false, "reach the oci:// registry over plain HTTP")
 	case "undeploy":
+	case "write-secret":
+		fs.StringVar(&opts.secretName, "name", "", "name of the Secret to create")
+		fs.StringVar(&opts.fromDir, "from-dir", "", "directory whose files become the Secret's keys")
 	default:
-		return fail(log, stderr, preParseLog, fmt.Errorf("%w: unknown command %q: want deploy or undeploy", deployer.ErrInvalidArguments, command))
+		return fail(log, stderr, preParseLog, fmt.Errorf("%w: unknown command %q: want deploy, undeploy or write-secret", deployer.ErrInvalidArguments, command))
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -90,6 +100,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	ctx = logr.NewContext(ctx, log)
 	log.Info("Starting", "command", command, "release", opts.release, "namespace", opts.namespace)
+	if command == "write-secret" {
+		if err := deployer.WriteSecret(ctx, deployer.NewRESTClientGetter("", opts.namespace), opts.namespace, opts.secretName, opts.fromDir); err != nil {
+			return fail(log, stderr, opts.terminationLog, err)
+		}
+		return 0
+	}
 	d, err := deployer.New(deployer.NewRESTClientGetter("", opts.namespace), opts.namespace, log)
 	if err != nil {
 		return fail(log, stderr, opts.terminationLog, err)
@@ -147,6 +163,9 @@ func validate(command string, fs *flag.FlagSet, opts options) error {
 		return fmt.Errorf("%w: unexpected arguments %q", deployer.ErrInvalidArguments, fs.Args())
 	}
 	required := map[string]string{"release": opts.release, "namespace": opts.namespace}
+	if command == "write-secret" {
+		required = map[string]string{"namespace": opts.namespace, "name": opts.secretName, "from-dir": opts.fromDir}
+	}
 	if command == "deploy" {
 		required["chart-repository"] = opts.source.Repository
 		required["chart-name"] = opts.source.Name

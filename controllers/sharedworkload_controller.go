@@ -1,0 +1,369 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/jobs"
+	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/values"
+)
+
+// indexSharedWorkloads indexes environments by the shared workloads they list.
+const indexSharedWorkloads = "spec.sharedWorkloads"
+
+// sharedDeployer is the identity that deploys shared workloads; it holds admin
+// in the shared namespace only.
+const sharedDeployer = "petri-shared-deployer"
+
+// SharedWorkloadReconciler deploys each shared workload once into the shared
+// namespace, keeps its generated keys, and holds its deletion while
+// environments still use it. The shared namespace is a placement namespace,
+// not a tenant or access boundary.
+type SharedWorkloadReconciler struct {
+	client.Client
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Options   Options
+}
+
+// +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=sharedworkloads,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=sharedworkloads/status;sharedworkloads/finalizers,verbs=get;update;patch
+
+// Reconcile moves one shared workload one step towards its spec.
+func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
+	sw := &petriv1.SharedWorkload{}
+	if err := r.Get(ctx, req.NamespacedName, sw); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	before := sw.DeepCopy()
+	defer func() {
+		if retErr != nil && !errors.Is(retErr, reconcile.TerminalError(nil)) {
+			setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonProgressing, "retrying: "+retErr.Error())
+		}
+		if err := r.Status().Patch(ctx, sw, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+			retErr = errors.Join(retErr, fmt.Errorf("patch status: %w", err))
+		}
+		for _, c := range sw.Status.Conditions {
+			old := apimeta.FindStatusCondition(before.Status.Conditions, c.Type)
+			if c.Type != petriv1.ConditionReconciling && (old == nil || old.Status != c.Status || old.Reason != c.Reason) {
+				typ := corev1.EventTypeNormal
+				if strings.HasSuffix(c.Reason, "Failed") || c.Reason == petriv1.ReasonInUse {
+					typ = corev1.EventTypeWarning
+				}
+				r.Recorder.Eventf(sw, nil, typ, c.Reason, c.Type, "%s", c.Message)
+			}
+		}
+	}()
+
+	users, err := r.users(ctx, sw)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	sw.Status.BoundEnvironments = int32(len(users))
+
+	if !sw.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, r.teardown(ctx, sw, users)
+	}
+	if !controllerutil.ContainsFinalizer(sw, petriv1.Finalizer) {
+		patch := client.MergeFrom(sw.DeepCopy())
+		controllerutil.AddFinalizer(sw, petriv1.Finalizer)
+		if err := r.Patch(ctx, sw, patch); err != nil {
+			return reconcile.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	if err := r.ensureSharedNamespace(ctx); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.ensureIdentity(ctx); err != nil {
+		return reconcile.Result{}, err
+	}
+	instance, err := ensureInstanceSecret(ctx, r.Client, r.APIReader, r.Scheme(), sw)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if sw.Spec.InstanceSecret != nil {
+		sw.Status.InstanceSecret = instanceSecretName(sw)
+	}
+	return reconcile.Result{}, r.deploy(ctx, sw, instance)
+}
+
+// users lists the environments that list the shared workload.
+func (r *SharedWorkloadReconciler) users(ctx context.Context, sw *petriv1.SharedWorkload) ([]string, error) {
+	var list petriv1.EphemeralEnvironmentList
+	if err := r.List(ctx, &list, client.InNamespace(sw.Namespace), client.MatchingFields{indexSharedWorkloads: sw.Name}); err != nil {
+		return nil, fmt.Errorf("list environments using %s: %w", sw.Name, err)
+	}
+	var names []string
+	for _, e := range list.Items {
+		names = append(names, e.Name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func (r *SharedWorkloadReconciler) ensureSharedNamespace(ctx context.Context) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.Options.SharedNamespace, Labels: map[string]string{petriv1.LabelManagedBy: petriv1.ManagedByOperator}}}
+	if err := r.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create shared namespace %s: %w", ns.Name, err)
+	}
+	return nil
+}
+
+func (r *SharedWorkloadReconciler) ensureIdentity(ctx context.Context) error {
+	labels := map[string]string{petriv1.LabelManagedBy: petriv1.ManagedByOperator}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.ManagementNamespace, Name: sharedDeployer, Labels: labels}}
+	if err := r.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create shared deployer serviceaccount: %w", err)
+	}
+	return ensureAdminBinding(ctx, r.Client, r.Options.SharedNamespace, sa.Namespace, sa.Name, labels)
+}
+
+func (r *SharedWorkloadReconciler) jobLabels(sw *petriv1.SharedWorkload, action string, gen int64) map[string]string {
+	return map[string]string{
+		petriv1.LabelManagedBy: petriv1.ManagedByOperator,
+		LabelSharedWorkload:    naming.LabelValue(sw.Name),
+		jobs.LabelComponent:    naming.LabelValue(sw.Name),
+		jobs.LabelAction:       action,
+		jobs.LabelGeneration:   fmt.Sprint(gen),
+	}
+}
+
+func (r *SharedWorkloadReconciler) createJob(ctx context.Context, sw *petriv1.SharedWorkload, name, action string, gen int64, args []string, valuesSecret string) error {
+	return createJob(ctx, r.Client, r.Options, jobs.Spec{
+		Name: name, Labels: r.jobLabels(sw, action, gen),
+		Owner:          *metav1.NewControllerRef(sw, petriv1.GroupVersion.WithKind("SharedWorkload")),
+		ServiceAccount: sharedDeployer,
+		Image:          r.Options.DeployerImage,
+		Command:        []string{jobs.DeployerEntrypoint},
+		Args:           args,
+		ValuesSecret:   valuesSecret,
+		CASecret:       r.Options.ChartCASecret,
+	})
+}
+
+// deploy runs the shared workload's release Job for the current generation;
+// a Job of an older generation finishes first.
+func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.SharedWorkload, instance map[string][]byte) error {
+	gen := sw.Generation
+	rel := sw.Status.Release
+	if rel == nil || (rel.Generation != gen && rel.Phase != petriv1.ComponentDeploying) {
+		rel = &petriv1.ComponentStatus{Name: sw.Name, Phase: petriv1.ComponentPending, Generation: gen}
+		sw.Status.Release = rel
+	}
+	if rel.Phase == petriv1.ComponentDeploying {
+		st, err := observeJob(ctx, r.Client, r.Options.ManagementNamespace, rel.Job)
+		if err != nil {
+			return err
+		}
+		switch {
+		case st.exists && !st.done:
+			r.summarize(sw, petriv1.ReasonDeployProgressing, "deploy job "+rel.Job+" is running")
+			return nil
+		case !st.exists:
+			rel.Phase = petriv1.ComponentPending
+		case st.succeeded:
+			rel.Phase, rel.FinishedAt, rel.LastError = petriv1.ComponentDeployed, st.finished, ""
+			recordJob(jobs.ActionDeploy, st)
+		default:
+			rel.Phase, rel.FinishedAt, rel.LastError = petriv1.ComponentFailed, st.finished, oneLine(st.message)
+			recordJob(jobs.ActionDeploy, st)
+		}
+		if rel.Generation != gen {
+			// The older generation's Job is done: start this generation.
+			rel = &petriv1.ComponentStatus{Name: sw.Name, Phase: petriv1.ComponentPending, Generation: gen}
+			sw.Status.Release = rel
+		}
+	}
+	switch rel.Phase {
+	case petriv1.ComponentDeployed:
+		r.summarize(sw, petriv1.ReasonDeploySucceeded, "deployed in "+r.Options.SharedNamespace)
+		return nil
+	case petriv1.ComponentFailed:
+		r.summarize(sw, petriv1.ReasonDeployFailed, rel.LastError)
+		return nil
+	}
+
+	merged, err := values.Merge(sw.Spec.Values, nil)
+	if err != nil {
+		r.summarize(sw, petriv1.ReasonInvalidSpec, err.Error())
+		return reconcile.TerminalError(err)
+	}
+	if len(instance) > 0 {
+		keys := map[string]any{}
+		for k, v := range instance {
+			keys[k] = string(v)
+		}
+		merged["instanceSecret"] = keys
+	}
+	data, err := values.YAML(merged)
+	if err != nil {
+		return err
+	}
+	secretName := naming.Job(sw.Name, sw.UID, "values", "release", gen)
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: sw.Namespace, Name: secretName, Labels: r.jobLabels(sw, jobs.ActionDeploy, gen)},
+		Immutable:  ptrTo(true),
+		Data:       map[string][]byte{jobs.ValuesKey: data},
+	}
+	if err := controllerutil.SetControllerReference(sw, secret, r.Scheme()); err != nil {
+		return err
+	}
+	if err := r.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create values secret: %w", err)
+	}
+	args := []string{"deploy",
+		"--release", sw.Name,
+		"--namespace", r.Options.SharedNamespace,
+		"--chart-repository", sw.Spec.Chart.Repository,
+		"--chart-name", sw.Spec.Chart.Name,
+		"--chart-version", sw.Spec.Chart.Version,
+		"--values", jobs.ValuesFile,
+		"--termination-log", jobs.TerminationLogPath,
+	}
+	args = append(args, (&EphemeralEnvironmentReconciler{Options: r.Options}).releaseArgs(sw.Spec.Chart, sw.Spec.Release)...)
+	name := naming.Job(sw.Name, sw.UID, jobs.ActionDeploy, "release", gen)
+	if err := r.createJob(ctx, sw, name, jobs.ActionDeploy, gen, args, secretName); err != nil {
+		return err
+	}
+	now := metav1.Now()
+	rel.Phase, rel.Job, rel.StartedAt, rel.FinishedAt, rel.LastError, rel.Attempt = petriv1.ComponentDeploying, name, &now, nil, "", 1
+	log.FromContext(ctx).Info("Started shared workload deploy job", "job", name)
+	r.summarize(sw, petriv1.ReasonDeployProgressing, "deploy job "+name+" is running")
+	return nil
+}
+
+func setSWCondition(sw *petriv1.SharedWorkload, typ string, status metav1.ConditionStatus, reason, msg string) {
+	apimeta.SetStatusCondition(&sw.Status.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: sw.Generation})
+}
+
+// summarize writes Deployed, Ready, Reconciling, Stalled and the phase from
+// the release's outcome.
+func (r *SharedWorkloadReconciler) summarize(sw *petriv1.SharedWorkload, reason, msg string) {
+	apimeta.RemoveStatusCondition(&sw.Status.Conditions, petriv1.ConditionStalled)
+	switch reason {
+	case petriv1.ReasonDeploySucceeded:
+		setSWCondition(sw, petriv1.ConditionDeployed, metav1.ConditionTrue, reason, msg)
+		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionTrue, petriv1.ReasonSucceeded, msg)
+		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionFalse, petriv1.ReasonSucceeded, "")
+		sw.Status.Phase = petriv1.EnvironmentReady
+		sw.Status.ObservedGeneration = sw.Generation
+	case petriv1.ReasonDeployFailed:
+		setSWCondition(sw, petriv1.ConditionDeployed, metav1.ConditionFalse, reason, msg)
+		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, reason, msg)
+		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionFalse, reason, msg)
+		sw.Status.Phase = petriv1.EnvironmentFailed
+		sw.Status.ObservedGeneration = sw.Generation
+	case petriv1.ReasonInvalidSpec:
+		setSWCondition(sw, petriv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, reason, msg)
+		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionFalse, reason, msg)
+		sw.Status.Phase = petriv1.EnvironmentStalled
+		sw.Status.ObservedGeneration = sw.Generation
+	default:
+		setSWCondition(sw, petriv1.ConditionDeployed, metav1.ConditionFalse, reason, msg)
+		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, reason, msg)
+		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
+		sw.Status.Phase = petriv1.EnvironmentDeploying
+	}
+}
+
+// teardown holds the deletion while environments use the shared workload,
+// then undeploys its release and releases the finalizer. The instance Secret
+// goes with it (owner reference).
+func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.SharedWorkload, users []string) error {
+	if !controllerutil.ContainsFinalizer(sw, petriv1.Finalizer) {
+		return nil
+	}
+	sw.Status.Phase = petriv1.EnvironmentDeleting
+	if len(users) > 0 && sw.Annotations[petriv1.AnnotationForceDelete] != "true" {
+		msg := "deletion held: in use by environments " + strings.Join(users, ", ")
+		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonInUse, msg)
+		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonInUse, msg)
+		return nil
+	}
+	rel := sw.Status.Release
+	if rel != nil && rel.Phase == petriv1.ComponentDeploying {
+		st, err := observeJob(ctx, r.Client, r.Options.ManagementNamespace, rel.Job)
+		if err != nil {
+			return err
+		}
+		if st.exists && !st.done {
+			return nil
+		}
+	}
+	if rel != nil && rel.Phase != petriv1.ComponentUndeploying && rel.Phase != petriv1.ComponentUndeployed {
+		name := naming.Job(sw.Name, sw.UID, jobs.ActionUndeploy, "release", 1)
+		args := []string{"undeploy", "--release", sw.Name, "--namespace", r.Options.SharedNamespace, "--termination-log", jobs.TerminationLogPath}
+		if err := r.createJob(ctx, sw, name, jobs.ActionUndeploy, 1, args, ""); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		rel.Phase, rel.Job, rel.StartedAt, rel.FinishedAt = petriv1.ComponentUndeploying, name, &now, nil
+		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownProgressing, "undeploying")
+		return nil
+	}
+	if rel != nil && rel.Phase == petriv1.ComponentUndeploying {
+		st, err := observeJob(ctx, r.Client, r.Options.ManagementNamespace, rel.Job)
+		if err != nil {
+			return err
+		}
+		if !st.exists || !st.done {
+			return nil
+		}
+		if !st.succeeded && sw.Annotations[petriv1.AnnotationForceDelete] != "true" {
+			rel.LastError = oneLine(st.message)
+			setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownFailed, "undeploy failed: "+rel.LastError)
+			return fmt.Errorf("undeploy of shared workload %s failed: %s", sw.Name, rel.LastError)
+		}
+		rel.Phase = petriv1.ComponentUndeployed
+	}
+	patch := client.MergeFrom(sw.DeepCopy())
+	controllerutil.RemoveFinalizer(sw, petriv1.Finalizer)
+	if err := r.Patch(ctx, sw, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("release finalizer: %w", err)
+	}
+	return nil
+}
+
+// SetupWithManager watches shared workloads, their Jobs, and the environments
+// that use them (for the bound count and the deletion hold).
+func (r *SharedWorkloadReconciler) SetupWithManager(mgr manager.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&petriv1.SharedWorkload{}).
+		Owns(&batchv1.Job{}).
+		Watches(&petriv1.EphemeralEnvironment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
+			e, ok := obj.(*petriv1.EphemeralEnvironment)
+			if !ok {
+				return nil
+			}
+			out := make([]reconcile.Request, 0, len(e.Spec.SharedWorkloads))
+			for _, name := range e.Spec.SharedWorkloads {
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: name}})
+			}
+			return out
+		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.Concurrency/2)}).
+		Named("sharedworkload").
+		Complete(r)
+}

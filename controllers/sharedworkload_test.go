@@ -1,0 +1,250 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+)
+
+// recordDir is where provision and deprovision containers record the
+// environment they saw. It lies outside /tmp, which every Job mounts.
+func recordDir(t *testing.T) string {
+	t.Helper()
+	cache, err := os.UserCacheDir()
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(cache, 0o755))
+	dir, err := os.MkdirTemp(cache, "petri-sw-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func sharedWorkload(name, dir string) *petriv1.SharedWorkload {
+	step := func(action string) *petriv1.ContainerTemplate {
+		return &petriv1.ContainerTemplate{
+			Image:   helperImage,
+			Command: []string{"/petri-testhelper"},
+			Args:    []string{"record", dir + "/$(PETRI_ENVIRONMENT)-" + action + ".env"},
+		}
+	}
+	return &petriv1.SharedWorkload{
+		ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: name},
+		Spec: petriv1.SharedWorkloadSpec{
+			Chart:          petriv1.ChartReference{Repository: chartsDir(), Name: "greeter", Version: "0.1.0"},
+			InstanceSecret: &petriv1.InstanceSecretSpec{Keys: []string{"ADMIN_PASSWORD"}, Length: 24},
+			Binding: map[string]string{
+				"DATABASE": "db_{{ .Hash }}",
+				"HOST":     name + ".{{ .SharedNamespace }}.svc",
+				"ENV_NAME": "{{ .Environment }}",
+			},
+			Provision:   step("provision"),
+			Deprovision: step("deprovision"),
+		},
+	}
+}
+
+func boundEnv(name, sw string) *petriv1.EphemeralEnvironment {
+	c := greeter("app")
+	c.Uses = []string{sw}
+	e := newEnv(name, c)
+	e.Spec.SharedWorkloads = []string{sw}
+	return e
+}
+
+func swReady(t *testing.T, name string) *petriv1.SharedWorkload {
+	t.Helper()
+	sw := &petriv1.SharedWorkload{}
+	ok := eventually(90*time.Second, func() bool {
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: mgmtNS, Name: name}, sw); err != nil {
+			return false
+		}
+		return apimeta.IsStatusConditionTrue(sw.Status.Conditions, petriv1.ConditionReady) && sw.Status.ObservedGeneration == sw.Generation
+	})
+	require.True(t, ok, "shared workload %s never became ready: %+v", name, sw.Status)
+	return sw
+}
+
+func readRecord(t *testing.T, path string) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	vars := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			vars[k] = v
+		}
+	}
+	return vars
+}
+
+func instanceSecret(t *testing.T, sw string) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{}
+	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: mgmtNS, Name: sw + "-instance"}, s))
+	return s
+}
+
+// Five environments bind, one after another, with an operator restart in
+// between: every deprovision sees exactly the credentials its provision saw,
+// and the instance keys never change.
+func TestBindingCredentialsAreStableAcrossEnvironmentsAndRestarts(t *testing.T) {
+	ctx := context.Background()
+	dir := recordDir(t)
+	require.NoError(t, env.Client.Create(ctx, sharedWorkload("pg", dir)))
+	swReady(t, "pg")
+	first := instanceSecret(t, "pg")
+	password := string(first.Data["ADMIN_PASSWORD"])
+	require.Len(t, password, 24)
+
+	databases := map[string]bool{}
+	for i := 1; i <= 5; i++ {
+		name := fmt.Sprintf("seq-%d", i)
+		je := watchJobs(t, name)
+		require.NoError(t, env.Client.Create(ctx, boundEnv(name, "pg")))
+		e := waitFor(t, name, "ready", ready)
+		assert.True(t, conditionIs(e, petriv1.ConditionSharedWorkloadsBound, metav1.ConditionTrue, petriv1.ReasonBindSucceeded))
+
+		// The component that uses the binding started after provisioning.
+		_, provisioned := je.get("provision/pg/1")
+		appCreated, _ := je.get("deploy/app/1")
+		require.NotZero(t, provisioned)
+		assert.Greater(t, appCreated, provisioned, "app starts only after its provision succeeded")
+
+		// The binding Secret in the workload namespace.
+		bs := &corev1.Secret{}
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: e.Status.TargetNamespace, Name: "petri-binding-pg"}, bs))
+		assert.Equal(t, password, string(bs.Data["ADMIN_PASSWORD"]))
+		assert.Equal(t, name, string(bs.Data["ENV_NAME"]))
+		assert.Equal(t, "pg."+sharedNS+".svc", string(bs.Data["HOST"]))
+
+		if i == 2 {
+			restartOperator(t)
+		}
+		require.NoError(t, env.Client.Delete(ctx, e))
+		waitGone(t, e)
+
+		prov := readRecord(t, filepath.Join(dir, name+"-provision.env"))
+		deprov := readRecord(t, filepath.Join(dir, name+"-deprovision.env"))
+		for _, k := range []string{"ADMIN_PASSWORD", "DATABASE", "HOST", "ENV_NAME"} {
+			assert.Equal(t, prov[k], deprov[k], "%s: deprovision saw the %s provision saw", name, k)
+		}
+		assert.Equal(t, password, prov["ADMIN_PASSWORD"])
+		assert.Equal(t, string(bs.Data["DATABASE"]), prov["DATABASE"])
+		assert.False(t, databases[prov["DATABASE"]], "each environment has its own database")
+		databases[prov["DATABASE"]] = true
+	}
+	last := instanceSecret(t, "pg")
+	assert.Equal(t, first.UID, last.UID)
+	assert.Equal(t, first.ResourceVersion, last.ResourceVersion, "the instance Secret was never written again")
+	assert.Equal(t, first.Data, last.Data)
+}
+
+// Two environments bound at the same time share the instance keys and have
+// their own binding keys.
+func TestConcurrentBindingsShareInstanceKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := recordDir(t)
+	require.NoError(t, env.Client.Create(ctx, sharedWorkload("cache-sw", dir)))
+	require.NoError(t, env.Client.Create(ctx, boundEnv("pair-a", "cache-sw")))
+	require.NoError(t, env.Client.Create(ctx, boundEnv("pair-b", "cache-sw")))
+	a := waitFor(t, "pair-a", "ready", ready)
+	b := waitFor(t, "pair-b", "ready", ready)
+	sa, sb := &corev1.Secret{}, &corev1.Secret{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: a.Status.TargetNamespace, Name: "petri-binding-cache-sw"}, sa))
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: b.Status.TargetNamespace, Name: "petri-binding-cache-sw"}, sb))
+	assert.Equal(t, sa.Data["ADMIN_PASSWORD"], sb.Data["ADMIN_PASSWORD"])
+	assert.NotEqual(t, sa.Data["DATABASE"], sb.Data["DATABASE"])
+	assert.Equal(t, "pair-a", string(sa.Data["ENV_NAME"]))
+	assert.Equal(t, "pair-b", string(sb.Data["ENV_NAME"]))
+	sw := swReady(t, "cache-sw")
+	assert.Equal(t, int32(2), sw.Status.BoundEnvironments)
+}
+
+// Ten environments created together with their shared workload race for its
+// instance Secret: one is written, and every binding carries its values.
+func TestConcurrentFirstUseWritesOneInstanceSecret(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := recordDir(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 11)
+	wg.Add(11)
+	go func() { defer wg.Done(); errs <- env.Client.Create(ctx, sharedWorkload("race", dir)) }()
+	for i := range 10 {
+		go func() { defer wg.Done(); errs <- env.Client.Create(ctx, boundEnv(fmt.Sprintf("race-%d", i), "race")) }()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	var passwords []string
+	for i := range 10 {
+		e := waitFor(t, fmt.Sprintf("race-%d", i), "ready", ready)
+		s := &corev1.Secret{}
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: e.Status.TargetNamespace, Name: "petri-binding-race"}, s))
+		passwords = append(passwords, string(s.Data["ADMIN_PASSWORD"]))
+	}
+	inst := instanceSecret(t, "race")
+	for i, p := range passwords {
+		assert.Equal(t, string(inst.Data["ADMIN_PASSWORD"]), p, "environment race-%d carries the one instance value", i)
+	}
+	var all corev1.SecretList
+	require.NoError(t, env.Client.List(ctx, &all, client.InNamespace(mgmtNS), client.MatchingLabels{"petri.dev/shared-workload": "race"}))
+	instances := 0
+	for _, s := range all.Items {
+		if metav1.IsControlledBy(&s, &petriv1.SharedWorkload{ObjectMeta: metav1.ObjectMeta{UID: inst.OwnerReferences[0].UID}}) && s.Data["ADMIN_PASSWORD"] != nil {
+			instances++
+		}
+	}
+	assert.Equal(t, 1, instances, "one instance Secret")
+}
+
+// Deleting a shared workload that environments use is held, naming them; it
+// proceeds once they are gone.
+func TestSharedWorkloadDeletionIsHeldWhileInUse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := recordDir(t)
+	sw := sharedWorkload("held", dir)
+	require.NoError(t, env.Client.Create(ctx, sw))
+	require.NoError(t, env.Client.Create(ctx, boundEnv("held-a", "held")))
+	require.NoError(t, env.Client.Create(ctx, boundEnv("held-b", "held")))
+	a := waitFor(t, "held-a", "ready", ready)
+	b := waitFor(t, "held-b", "ready", ready)
+
+	require.NoError(t, env.Client.Delete(ctx, sw))
+	require.True(t, eventually(60*time.Second, func() bool {
+		cur := &petriv1.SharedWorkload{}
+		if env.Client.Get(ctx, client.ObjectKeyFromObject(sw), cur) != nil {
+			return false
+		}
+		c := apimeta.FindStatusCondition(cur.Status.Conditions, petriv1.ConditionReady)
+		return c != nil && c.Reason == petriv1.ReasonInUse && strings.Contains(c.Message, "held-a, held-b")
+	}), "deletion held with the environments named")
+
+	require.NoError(t, env.Client.Delete(ctx, a))
+	require.NoError(t, env.Client.Delete(ctx, b))
+	waitGone(t, a)
+	waitGone(t, b)
+	waitGone(t, sw)
+	// Its release was undeployed from the shared namespace.
+	var rel corev1.SecretList
+	require.NoError(t, env.Client.List(ctx, &rel, client.InNamespace(sharedNS), client.MatchingLabels{"owner": "helm", "name": "held"}))
+	assert.Empty(t, rel.Items)
+}
