@@ -308,7 +308,7 @@ func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *p
 		"--values", jobs.ValuesFile,
 		"--termination-log", jobs.TerminationLogPath,
 	}
-	args = append(args, r.releaseArgs(c.Chart, c.Release)...)
+	args = append(args, releaseArgs(r.Options, c.Chart, c.Release)...)
 	jobName := naming.Job(env.Name, env.UID, jobs.ActionDeploy, name, gen)
 	if err := r.createJob(ctx, env, jobName, labels, args, secretName); err != nil {
 		return err
@@ -322,7 +322,7 @@ func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *p
 }
 
 // releaseArgs are the deployer flags for chart access and Helm options.
-func (r *EphemeralEnvironmentReconciler) releaseArgs(chart petriv1.ChartReference, rel petriv1.ReleaseOptions) []string {
+func releaseArgs(o Options, chart petriv1.ChartReference, rel petriv1.ReleaseOptions) []string {
 	var args []string
 	if rel.Wait {
 		args = append(args, "--wait")
@@ -330,12 +330,12 @@ func (r *EphemeralEnvironmentReconciler) releaseArgs(chart petriv1.ChartReferenc
 	if rel.Timeout != nil {
 		args = append(args, "--timeout", rel.Timeout.Duration.String())
 	}
-	if r.Options.ChartCASecret != "" {
+	if o.ChartCASecret != "" {
 		args = append(args, "--ca-file", jobs.CAFile)
 	}
 	if host, ok := strings.CutPrefix(chart.Repository, "oci://"); ok {
 		host, _, _ = strings.Cut(host, "/")
-		if slices.Contains(r.Options.PlainHTTPRegistries, host) {
+		if slices.Contains(o.PlainHTTPRegistries, host) {
 			args = append(args, "--plain-http")
 		}
 	}

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -139,7 +140,7 @@ func ownershipProblem(ns *corev1.Namespace, env *petriv1.EphemeralEnvironment) s
 	if len(problems) == 0 {
 		return ""
 	}
-	sortStrings(problems)
+	slices.Sort(problems)
 	return "expected ownership marks differ: " + strings.Join(problems, ", ")
 }
 

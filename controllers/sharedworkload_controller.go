@@ -241,7 +241,7 @@ func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.Share
 		"--values", jobs.ValuesFile,
 		"--termination-log", jobs.TerminationLogPath,
 	}
-	args = append(args, (&EphemeralEnvironmentReconciler{Options: r.Options}).releaseArgs(sw.Spec.Chart, sw.Spec.Release)...)
+	args = append(args, releaseArgs(r.Options, sw.Spec.Chart, sw.Spec.Release)...)
 	name := naming.Job(sw.Name, sw.UID, jobs.ActionDeploy, "release", gen)
 	if err := r.createJob(ctx, sw, name, jobs.ActionDeploy, gen, args, secretName); err != nil {
 		return err

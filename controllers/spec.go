@@ -3,7 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/graph"
@@ -27,7 +27,7 @@ func (r *EphemeralEnvironmentReconciler) validate(_ context.Context, env *petriv
 		}
 	}
 	if len(unknown) > 0 {
-		sortStrings(unknown)
+		slices.Sort(unknown)
 		return fmt.Errorf("spec.values has keys that name no component: %v", unknown)
 	}
 	return nil
@@ -40,5 +40,3 @@ func nodes(env *petriv1.EphemeralEnvironment) []graph.Node {
 	}
 	return out
 }
-
-func sortStrings(s []string) { sort.Strings(s) }
