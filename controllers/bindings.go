@@ -312,27 +312,13 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 		return true, nil
 	}
 	if bs.Phase == petriv1.ComponentUndeploying {
-		st, err := r.observeJob(ctx, bs.Job)
-		if err != nil {
-			return false, err
-		}
-		switch {
-		case !st.exists || !st.done:
-			return false, nil
-		case st.succeeded:
-			bs.Phase, bs.FinishedAt, bs.LastError, bs.Message = petriv1.ComponentUndeployed, st.finished, "", ""
-			recordJob(jobs.ActionDeprovision, st)
-			r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, "DeprovisionSucceeded", "Deprovision", "shared workload %s deprovisioned by job %s", bs.Name, bs.Job)
+		done, running, err := r.observeRetried(ctx, env, jobs.ActionDeprovision, bs.Name, bs.Job, bs.Attempt, &bs.FinishedAt, &bs.LastError)
+		if done {
+			bs.Phase, bs.Message = petriv1.ComponentUndeployed, ""
 			return true, nil
-		default:
-			if bs.LastError == "" || bs.FinishedAt == nil {
-				bs.LastError, bs.FinishedAt = oneLine(st.message), st.finished
-				recordJob(jobs.ActionDeprovision, st)
-				r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownFailed, "Deprovision", "deprovision of %s failed (attempt %d): %s", bs.Name, bs.Attempt, bs.LastError)
-			}
-			if wait := r.retryDelay(bs.Attempt, bs.FinishedAt); wait > 0 {
-				return false, &retryLater{after: wait, msg: fmt.Sprintf("%s: deprovision failed (attempt %d): %s", bs.Name, bs.Attempt, bs.LastError)}
-			}
+		}
+		if running || err != nil {
+			return false, err
 		}
 	}
 	attempt := int32(1)

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -414,29 +415,17 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 		return true, nil
 	}
 	if cs.Phase == petriv1.ComponentUndeploying {
-		st, err := r.observeJob(ctx, cs.Job)
-		if err != nil {
-			return false, err
-		}
-		switch {
-		case !st.exists || !st.done:
-			return false, nil
-		case st.succeeded:
-			cs.Phase, cs.FinishedAt, cs.LastError, cs.Message = petriv1.ComponentUndeployed, st.finished, "", ""
-			recordJob(jobs.ActionUndeploy, st)
-			r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, "UndeploySucceeded", "Undeploy", "component %s undeployed by job %s", cs.Name, cs.Job)
+		done, running, err := r.observeRetried(ctx, env, jobs.ActionUndeploy, cs.Name, cs.Job, cs.Attempt, &cs.FinishedAt, &cs.LastError)
+		if done {
+			cs.Phase, cs.Message = petriv1.ComponentUndeployed, ""
 			return true, nil
-		default:
-			if cs.LastError == "" || cs.FinishedAt == nil {
-				cs.LastError, cs.FinishedAt = oneLine(st.message), st.finished
-				recordJob(jobs.ActionUndeploy, st)
-				r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownFailed, "Undeploy", "undeploy of %s failed (attempt %d): %s", cs.Name, cs.Attempt, cs.LastError)
+		}
+		if running || err != nil {
+			var later *retryLater
+			if errors.As(err, &later) {
+				cs.Message = later.msg
 			}
-			wait := r.retryDelay(cs.Attempt, cs.FinishedAt)
-			if wait > 0 {
-				cs.Message = fmt.Sprintf("undeploy failed (attempt %d): %s; retrying in %s", cs.Attempt, cs.LastError, wait.Round(time.Second))
-				return false, &retryLater{after: wait, msg: cs.Name + ": " + cs.Message}
-			}
+			return false, err
 		}
 	}
 	attempt := cs.Attempt + 1
@@ -457,6 +446,36 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 	cs.Message = problem
 	log.FromContext(ctx).Info("Started undeploy job", "component", cs.Name, "job", jobName, "attempt", attempt)
 	return false, nil
+}
+
+// observeRetried follows a teardown step that runs as one Job per attempt.
+// It reports done when the Job succeeded and running while it runs. A failure
+// is recorded once (reason, event, metric); until the backoff has passed it
+// returns a retryLater error, and afterwards nothing, which tells the caller
+// to start the next attempt.
+func (r *EphemeralEnvironmentReconciler) observeRetried(ctx context.Context, env *petriv1.EphemeralEnvironment, action, subject, job string, attempt int32, finishedAt **metav1.Time, lastError *string) (done, running bool, err error) {
+	st, err := r.observeJob(ctx, job)
+	if err != nil {
+		return false, false, err
+	}
+	switch {
+	case !st.exists || !st.done:
+		return false, true, nil
+	case st.succeeded:
+		*finishedAt, *lastError = st.finished, ""
+		recordJob(action, st)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonTeardownProgressing, action, "%s of %s succeeded (job %s)", action, subject, job)
+		return true, false, nil
+	}
+	if *lastError == "" || *finishedAt == nil {
+		*lastError, *finishedAt = oneLine(st.message), st.finished
+		recordJob(action, st)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownFailed, action, "%s of %s failed (attempt %d): %s", action, subject, attempt, *lastError)
+	}
+	if wait := r.retryDelay(attempt, *finishedAt); wait > 0 {
+		return false, false, &retryLater{after: wait, msg: fmt.Sprintf("%s: %s failed (attempt %d): %s; retrying in %s", subject, action, attempt, *lastError, wait.Round(time.Second))}
+	}
+	return false, false, nil
 }
 
 // retryDelay is how long until the next attempt of a failed step: the

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -21,6 +22,7 @@ import (
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
+	"github.com/petri-dev/petri/controllers/internal/naming"
 )
 
 func jsonValues(v map[string]any) *apiextensionsv1.JSON {
@@ -288,4 +290,36 @@ func TestRestartMidGraphCreatesNoDuplicateJobs(t *testing.T) {
 		perComponent[j.Labels[jobs.LabelComponent]]++
 	}
 	assert.Equal(t, map[string]int{"one": 1, "two": 1, "three": 1}, perComponent, fmt.Sprintf("jobs: %d", len(list.Items)))
+}
+
+// An undeploy that keeps failing is retried with backoff (a new Job per
+// attempt) and reported; force-delete still releases the environment.
+func TestFailingUndeployIsRetriedAndReported(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, newEnv("stuck", greeter("app"))))
+	e := waitFor(t, "stuck", "ready", ready)
+	// Take the deployer's rights away: every undeploy Job is refused.
+	require.NoError(t, env.Client.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: e.Status.TargetNamespace, Name: naming.DeployerRoleBinding}}))
+	require.NoError(t, env.Client.Delete(ctx, e))
+	e = waitFor(t, "stuck", "undeploy retried", func(e *petriv1.EphemeralEnvironment) bool {
+		return len(e.Status.Components) == 1 && e.Status.Components[0].Attempt >= 3 &&
+			findCondition(e, petriv1.ConditionReady).Reason == petriv1.ReasonTeardownFailed
+	})
+	msg := findCondition(e, petriv1.ConditionReady).Message
+	assert.Contains(t, msg, "undeploy failed")
+	assert.Contains(t, msg, "KubernetesRefused")
+	assert.True(t, strings.HasPrefix(e.Status.Components[0].LastError, "KubernetesRefused:"), e.Status.Components[0].LastError)
+	assert.Contains(t, e.Finalizers, petriv1.Finalizer, "the environment is held while undeploy fails")
+	var list batchv1.JobList
+	require.NoError(t, env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: "stuck", jobs.LabelAction: jobs.ActionUndeploy}))
+	assert.GreaterOrEqual(t, len(list.Items), 3, "one Job per attempt")
+
+	patch := client.MergeFrom(e.DeepCopy())
+	e.Annotations = map[string]string{petriv1.AnnotationForceDelete: "true"}
+	require.NoError(t, env.Client.Patch(ctx, e, patch))
+	waitGone(t, e)
+	ns := &corev1.Namespace{}
+	err := env.Client.Get(ctx, client.ObjectKey{Name: e.Status.TargetNamespace}, ns)
+	assert.True(t, err != nil || !ns.DeletionTimestamp.IsZero(), "force-delete deletes the verified namespace")
 }
