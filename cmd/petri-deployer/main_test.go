@@ -315,7 +315,7 @@ func TestBinaryReportsFailures(t *testing.T) {
 		{
 			name: "unknown command",
 			args: []string{"rollback", "--release", "web"},
-			code: 2, message: `InvalidArguments: unknown command "rollback": want deploy or undeploy`,
+			code: 2, message: `InvalidArguments: unknown command "rollback": want deploy, undeploy or write-secret`,
 		},
 	}
 	for _, tt := range tests {
@@ -375,4 +375,31 @@ func serviceAccountKubeconfig(t *testing.T, ns, name string) string {
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, clientcmd.WriteToFile(*kc, path))
 	return path
+}
+
+// write-secret creates the Secret from a directory once and never changes it
+// afterwards: a binding's credentials are written once.
+func TestBinaryWriteSecretIsCreateOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := namespace(t)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "PASSWORD"), []byte("first"), 0o600))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "..data"), 0o700))
+	res := runDeployer(t, env.Kubeconfig, "write-secret", "--namespace", ns, "--name", "binding", "--from-dir", dir)
+	require.Equal(t, 0, res.code, "stdout:\n%s\nstderr:\n%s", res.stdout, res.stderr)
+	s := &corev1.Secret{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "binding"}, s))
+	assert.Equal(t, map[string][]byte{"PASSWORD": []byte("first")}, s.Data, "hidden entries are skipped")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "PASSWORD"), []byte("second"), 0o600))
+	res = runDeployer(t, env.Kubeconfig, "write-secret", "--namespace", ns, "--name", "binding", "--from-dir", dir)
+	require.Equal(t, 0, res.code)
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "binding"}, s))
+	assert.Equal(t, "first", string(s.Data["PASSWORD"]), "an existing Secret is never overwritten")
+
+	res = runDeployer(t, env.Kubeconfig, "write-secret", "--namespace", ns, "--from-dir", dir)
+	assert.Equal(t, 2, res.code)
+	assert.Contains(t, res.terminationLog, "InvalidArguments")
+	assert.Contains(t, res.terminationLog, "--name")
 }
