@@ -27,7 +27,7 @@ func BenchmarkEnvironmentToReady(b *testing.B) {
 		e := newEnv(name,
 			component("db", registry.Repository(), "greeter", "0.1.0"),
 			component("api", chartRepo.URL, "greeter", "0.1.0", "db"),
-			component("cache", chartsDir(), "strict", "0.1.0"),
+			component("cache", imageCharts, "strict", "0.1.0"),
 		)
 		e.Spec.Values = map[string]apiextensionsv1.JSON{"api": *jsonValues(map[string]any{"message": "bench"})}
 		before := operatorWrites.Load()

@@ -136,7 +136,7 @@ func TestGraphDeploysRedeploysAndTearsDownInOrder(t *testing.T) {
 	e := newEnv("graph",
 		component("db", registry.Repository(), "greeter", "0.1.0"),
 		component("api", chartRepo.URL, "greeter", "0.1.0", "db"),
-		component("cache", chartsDir(), "strict", "0.1.0"),
+		component("cache", imageCharts, "strict", "0.1.0"),
 	)
 	e.Spec.Values = map[string]apiextensionsv1.JSON{
 		"api":   *jsonValues(map[string]any{"message": "hello from pr 7", "image": map[string]any{"tag": "abc1234"}}),
@@ -203,11 +203,11 @@ func TestFailuresNameTheCauseAndBlockDependants(t *testing.T) {
 	ctx := context.Background()
 	je := watchJobs(t, "failures")
 	e := newEnv("failures",
-		component("badref", chartsDir()+"/missing", "missing", "0.1.0"),
+		component("badref", imageCharts+"/missing", "missing", "0.1.0"),
 		component("badver", registry.Repository(), "greeter", "9.9.9"),
-		component("badvals", chartsDir(), "strict", "0.1.0"),
-		component("after", chartsDir(), "greeter", "0.1.0", "badvals"),
-		component("fine", chartsDir(), "greeter", "0.1.0"),
+		component("badvals", imageCharts, "strict", "0.1.0"),
+		component("after", imageCharts, "greeter", "0.1.0", "badvals"),
+		component("fine", imageCharts, "greeter", "0.1.0"),
 	)
 	e.Spec.Values = map[string]apiextensionsv1.JSON{"badvals": *jsonValues(map[string]any{"replicas": 0})}
 	require.NoError(t, env.Client.Create(ctx, e))
@@ -242,7 +242,7 @@ func TestFailuresNameTheCauseAndBlockDependants(t *testing.T) {
 func TestKilledDeployIsRecoveredByTheNextJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := component("slow", chartsDir(), "greeter", "0.1.0")
+	c := component("slow", imageCharts, "greeter", "0.1.0")
 	c.Release = petriv1.ReleaseOptions{Wait: true, Timeout: &metav1.Duration{Duration: 10 * time.Minute}}
 	e := newEnv("killed", c)
 	require.NoError(t, env.Client.Create(ctx, e))

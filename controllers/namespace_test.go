@@ -24,7 +24,7 @@ import (
 func greeter(name string, dependsOn ...string) petriv1.Component {
 	return petriv1.Component{
 		Name:      name,
-		Chart:     petriv1.ChartReference{Repository: chartsDir(), Name: "greeter", Version: "0.1.0"},
+		Chart:     petriv1.ChartReference{Repository: imageCharts, Name: "greeter", Version: "0.1.0"},
 		DependsOn: dependsOn,
 	}
 }

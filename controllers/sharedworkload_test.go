@@ -44,7 +44,7 @@ func sharedWorkload(name, dir string) *petriv1.SharedWorkload {
 	return &petriv1.SharedWorkload{
 		ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: name},
 		Spec: petriv1.SharedWorkloadSpec{
-			Chart:          petriv1.ChartReference{Repository: chartsDir(), Name: "greeter", Version: "0.1.0"},
+			Chart:          petriv1.ChartReference{Repository: imageCharts, Name: "greeter", Version: "0.1.0"},
 			InstanceSecret: &petriv1.InstanceSecretSpec{Keys: []string{"ADMIN_PASSWORD"}, Length: 24},
 			Binding: map[string]string{
 				"DATABASE": "db_{{ .Hash }}",

@@ -40,6 +40,8 @@ const (
 	hashPrefix = "c0ffee"
 	// chartCASecret holds the CA of the test chart repository.
 	chartCASecret = "petri-chart-ca"
+	// imageCharts is where the deployer image carries the example charts.
+	imageCharts = "/charts"
 )
 
 var (
@@ -72,10 +74,14 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	env, err = cluster.Start(cluster.Options{Images: map[string]string{
-		deployerImage: bins["petri-deployer"],
-		helperImage:   bins["petri-testhelper"],
-	}})
+	env, err = cluster.Start(cluster.Options{
+		Images: map[string]string{
+			deployerImage: bins["petri-deployer"],
+			helperImage:   bins["petri-testhelper"],
+		},
+		// The deployer image carries the example charts under /charts.
+		ImageFiles: map[string]map[string]string{deployerImage: {imageCharts: chartsDir()}},
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -52,6 +52,9 @@ type Options struct {
 	// Images maps image names to local binaries for the local node. No local
 	// node runs when it is empty.
 	Images map[string]string
+	// ImageFiles maps, per image name, a directory the image carries to a
+	// local directory with the same files (see localnode.Options).
+	ImageFiles map[string]map[string]string
 	// Controllers overrides DefaultControllers.
 	Controllers []string
 	// Output receives the output of kube-controller-manager; a log file in
@@ -186,7 +189,7 @@ func Start(opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	if len(opts.Images) > 0 {
-		c.Node, err = localnode.New(c.Config, localnode.Options{Images: opts.Images, Dir: filepath.Join(c.Dir, "node")})
+		c.Node, err = localnode.New(c.Config, localnode.Options{Images: opts.Images, ImageFiles: opts.ImageFiles, Dir: filepath.Join(c.Dir, "node")})
 		if err != nil {
 			return nil, err
 		}
