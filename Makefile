@@ -25,8 +25,9 @@ all: build
 ##@ Build
 
 .PHONY: build
-build: ## Build Petri's binaries into bin/.
+build: ## Build Petri's binaries and the example application into bin/.
 	go build -o $(BIN)/ ./cmd/...
+	go build -o $(BIN)/petri-example-app ./examples/app
 
 .PHONY: controlplane
 controlplane: $(BIN)/.controlplane-$(CONTROLPLANE_STAMP) ## Build etcd, kube-apiserver, kube-controller-manager and kubectl into bin/.
@@ -94,8 +95,28 @@ test: verify-generated fmt-check vet controlplane ## Everything CI checks: gener
 ##@ Run
 
 .PHONY: demo
-demo: controlplane build ## Run Petri end to end on this machine.
-	@echo "make demo is coming: see the issue tracker"
+demo: controlplane build ## Run Petri end to end on this machine: one pull request's life, every step checked.
+	$(BIN)/petri-local demo
+
+.PHONY: run
+run: controlplane build ## Start Petri on this machine and keep it running (kubectl, webhooks, pull requests).
+	$(BIN)/petri-local run
+
+##@ Images
+
+IMAGE_REGISTRY ?= ghcr.io/petri-dev
+IMAGE_TAG      ?= v0.1.0
+IMAGES         := petri-operator petri-sync petri-deployer
+
+.PHONY: docker-build
+docker-build: ## Build the operator, sync and deployer images (needs a Docker engine).
+	@for i in $(IMAGES); do \
+	  docker build --target $$i -t $(IMAGE_REGISTRY)/$$i:$(IMAGE_TAG) . ; \
+	done
+
+.PHONY: docker-push
+docker-push: ## Push the images built by docker-build.
+	@for i in $(IMAGES); do docker push $(IMAGE_REGISTRY)/$$i:$(IMAGE_TAG); done
 
 .PHONY: help
 help:

@@ -119,3 +119,25 @@ func poll(ctx context.Context, timeout time.Duration, check func() (bool, error)
 		}
 	}
 }
+
+// WriteSummary prints each step's outcome and the total.
+func WriteSummary(w io.Writer, res *Result, err error) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Summary")
+	var total time.Duration
+	if res != nil {
+		for _, st := range res.Steps {
+			mark := "ok    "
+			if st.Err != nil {
+				mark = "FAILED"
+			}
+			fmt.Fprintf(w, "  %s %-32s %6.1fs\n", mark, st.Name, st.Duration.Seconds())
+			total += st.Duration
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(w, "  the demo did not reach its expected state: %v\n", err)
+		return
+	}
+	fmt.Fprintf(w, "  every step reached its expected state (%.1fs for the pull request's life)\n", total.Seconds())
+}

@@ -1,0 +1,199 @@
+// Command petri-local runs Petri end to end on this machine: a real local
+// control plane, a local node that runs pods as processes, Petri installed
+// from config/ as in a cluster, a git config repository and a stand-in for
+// the GitHub API.
+//
+//	petri-local demo    plays a pull request's life (open, push, close),
+//	                    checks every step and exits 0 only if all passed
+//	petri-local run     starts the same stack and keeps it running
+//	petri-local pr open [--title T] [NUMBER] | pr push NUMBER | pr close NUMBER
+//	                    plays GitHub against a running "petri-local run"
+//
+// make demo and make run build the binaries into bin/ and call it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/petri-dev/petri/tests/cluster"
+	"github.com/petri-dev/petri/tests/e2e"
+)
+
+const usage = `usage:
+  petri-local demo [flags]                 play a pull request's life and check every step
+  petri-local run [flags]                  start Petri on this machine and keep it running
+  petri-local pr open [--title T] [NUMBER] open a pull request against a running "run"
+  petri-local pr push NUMBER               push a new commit to it
+  petri-local pr close NUMBER              close it
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "demo":
+		err = demo(os.Args[2:])
+	case "run":
+		err = run(os.Args[2:])
+	case "pr":
+		err = pr(os.Args[2:])
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "petri-local:", err)
+		os.Exit(1)
+	}
+}
+
+// common are the flags of demo and run.
+type common struct {
+	dir, bin, ingress string
+}
+
+func (c *common) bind(fs *flag.FlagSet, dirName string) {
+	root, _ := cluster.RepoRoot()
+	exe, _ := os.Executable()
+	fs.StringVar(&c.dir, "dir", filepath.Join(root, ".petri-local", dirName), "directory of this run: control plane, pods, logs, config repository (emptied first)")
+	fs.StringVar(&c.bin, "bin", filepath.Dir(exe), "directory holding petri-operator, petri-sync, petri-deployer, petri-example-app and kubectl")
+	fs.StringVar(&c.ingress, "ingress", e2e.DefaultIngressAddress, "address serving the cluster's Ingress rules (environment URLs, the webhook)")
+}
+
+func (c *common) start(ctx context.Context, report *e2e.Report) (*e2e.Stack, error) {
+	if err := os.RemoveAll(c.dir); err != nil {
+		return nil, err
+	}
+	bins := map[string]string{}
+	for _, b := range []string{e2e.BinOperator, e2e.BinSync, e2e.BinDeployer, e2e.BinExampleApp, e2e.BinKubectl} {
+		bins[b] = filepath.Join(c.bin, b)
+	}
+	return e2e.Start(ctx, e2e.Options{Dir: c.dir, Binaries: bins, IngressAddress: c.ingress, Report: report})
+}
+
+func demo(args []string) error {
+	fs := flag.NewFlagSet("petri-local demo", flag.ExitOnError)
+	var c common
+	c.bind(fs, "demo")
+	number := fs.Int("number", 1, "the pull request's number")
+	timeout := fs.Duration("step-timeout", 3*time.Minute, "longest wait for one step")
+	_ = fs.Parse(args)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	report := e2e.NewReport(os.Stdout)
+	report.Section("Starting Petri on this machine (%s)", c.dir)
+	s, err := c.start(ctx, report)
+	if err != nil {
+		return err
+	}
+	defer s.Stop()
+	res, err := (&e2e.Scenario{Stack: s, Report: report, Number: *number, StepTimeout: *timeout}).Run(ctx)
+	e2e.WriteSummary(os.Stdout, res, err)
+	s.WriteLogIndex(os.Stdout)
+	if err != nil {
+		return errors.New("demo failed")
+	}
+	return nil
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("petri-local run", flag.ExitOnError)
+	var c common
+	c.bind(fs, "run")
+	_ = fs.Parse(args)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	report := e2e.NewReport(os.Stdout)
+	report.Section("Starting Petri on this machine (%s)", c.dir)
+	s, err := c.start(ctx, report)
+	if err != nil {
+		return err
+	}
+	defer s.Stop()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: s.ControlHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	if err := os.WriteFile(controlFile(c.dir), []byte(l.Addr().String()), 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(controlFile(c.dir))
+
+	self := filepath.Join(c.bin, "petri-local")
+	kubectl := filepath.Join(c.bin, e2e.BinKubectl)
+	fmt.Printf(`
+Petri is running on this machine. Ctrl-C stops it.
+
+  kubeconfig     export KUBECONFIG=%s
+                 %s get ee,sw -n %s
+  webhook URL    %s   (secret: %s)
+  read API       %s/api/v1/environments
+  config repo    %s   (commit to it; sync fetches it every minute)
+  GitHub         %s   (a local stand-in; repository %s)
+
+  Play GitHub (each sends the signed webhook GitHub would send):
+    %s pr open [--title "Add a greeting"] [NUMBER]
+    %s pr push NUMBER
+    %s pr close NUMBER
+`, s.Kubeconfig(), kubectl, e2e.ManagementNamespace, s.WebhookURL, filepath.Join(s.Overlay, "webhook-secret"),
+		s.IngressURL, s.ConfigRepo, s.GitHub.URL, e2e.DemoRepository, self, self, self)
+	s.WriteLogIndex(os.Stdout)
+	<-ctx.Done()
+	fmt.Println("\nStopping.")
+	return nil
+}
+
+func controlFile(dir string) string { return filepath.Join(dir, "control-address") }
+
+func pr(args []string) error {
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	action := args[0]
+	fs := flag.NewFlagSet("petri-local pr "+action, flag.ExitOnError)
+	var c common
+	c.bind(fs, "run")
+	title := fs.String("title", "", "open: the pull request's title")
+	_ = fs.Parse(args[1:])
+	number := 0
+	if fs.NArg() > 0 {
+		n, err := strconv.Atoi(fs.Arg(0))
+		if err != nil || n < 1 {
+			return fmt.Errorf("NUMBER must be a positive whole number, not %q", fs.Arg(0))
+		}
+		number = n
+	}
+	addr, err := os.ReadFile(controlFile(c.dir))
+	if err != nil {
+		return fmt.Errorf("no running Petri found in %s (start it with make run): %w", c.dir, err)
+	}
+	out, err := e2e.Control(context.Background(), string(addr), action, number, *title)
+	if err != nil {
+		return err
+	}
+	fmt.Println(out)
+	fmt.Printf("watch it: %s --kubeconfig %s get ee -n %s -w\n", filepath.Join(c.bin, e2e.BinKubectl), filepath.Join(c.dir, "cluster", "kubeconfig-admin"), e2e.ManagementNamespace)
+	return nil
+}
