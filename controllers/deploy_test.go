@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
@@ -172,6 +173,27 @@ func TestGraphDeploysRedeploysAndTearsDownInOrder(t *testing.T) {
 		assert.NotNil(t, cs.FinishedAt)
 	}
 
+	// The metrics say so too: Jobs observed, environments counted by phase.
+	families, err := ctrlmetrics.Registry.Gather()
+	require.NoError(t, err)
+	seen := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := f.GetName()
+			for _, l := range m.GetLabel() {
+				labels += "," + l.GetName() + "=" + l.GetValue()
+			}
+			switch {
+			case m.GetHistogram() != nil:
+				seen[labels] = float64(m.GetHistogram().GetSampleCount())
+			case m.GetGauge() != nil:
+				seen[labels] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, seen["petri_job_duration_seconds,action=deploy,outcome=succeeded"], 3.0)
+	assert.GreaterOrEqual(t, seen["petri_environments,phase=Ready"], 1.0)
+
 	// A value change re-deploys in place.
 	e.Spec.Values["api"] = *jsonValues(map[string]any{"message": "hello again", "image": map[string]any{"tag": "def5678"}})
 	require.NoError(t, env.Client.Update(ctx, e))
@@ -192,7 +214,7 @@ func TestGraphDeploysRedeploysAndTearsDownInOrder(t *testing.T) {
 	assert.NotZero(t, apiUndeployCreated)
 	_, cacheUndeployDone := je.get("undeploy/cache/1")
 	assert.NotZero(t, cacheUndeployDone)
-	err := env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+	err = env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
 	assert.True(t, client.IgnoreNotFound(err) == nil && err != nil, "namespace %s is gone", ns)
 }
 
