@@ -3,10 +3,24 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/tests/cluster"
 	"github.com/petri-dev/petri/tests/e2e"
 )
@@ -67,19 +81,146 @@ func run(m *testing.M) int {
 	return code
 }
 
-func TestStackStarts(t *testing.T) {
-	out, err := stack.Kubectl(context.Background(), "get", "pods", "-A")
-	if err != nil {
-		t.Fatal(err)
+// TestPullRequestLifecycle is make demo: a pull request is opened, pushed to
+// and closed, and every step must reach its expected state.
+func TestPullRequestLifecycle(t *testing.T) {
+	ctx := context.Background()
+	sc := &e2e.Scenario{Stack: stack, Report: e2e.NewReport(os.Stderr), Number: 1, StepTimeout: 2 * time.Minute}
+	res, err := sc.Run(ctx)
+	require.NoError(t, err)
+
+	require.Len(t, res.Steps, 3)
+	require.Len(t, res.SHAs, 2)
+	assert.NotEqual(t, res.SHAs[0], res.SHAs[1])
+	assert.True(t, strings.HasPrefix(res.URL, stack.IngressURL+"/"+res.Environment), "the URL %s is served by the local ingress", res.URL)
+	assert.True(t, strings.HasPrefix(res.Namespace, res.Environment+"-"), "namespace %s derives from %s", res.Namespace, res.Environment)
+	assert.Equal(t, []int{1, 2}, res.Revisions, "the push upgraded the release in place")
+	require.Len(t, res.Pages, 2)
+	assert.Contains(t, res.Pages[0], "commit: "+res.SHAs[0]+"\n")
+	assert.Contains(t, res.Pages[1], "commit: "+res.SHAs[1]+"\n")
+	assert.NotContains(t, res.Pages[1], res.SHAs[0], "after the push the old commit is gone")
+	assert.Contains(t, res.Pages[1], "database: "+res.Database+" (ready)", "the application reads its binding")
+	assert.Equal(t, []string{"ADMIN_PASSWORD", "DATABASE", "STORE_URL"}, res.BindingKeys)
+
+	// Nothing of the environment is left.
+	var envs petriv1.EphemeralEnvironmentList
+	require.NoError(t, stack.Client.List(ctx, &envs, client.InNamespace(e2e.ManagementNamespace)))
+	assert.Empty(t, envs.Items)
+	err = stack.Client.Get(ctx, client.ObjectKey{Name: res.Namespace}, &corev1.Namespace{})
+	assert.True(t, apierrors.IsNotFound(err), "namespace %s is deleted: %v", res.Namespace, err)
+
+	// The operator and sync ran as the Deployments of config/default, under
+	// their own ServiceAccounts, and never restarted.
+	var pods corev1.PodList
+	require.NoError(t, stack.Client.List(ctx, &pods, client.InNamespace(e2e.ManagementNamespace), client.HasLabels{"app.kubernetes.io/name"}))
+	accounts := map[string]string{}
+	for _, p := range pods.Items {
+		require.Equal(t, corev1.PodRunning, p.Status.Phase, "pod %s", p.Name)
+		accounts[p.Labels["app.kubernetes.io/name"]] = p.Spec.ServiceAccountName
+		for _, cs := range p.Status.ContainerStatuses {
+			assert.Zero(t, cs.RestartCount, "container %s of %s restarted", cs.Name, p.Name)
+		}
 	}
-	t.Log(out)
+	assert.Equal(t, map[string]string{"petri-operator": "petri-operator", "petri-sync": "petri-sync"}, accounts)
 }
 
-func TestScenario(t *testing.T) {
-	sc := &e2e.Scenario{Stack: stack, Report: e2e.NewReport(os.Stderr)}
-	res, err := sc.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
+// TestPullRequestsFromAnotherProcess drives pull requests the way
+// "petri-local pr" does against make run.
+func TestPullRequestsFromAnotherProcess(t *testing.T) {
+	ctx := context.Background()
+	srv := httptest.NewServer(stack.ControlHandler())
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	out, err := e2e.Control(ctx, addr, "open", 7, "Try the control endpoint")
+	require.NoError(t, err)
+	assert.Contains(t, out, `pull request #7 "Try the control endpoint" opened`)
+	_, err = e2e.Control(ctx, addr, "open", 7, "")
+	require.ErrorContains(t, err, "exists already")
+	_, err = e2e.Control(ctx, addr, "push", 8, "")
+	require.ErrorContains(t, err, "no pull request #8")
+
+	env := func() *petriv1.EphemeralEnvironment {
+		var envs petriv1.EphemeralEnvironmentList
+		if err := stack.Client.List(ctx, &envs, client.InNamespace(e2e.ManagementNamespace), client.MatchingLabels{"petri.dev/pull-request": "7"}); err != nil || len(envs.Items) != 1 {
+			return nil
+		}
+		return &envs.Items[0]
 	}
-	t.Logf("%+v", res)
+	require.Eventually(t, func() bool { return env() != nil }, time.Minute, 100*time.Millisecond, "sync writes the environment")
+	pr, ok := stack.PullRequest(7)
+	require.True(t, ok)
+	assert.Equal(t, pr.HeadSHA, env().Spec.Source.SHA)
+
+	_, err = e2e.Control(ctx, addr, "push", 7, "")
+	require.NoError(t, err)
+	pr, _ = stack.PullRequest(7)
+	require.Eventually(t, func() bool { e := env(); return e != nil && e.Spec.Source.SHA == pr.HeadSHA }, time.Minute, 100*time.Millisecond, "sync follows the push")
+
+	_, err = e2e.Control(ctx, addr, "close", 7, "")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return env() == nil }, 2*time.Minute, 100*time.Millisecond, "the environment is torn down")
+}
+
+// TestInstallManifestsPassServerDryRun runs the install command of
+// docs/install.md with --dry-run=server: the API server validates every
+// object of config/default (schemas, CEL rules, RBAC escalation checks) and
+// stores none.
+func TestInstallManifestsPassServerDryRun(t *testing.T) {
+	ctx := context.Background()
+	root, err := cluster.RepoRoot()
+	require.NoError(t, err)
+	built, err := stack.Kubectl(ctx, "kustomize", filepath.Join(root, "config", "default"))
+	require.NoError(t, err)
+	objs := manifests(t, built)
+	require.GreaterOrEqual(t, len(objs), 15)
+
+	out, err := stack.Kubectl(ctx, "apply", "-k", filepath.Join(root, "config", "default"), "--dry-run=server")
+	require.NoError(t, err, out)
+	for _, o := range objs {
+		assert.Regexp(t, `(?m)^`+regexp.QuoteMeta(strings.ToLower(o.GetKind()))+`(\.[a-z0-9.]+)?/`+regexp.QuoteMeta(o.GetName())+` (created|configured|unchanged) \(server dry run\)$`, out,
+			"%s %s is accepted", o.GetKind(), o.GetName())
+	}
+	// Nothing was stored: the base's own ConfigMap (the installation here
+	// used different settings, hence another name) does not exist.
+	for _, o := range objs {
+		if o.GetKind() == "ConfigMap" {
+			err := stack.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}, &corev1.ConfigMap{})
+			assert.True(t, apierrors.IsNotFound(err), "a dry run stored ConfigMap %s", o.GetName())
+		}
+	}
+}
+
+func manifests(t *testing.T, text string) []*unstructured.Unstructured {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "manifests.yaml")
+	require.NoError(t, os.WriteFile(f, []byte(text), 0o644))
+	objs, err := cluster.ReadManifests(f)
+	require.NoError(t, err)
+	return objs
+}
+
+// TestDemoConfigRepositoryLoads keeps examples/app/config-repo valid for sync.
+func TestDemoConfigRepositoryLoads(t *testing.T) {
+	root, err := cluster.RepoRoot()
+	require.NoError(t, err)
+	dir := filepath.Join(root, "examples", "app", "config-repo")
+	files := map[string][]byte{}
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		files[filepath.ToSlash(rel)], err = os.ReadFile(p)
+		return err
+	}))
+	cfg := config.Load(files)
+	require.Empty(t, cfg.Errors)
+	require.Len(t, cfg.Applications, 1)
+	app := cfg.Applications[0]
+	assert.Equal(t, e2e.DemoRepository, app.Repository)
+	assert.Equal(t, []string{e2e.DemoLabel}, app.Trigger.Labels)
+	assert.Contains(t, app.URL, e2e.DefaultIngressAddress, "the local run rewrites the ingress address in the URL")
+	require.Len(t, cfg.SharedWorkloads, 1)
+	assert.Equal(t, "store", cfg.SharedWorkloads[0].Name)
 }

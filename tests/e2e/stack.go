@@ -228,7 +228,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	r.Detail(out)
 
 	step = r.Begin("Operator and sync ready (Deployments in " + ManagementNamespace + ")")
-	if err := s.waitDeployments(ctx, 30*time.Second, "petri-operator", "petri-sync"); err != nil {
+	if err := s.waitDeployments(ctx, 3*time.Minute, "petri-operator", "petri-sync"); err != nil {
 		return nil, step.Fail(err)
 	}
 	step.Done("")
