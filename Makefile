@@ -59,12 +59,13 @@ $(CONTROLLER_GEN):
 	mv $(BIN)/.controller-gen/controller-gen $@
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs and RBAC from the Go types and markers.
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs, RBAC and the API reference from the Go types and markers.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=petri-operator paths=./controllers/... output:rbac:artifacts:config=config/rbac/generated
+	go run ./hack/apidocs -crds config/crd/bases -out docs/api-reference.md
 
-GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/generated
+GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/generated docs/api-reference.md
 
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files are stale.
