@@ -163,31 +163,36 @@ func TestPullRequestsFromAnotherProcess(t *testing.T) {
 }
 
 // TestInstallManifestsPassServerDryRun runs the install command of
-// docs/install.md with --dry-run=server: the API server validates every
-// object of config/default (schemas, CEL rules, RBAC escalation checks) and
-// stores none.
+// docs/install.md with --dry-run=server for config/default and the sample
+// overlays: the API server validates every object (schemas, CEL rules, RBAC
+// escalation checks) and stores none.
 func TestInstallManifestsPassServerDryRun(t *testing.T) {
-	ctx := context.Background()
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
-	built, err := stack.Kubectl(ctx, "kustomize", filepath.Join(root, "config", "default"))
-	require.NoError(t, err)
-	objs := manifests(t, built)
-	require.GreaterOrEqual(t, len(objs), 15)
+	for _, dir := range []string{"config/default", "config/samples/install", "config/samples/github-app"} {
+		t.Run(dir, func(t *testing.T) {
+			ctx := context.Background()
+			built, err := stack.Kubectl(ctx, "kustomize", filepath.Join(root, dir))
+			require.NoError(t, err)
+			objs := manifests(t, built)
+			require.GreaterOrEqual(t, len(objs), 15)
 
-	out, err := stack.Kubectl(ctx, "apply", "-k", filepath.Join(root, "config", "default"), "--dry-run=server")
-	require.NoError(t, err, out)
-	for _, o := range objs {
-		assert.Regexp(t, `(?m)^`+regexp.QuoteMeta(strings.ToLower(o.GetKind()))+`(\.[a-z0-9.]+)?/`+regexp.QuoteMeta(o.GetName())+` (created|configured|unchanged) \(server dry run\)$`, out,
-			"%s %s is accepted", o.GetKind(), o.GetName())
-	}
-	// Nothing was stored: the base's own ConfigMap (the installation here
-	// used different settings, hence another name) does not exist.
-	for _, o := range objs {
-		if o.GetKind() == "ConfigMap" {
-			err := stack.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}, &corev1.ConfigMap{})
-			assert.True(t, apierrors.IsNotFound(err), "a dry run stored ConfigMap %s", o.GetName())
-		}
+			out, err := stack.Kubectl(ctx, "apply", "-k", filepath.Join(root, dir), "--dry-run=server")
+			require.NoError(t, err, out)
+			for _, o := range objs {
+				assert.Regexp(t, `(?m)^`+regexp.QuoteMeta(strings.ToLower(o.GetKind()))+`(\.[a-z0-9.]+)?/`+regexp.QuoteMeta(o.GetName())+` (created|configured|unchanged) \(server dry run\)$`, out,
+					"%s %s is accepted", o.GetKind(), o.GetName())
+			}
+			// Nothing was stored: the overlay's own ConfigMap (the local
+			// installation used other settings, hence another name) does not
+			// exist.
+			for _, o := range objs {
+				if o.GetKind() == "ConfigMap" {
+					err := stack.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}, &corev1.ConfigMap{})
+					assert.True(t, apierrors.IsNotFound(err), "a dry run stored ConfigMap %s", o.GetName())
+				}
+			}
+		})
 	}
 }
 
