@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -323,6 +324,15 @@ func TestFailingUndeployIsRetriedAndReported(t *testing.T) {
 	e := waitFor(t, "stuck", "ready", ready)
 	// Take the deployer's rights away: every undeploy Job is refused.
 	require.NoError(t, env.Client.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: e.Status.TargetNamespace, Name: naming.DeployerRoleBinding}}))
+	// The API server's authorizer learns of it through its own watch.
+	require.True(t, eventually(30*time.Second, func() bool {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: "system:serviceaccount:" + mgmtNS + ":" + naming.DeployerServiceAccount("stuck"),
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets", Namespace: e.Status.TargetNamespace},
+		}}
+		res, err := env.Clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		return err == nil && !res.Status.Allowed
+	}), "the deployer lost its rights")
 	require.NoError(t, env.Client.Delete(ctx, e))
 	e = waitFor(t, "stuck", "undeploy retried", func(e *petriv1.EphemeralEnvironment) bool {
 		return len(e.Status.Components) == 1 && e.Status.Components[0].Attempt >= 3 &&
