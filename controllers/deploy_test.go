@@ -327,7 +327,7 @@ func TestFailingUndeployIsRetriedAndReported(t *testing.T) {
 	// The API server's authorizer learns of it through its own watch.
 	require.True(t, eventually(30*time.Second, func() bool {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: "system:serviceaccount:" + mgmtNS + ":" + naming.DeployerServiceAccount("stuck"),
+			User:               "system:serviceaccount:" + mgmtNS + ":" + naming.DeployerServiceAccount("stuck"),
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets", Namespace: e.Status.TargetNamespace},
 		}}
 		res, err := env.Clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
