@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -49,6 +50,7 @@ type EphemeralEnvironmentReconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io;"",namespace=petri-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=petri-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;create;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=admin
 
@@ -103,6 +105,17 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 	if err := r.ensureDeployerIdentity(ctx, env); err != nil {
 		return st.result(), err
 	}
+	if !anyJobStarted(env) {
+		ok, err := r.deployerAuthorized(ctx, env)
+		if err != nil {
+			return st.result(), err
+		}
+		if !ok {
+			// Checked only until the first Job starts.
+			setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployProgressing, "waiting for the deployer's RoleBinding to take effect")
+			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+		}
+	}
 	if err := r.bind(ctx, env, st); err != nil || st.stop {
 		return st.result(), err
 	}
@@ -110,6 +123,22 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 		return st.result(), err
 	}
 	return st.result(), nil
+}
+
+// anyJobStarted reports whether a bind or deploy Job was ever started for the
+// environment.
+func anyJobStarted(env *petriv1.EphemeralEnvironment) bool {
+	for _, c := range env.Status.Components {
+		if c.Job != "" {
+			return true
+		}
+	}
+	for _, b := range env.Status.SharedWorkloads {
+		if b.Job != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // expiry reports whether spec.ttl has passed, or how long until it does.

@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -35,6 +37,24 @@ func (r *EphemeralEnvironmentReconciler) ensureDeployerIdentity(ctx context.Cont
 		return fmt.Errorf("create deployer serviceaccount %s: %w", sa.Name, err)
 	}
 	return ensureAdminBinding(ctx, r.Client, env.Status.TargetNamespace, sa.Namespace, sa.Name, ownedLabels(env))
+}
+
+// deployerAuthorized asks the API server's authorizer whether the deployer
+// identity already holds its rights in the workload namespace. A new
+// RoleBinding takes effect once the authorizer's own watch has seen it; a Job
+// started before that would be refused.
+func (r *EphemeralEnvironmentReconciler) deployerAuthorized(ctx context.Context, env *petriv1.EphemeralEnvironment) (bool, error) {
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   serviceaccount.MakeUsername(env.Namespace, naming.DeployerServiceAccount(env.Name)),
+		Groups: serviceaccount.MakeGroupNames(env.Namespace),
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: env.Status.TargetNamespace, Verb: "create", Resource: "secrets",
+		},
+	}}
+	if err := r.Create(ctx, sar); err != nil {
+		return false, fmt.Errorf("review the deployer's access: %w", err)
+	}
+	return sar.Status.Allowed, nil
 }
 
 // ensureAdminBinding binds a ServiceAccount to the admin ClusterRole in one

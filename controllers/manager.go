@@ -2,12 +2,10 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -185,11 +183,12 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
-	if err := metrics.Registry.Register(phaseCollector{reader: mgr.GetClient(), namespace: o.ManagementNamespace}); err != nil {
-		var already prometheus.AlreadyRegisteredError
-		if !errors.As(err, &already) {
-			return nil, fmt.Errorf("register metrics: %w", err)
-		}
+	// The gauge reads this manager's cache; a manager built again in the same
+	// process replaces the previous one's collector.
+	collector := phaseCollector{reader: mgr.GetClient(), namespace: o.ManagementNamespace}
+	metrics.Registry.Unregister(collector)
+	if err := metrics.Registry.Register(collector); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &petriv1.EphemeralEnvironment{}, indexSharedWorkloads, func(obj client.Object) []string {
 		return obj.(*petriv1.EphemeralEnvironment).Spec.SharedWorkloads
