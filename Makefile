@@ -65,6 +65,10 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs, RBAC and the API 
 	$(CONTROLLER_GEN) rbac:roleName=petri-operator paths=./controllers/... output:rbac:artifacts:config=config/rbac/generated
 	go run ./hack/apidocs -crds config/crd/bases -out docs/api-reference.md
 
+.PHONY: docs
+docs: ## Regenerate docs/api-reference.md from the CRDs (make generate does it too).
+	go run ./hack/apidocs -crds config/crd/bases -out docs/api-reference.md
+
 GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/generated docs/api-reference.md
 
 .PHONY: verify-generated

@@ -293,6 +293,11 @@ func TestRestartedNodeNeverRunsAPodTwice(t *testing.T) {
 		}
 		return false
 	}, 30*time.Second, 50*time.Millisecond)
+	// The process itself is up (Running is reported as it starts).
+	require.Eventually(t, func() bool {
+		logs, err := os.ReadFile(node.LogPath(ns, first.Name, "main"))
+		return err == nil && strings.Contains(string(logs), "blocking until killed")
+	}, 30*time.Second, 20*time.Millisecond)
 
 	stop()
 	require.NoError(t, <-done)
@@ -511,4 +516,24 @@ func TestImageFilesAreMapped(t *testing.T) {
 	assert.Contains(t, string(data), "CHART="+filepath.Join(charts, "web")+"\n")
 	assert.Contains(t, string(data), "OTHER=/chartsx\n", "only whole path elements are rewritten")
 	assert.Contains(t, string(data), "LISTEN=:9090\n", "an address on an undeclared port is left alone")
+}
+
+// A pod whose image the node does not know is never claimed: it stays
+// Pending and unbound, as on a cluster without a node that can run it.
+func TestUnknownImageStaysPending(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := namespace(t)
+	unknown := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "elsewhere"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "postgres:16"}}},
+	}
+	require.NoError(t, env.Client.Create(ctx, unknown))
+	// A known pod created after it runs to completion, so the node has seen
+	// both.
+	require.NoError(t, env.Client.Create(ctx, job(ns, "after", "succeed")))
+	require.Eventually(t, func() bool { return jobCondition(ctx, ns, "after")() == batchv1.JobComplete }, 30*time.Second, 50*time.Millisecond)
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(unknown), unknown))
+	assert.Equal(t, corev1.PodPending, unknown.Status.Phase)
+	assert.Empty(t, unknown.Spec.NodeName)
 }
