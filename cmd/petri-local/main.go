@@ -66,15 +66,15 @@ func main() {
 
 // common are the flags of demo and run.
 type common struct {
-	dir, bin, ingress string
+	dir, bin, ingress, config string
 }
 
 func (c *common) bind(fs *flag.FlagSet, dirName string) {
 	root, _ := cluster.RepoRoot()
-	exe, _ := os.Executable()
 	fs.StringVar(&c.dir, "dir", filepath.Join(root, ".petri-local", dirName), "directory of this run: control plane, pods, logs, config repository (emptied first)")
-	fs.StringVar(&c.bin, "bin", filepath.Dir(exe), "directory holding petri-operator, petri-sync, petri-deployer, petri-example-app and kubectl")
+	fs.StringVar(&c.bin, "bin", filepath.Join(root, "bin"), "directory holding petri-operator, petri-sync, petri-deployer, petri-example-app and kubectl")
 	fs.StringVar(&c.ingress, "ingress", e2e.DefaultIngressAddress, "address serving the cluster's Ingress rules (environment URLs, the webhook)")
+	c.config = filepath.Join(root, "examples", "app", "config-repo")
 }
 
 func (c *common) start(ctx context.Context, report *e2e.Report) (*e2e.Stack, error) {
@@ -85,7 +85,7 @@ func (c *common) start(ctx context.Context, report *e2e.Report) (*e2e.Stack, err
 	for _, b := range []string{e2e.BinOperator, e2e.BinSync, e2e.BinDeployer, e2e.BinExampleApp, e2e.BinKubectl} {
 		bins[b] = filepath.Join(c.bin, b)
 	}
-	return e2e.Start(ctx, e2e.Options{Dir: c.dir, Binaries: bins, IngressAddress: c.ingress, Report: report})
+	return e2e.Start(ctx, e2e.Options{Dir: c.dir, Binaries: bins, IngressAddress: c.ingress, ConfigSource: c.config, Report: report})
 }
 
 func demo(args []string) error {
@@ -118,6 +118,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("petri-local run", flag.ExitOnError)
 	var c common
 	c.bind(fs, "run")
+	fs.StringVar(&c.config, "config", c.config, "directory the git config repository is made from")
 	_ = fs.Parse(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

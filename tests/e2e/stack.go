@@ -78,6 +78,9 @@ type Options struct {
 	// IngressAddress is where Ingress rules are served (host:port; port 0
 	// picks a free one). DefaultIngressAddress when empty.
 	IngressAddress string
+	// ConfigSource is the directory the config repository is made from;
+	// examples/app/config-repo when empty.
+	ConfigSource string
 	// Report receives progress; nil discards it.
 	Report *Report
 }
@@ -148,6 +151,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		return nil, err
+	}
+	if opts.ConfigSource == "" {
+		opts.ConfigSource = filepath.Join(root, "examples", "app", "config-repo")
 	}
 	s := &Stack{opts: opts, root: root}
 	defer func() {
@@ -349,10 +355,11 @@ func imageName(image string) string {
 	return image
 }
 
-// makeConfigRepo makes a git repository from examples/app/config-repo. The
-// one change is the ingress address in the URLs, when it is not the default.
+// makeConfigRepo makes a git repository from Options.ConfigSource
+// (examples/app/config-repo). The one change is the ingress address in the
+// URLs, when it is not the default.
 func (s *Stack) makeConfigRepo() error {
-	src := filepath.Join(s.root, "examples", "app", "config-repo")
+	src := s.opts.ConfigSource
 	addr := strings.TrimPrefix(s.IngressURL, "http://")
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -384,7 +391,7 @@ func (s *Stack) makeConfigRepo() error {
 	if err := wt.AddGlob("."); err != nil {
 		return fmt.Errorf("config repository: %w", err)
 	}
-	_, err = wt.Commit("Petri config for the local run, from examples/app/config-repo", &git.CommitOptions{
+	_, err = wt.Commit("Petri config for the local run, from "+src, &git.CommitOptions{
 		Author: &object.Signature{Name: "Petri", Email: "petri@localhost", When: time.Now()},
 	})
 	return err
