@@ -99,13 +99,15 @@ test: verify-generated fmt-check vet controlplane ## Everything CI checks: gener
 
 ##@ Run
 
+# DEMO_FLAGS and RUN_FLAGS pass flags to petri-local (bin/petri-local demo -h).
+
 .PHONY: demo
 demo: controlplane build ## Run Petri end to end on this machine: one pull request's life, every step checked.
-	$(BIN)/petri-local demo
+	$(BIN)/petri-local demo $(DEMO_FLAGS)
 
 .PHONY: run
 run: controlplane build ## Start Petri on this machine and keep it running (kubectl, webhooks, pull requests).
-	$(BIN)/petri-local run
+	$(BIN)/petri-local run $(RUN_FLAGS)
 
 ##@ Images
 

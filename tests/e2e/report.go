@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -110,6 +111,9 @@ func poll(ctx context.Context, timeout time.Duration, check func() (bool, error)
 		}
 		select {
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return errors.New("interrupted")
+			}
 			msg := fmt.Sprintf("not done after %s", timeout)
 			if explain != nil {
 				msg += ": " + explain()
