@@ -112,11 +112,12 @@ type Stack struct {
 	Overlay string
 
 	// token is the GitHub token the stand-in accepts.
-	token    string
-	pulls    pulls
-	ingress  *http.Server
-	stopNode context.CancelFunc
-	nodeDone chan error
+	token           string
+	pulls           pulls
+	ingress         *http.Server
+	ingressListener net.Listener
+	stopNode        context.CancelFunc
+	nodeDone        chan error
 }
 
 // Dir is the run's directory.
@@ -169,6 +170,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, step.Fail(fmt.Errorf("listen on %s for the local ingress: %w (is another make run still running?)", opts.IngressAddress, err))
 	}
+	s.ingress = &http.Server{ReadHeaderTimeout: 10 * time.Second}
+	s.ingressListener = l
 	host, _, _ := net.SplitHostPort(opts.IngressAddress)
 	if host == "" || host == "0.0.0.0" {
 		host = "localhost"
@@ -203,17 +206,21 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, step.Fail(err)
 	}
-	images, err := s.images([]byte(manifests))
+	objs, err := decodeManifests([]byte(manifests))
 	if err != nil {
 		return nil, step.Fail(err)
 	}
-	step.Done(fmt.Sprintf("%d objects", strings.Count(manifests, "\nkind: ")+boolInt(strings.HasPrefix(manifests, "kind: "))))
+	images, deployerImage, err := s.images(objs)
+	if err != nil {
+		return nil, step.Fail(err)
+	}
+	step.Done(fmt.Sprintf("%d objects", len(objs)))
 
 	step = r.Begin("Local node")
 	s.Node, err = localnode.New(s.Cluster.Config, localnode.Options{
 		Images:     images,
 		Dir:        filepath.Join(opts.Dir, "node"),
-		ImageFiles: map[string]map[string]string{imageName(images.deployerImage()): {DeployerCharts: filepath.Join(root, "examples", "charts")}},
+		ImageFiles: map[string]map[string]string{imageName(deployerImage): {DeployerCharts: filepath.Join(root, "examples", "charts")}},
 	})
 	if err != nil {
 		return nil, step.Fail(err)
@@ -221,9 +228,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	nodeCtx, cancel := context.WithCancel(context.Background())
 	s.stopNode, s.nodeDone = cancel, make(chan error, 1)
 	go func() { s.nodeDone <- s.Node.Run(nodeCtx) }()
-	s.ingress = &http.Server{Handler: s.Node.Ingress(), ReadHeaderTimeout: 10 * time.Second}
+	s.ingress.Handler = s.Node.Ingress()
 	go func() { _ = s.ingress.Serve(l) }()
-	step.Done(fmt.Sprintf("%d images", len(images)-1))
+	step.Done(fmt.Sprintf("%d images", len(images)))
 
 	step = r.Begin("Install Petri: kubectl apply -k config/default (+ this machine's settings)")
 	out, err := s.kubectl(ctx, "apply", "-k", s.Overlay)
@@ -250,17 +257,11 @@ func ingressListenAddress(addr string) string {
 	return addr
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // Stop stops every process. The run's directory (logs) stays.
 func (s *Stack) Stop() {
 	if s.ingress != nil {
 		_ = s.ingress.Close()
+		_ = s.ingressListener.Close()
 	}
 	if s.stopNode != nil {
 		s.stopNode()
@@ -290,34 +291,39 @@ func (s *Stack) Kubectl(ctx context.Context, args ...string) (string, error) {
 	return s.kubectl(ctx, args...)
 }
 
-// imageMap maps image names to binaries; the deployer image is remembered.
-type imageMap map[string]string
-
-const deployerKey = "\x00deployer"
-
-func (m imageMap) deployerImage() string { return m[deployerKey] }
-
-// images reads the operator's and sync's images and the operator's
-// --deployer-image from the built manifests, so the local node plays exactly
-// the images the installation names.
-func (s *Stack) images(manifests []byte) (imageMap, error) {
-	m := imageMap{ExampleAppImage: s.opts.Binaries[BinExampleApp]}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
-	found := map[string]bool{}
+// decodeManifests parses a multi-document YAML stream.
+func decodeManifests(data []byte) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	for {
 		u := &unstructured.Unstructured{}
 		if err := dec.Decode(&u.Object); err != nil {
 			if errors.Is(err, io.EOF) {
-				break
+				return out, nil
 			}
 			return nil, fmt.Errorf("read manifests: %w", err)
 		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
+
+// images maps the images of the installation to binaries: the operator's
+// and sync's images and the operator's --deployer-image, read from the built
+// manifests so the local node plays exactly what the installation names, and
+// the example application's. It also returns the deployer image.
+func (s *Stack) images(objs []*unstructured.Unstructured) (map[string]string, string, error) {
+	m := map[string]string{ExampleAppImage: s.opts.Binaries[BinExampleApp]}
+	var deployer string
+	found := map[string]bool{}
+	for _, u := range objs {
 		if u.GetKind() != "Deployment" {
 			continue
 		}
 		var d appsv1.Deployment
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &d); err != nil {
-			return nil, fmt.Errorf("read Deployment %s: %w", u.GetName(), err)
+			return nil, "", fmt.Errorf("read Deployment %s: %w", u.GetName(), err)
 		}
 		if len(d.Spec.Template.Spec.Containers) == 0 {
 			continue
@@ -329,7 +335,7 @@ func (s *Stack) images(manifests []byte) (imageMap, error) {
 			for _, a := range c.Args {
 				if v, ok := strings.CutPrefix(a, "--deployer-image="); ok {
 					m[imageName(v)] = s.opts.Binaries[BinDeployer]
-					m[deployerKey] = v
+					deployer = v
 				}
 			}
 			found[d.Name] = true
@@ -338,10 +344,10 @@ func (s *Stack) images(manifests []byte) (imageMap, error) {
 			found[d.Name] = true
 		}
 	}
-	if !found["petri-operator"] || !found["petri-sync"] || m[deployerKey] == "" {
-		return nil, errors.New("the manifests lack the petri-operator or petri-sync Deployment, or the operator's --deployer-image=")
+	if !found["petri-operator"] || !found["petri-sync"] || deployer == "" {
+		return nil, "", errors.New("the manifests lack the petri-operator or petri-sync Deployment, or the operator's --deployer-image=")
 	}
-	return m, nil
+	return m, deployer, nil
 }
 
 // imageName strips the tag and digest from an image reference.
