@@ -16,7 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
@@ -229,4 +231,19 @@ func TestDemoConfigRepositoryLoads(t *testing.T) {
 	assert.Contains(t, app.URL, e2e.DefaultIngressAddress, "the local run rewrites the ingress address in the URL")
 	require.Len(t, cfg.SharedWorkloads, 1)
 	assert.Equal(t, "store", cfg.SharedWorkloads[0].Name)
+}
+
+// TestManagementNamespaceIsRestricted: petri-system enforces the restricted
+// Pod Security Standard, so every Job the scenario ran met it.
+func TestManagementNamespaceIsRestricted(t *testing.T) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e2e.ManagementNamespace, Name: "privileged"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "c", Image: e2e.ExampleAppImage, SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+		}}},
+	}
+	err := stack.Client.Create(context.Background(), pod, client.DryRunAll)
+	require.Error(t, err)
+	assert.True(t, apierrors.IsForbidden(err), "refused by admission: %v", err)
+	assert.Contains(t, err.Error(), `violates PodSecurity "restricted`)
 }
