@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,9 +84,42 @@ func run(m *testing.M) int {
 	return code
 }
 
+var inputs sync.Once
+
+// registerInputs looks at every file the stack uses through other processes
+// (the binaries built from the operator's, sync's and deployer's sources,
+// the manifests kubectl reads, the charts the deployer loads), so that go
+// test's result cache is invalidated when any of them changes. go test
+// records file accesses only while tests run, so each test calls it.
+func registerInputs(t *testing.T) {
+	t.Helper()
+	inputs.Do(func() { require.NoError(t, walkInputs()) })
+}
+
+func walkInputs() error {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	for _, dir := range []string{"api", "cmd", "controllers", "deployer", "sync", "config", "examples", "tests", "go.mod", "go.sum"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			_, err = os.Stat(p)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // TestPullRequestLifecycle is make demo: a pull request is opened, pushed to
 // and closed, and every step must reach its expected state.
 func TestPullRequestLifecycle(t *testing.T) {
+	registerInputs(t)
 	ctx := context.Background()
 	sc := &e2e.Scenario{Stack: stack, Report: e2e.NewReport(os.Stderr), Number: 1, StepTimeout: 2 * time.Minute}
 	res, err := sc.Run(ctx)
@@ -130,6 +164,7 @@ func TestPullRequestLifecycle(t *testing.T) {
 // TestPullRequestsFromAnotherProcess drives pull requests the way
 // "petri-local pr" does against make run.
 func TestPullRequestsFromAnotherProcess(t *testing.T) {
+	registerInputs(t)
 	ctx := context.Background()
 	srv := httptest.NewServer(stack.ControlHandler())
 	defer srv.Close()
@@ -170,6 +205,7 @@ func TestPullRequestsFromAnotherProcess(t *testing.T) {
 // overlays: the API server validates every object (schemas, CEL rules, RBAC
 // escalation checks) and stores none.
 func TestInstallManifestsPassServerDryRun(t *testing.T) {
+	registerInputs(t)
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
 	for _, dir := range []string{"config/default", "config/samples/install", "config/samples/github-app"} {
@@ -210,6 +246,7 @@ func manifests(t *testing.T, text string) []*unstructured.Unstructured {
 
 // TestDemoConfigRepositoryLoads keeps examples/app/config-repo valid for sync.
 func TestDemoConfigRepositoryLoads(t *testing.T) {
+	registerInputs(t)
 	root, err := cluster.RepoRoot()
 	require.NoError(t, err)
 	dir := filepath.Join(root, "examples", "app", "config-repo")
@@ -236,6 +273,7 @@ func TestDemoConfigRepositoryLoads(t *testing.T) {
 // TestManagementNamespaceIsRestricted: petri-system enforces the restricted
 // Pod Security Standard, so every Job the scenario ran met it.
 func TestManagementNamespaceIsRestricted(t *testing.T) {
+	registerInputs(t)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e2e.ManagementNamespace, Name: "privileged"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
