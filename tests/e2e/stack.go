@@ -215,6 +215,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, step.Fail(err)
 	}
 	step.Done(fmt.Sprintf("%d objects", len(objs)))
+	rel, _ := filepath.Rel(root, opts.ConfigSource)
+	r.Event("config repository: %s (git, made from %s)", s.ConfigRepo, rel)
+	r.Event("GitHub API stand-in: %s", s.GitHub.URL)
 
 	step = r.Begin("Local node")
 	s.Node, err = localnode.New(s.Cluster.Config, localnode.Options{
