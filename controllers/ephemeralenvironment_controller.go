@@ -11,6 +11,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -65,8 +66,10 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 	st := &pass{}
 	defer func() {
 		r.summarize(env, st, retErr)
-		if err := r.Status().Patch(ctx, env, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
-			retErr = errors.Join(retErr, fmt.Errorf("patch status: %w", err))
+		if !equality.Semantic.DeepEqual(before.Status, env.Status) {
+			if err := r.Status().Patch(ctx, env, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+				retErr = errors.Join(retErr, fmt.Errorf("patch status: %w", err))
+			}
 		}
 		r.recordTransitions(before, env)
 		if retErr != nil && !errors.Is(retErr, reconcile.TerminalError(nil)) {
@@ -102,10 +105,12 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 	if err := r.bindNamespace(ctx, env, st); err != nil || st.stop {
 		return st.result(), err
 	}
-	if err := r.ensureDeployerIdentity(ctx, env); err != nil {
-		return st.result(), err
-	}
+	// The deployer identity is ensured, and its rights confirmed, until the
+	// first Job of a generation starts; later passes need no API calls for it.
 	if !anyJobStarted(env) {
+		if err := r.ensureDeployerIdentity(ctx, env); err != nil {
+			return st.result(), err
+		}
 		ok, err := r.deployerAuthorized(ctx, env)
 		if err != nil {
 			return st.result(), err

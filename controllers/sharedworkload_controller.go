@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,8 +62,10 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 		if retErr != nil && !errors.Is(retErr, reconcile.TerminalError(nil)) {
 			setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonProgressing, "retrying: "+retErr.Error())
 		}
-		if err := r.Status().Patch(ctx, sw, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
-			retErr = errors.Join(retErr, fmt.Errorf("patch status: %w", err))
+		if !equality.Semantic.DeepEqual(before.Status, sw.Status) {
+			if err := r.Status().Patch(ctx, sw, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+				retErr = errors.Join(retErr, fmt.Errorf("patch status: %w", err))
+			}
 		}
 		for _, c := range sw.Status.Conditions {
 			old := apimeta.FindStatusCondition(before.Status.Conditions, c.Type)
@@ -92,20 +95,26 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 			return reconcile.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
+	return reconcile.Result{}, r.deploy(ctx, sw)
+}
+
+// prepare makes what a deploy Job of the shared workload needs: the shared
+// namespace, the shared deployer identity and the instance keys.
+func (r *SharedWorkloadReconciler) prepare(ctx context.Context, sw *petriv1.SharedWorkload) (map[string][]byte, error) {
 	if err := r.ensureSharedNamespace(ctx); err != nil {
-		return reconcile.Result{}, err
+		return nil, err
 	}
 	if err := r.ensureIdentity(ctx); err != nil {
-		return reconcile.Result{}, err
+		return nil, err
 	}
 	instance, err := ensureInstanceSecret(ctx, r.Client, r.APIReader, r.Scheme(), sw)
 	if err != nil {
-		return reconcile.Result{}, err
+		return nil, err
 	}
 	if sw.Spec.InstanceSecret != nil {
 		sw.Status.InstanceSecret = instanceSecretName(sw)
 	}
-	return reconcile.Result{}, r.deploy(ctx, sw, instance)
+	return instance, nil
 }
 
 // users lists the environments that list the shared workload.
@@ -164,7 +173,7 @@ func (r *SharedWorkloadReconciler) createJob(ctx context.Context, sw *petriv1.Sh
 
 // deploy runs the shared workload's release Job for the current generation;
 // a Job of an older generation finishes first.
-func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.SharedWorkload, instance map[string][]byte) error {
+func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.SharedWorkload) error {
 	gen := sw.Generation
 	rel := sw.Status.Release
 	if rel == nil || (rel.Generation != gen && rel.Phase != petriv1.ComponentDeploying) {
@@ -204,6 +213,10 @@ func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.Share
 		return nil
 	}
 
+	instance, err := r.prepare(ctx, sw)
+	if err != nil {
+		return err
+	}
 	merged, err := values.Merge(sw.Spec.Values, nil)
 	if err != nil {
 		r.summarize(sw, petriv1.ReasonInvalidSpec, err.Error())
