@@ -211,8 +211,17 @@ func restartOperator(t *testing.T) {
 	require.NoError(t, startOperator())
 }
 
-// newEnv returns an environment with one component per name.
+var inputs sync.Once
+
+// newEnv returns an environment with one component per name. The first call
+// registers the sources of the binaries the local node runs and the charts
+// the deployer loads as this package's test inputs.
 func newEnv(name string, components ...petriv1.Component) *petriv1.EphemeralEnvironment {
+	inputs.Do(func() {
+		if err := cluster.RegisterInputs("deployer", "cmd/petri-deployer", "tests/cmd", "tests/localnode", "examples/charts"); err != nil {
+			panic(err)
+		}
+	})
 	return &petriv1.EphemeralEnvironment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: name},
 		Spec:       petriv1.EphemeralEnvironmentSpec{Components: components},

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -31,4 +32,29 @@ func Build(dir string, pkgs ...string) (map[string]string, error) {
 		bins[name] = filepath.Join(dir, name)
 	}
 	return bins, nil
+}
+
+// RegisterInputs stats every file under the given repository paths, so that
+// go test's result cache, which records the files a test looks at, is
+// invalidated when sources built by Build or read by other processes change.
+// go test records accesses only while tests run: call it from a test, not
+// from TestMain.
+func RegisterInputs(paths ...string) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		err := filepath.WalkDir(filepath.Join(root, p), func(path string, _ fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			_, err = os.Stat(path)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -93,27 +93,9 @@ var inputs sync.Once
 // records file accesses only while tests run, so each test calls it.
 func registerInputs(t *testing.T) {
 	t.Helper()
-	inputs.Do(func() { require.NoError(t, walkInputs()) })
-}
-
-func walkInputs() error {
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		return err
-	}
-	for _, dir := range []string{"api", "cmd", "controllers", "deployer", "sync", "config", "examples", "tests", "go.mod", "go.sum"} {
-		err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			_, err = os.Stat(p)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	inputs.Do(func() {
+		require.NoError(t, cluster.RegisterInputs("api", "cmd", "controllers", "deployer", "sync", "config", "examples", "tests", "go.mod", "go.sum"))
+	})
 }
 
 // TestPullRequestLifecycle is make demo: a pull request is opened, pushed to
