@@ -16,22 +16,20 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/provenance"
 	"helm.sh/helm/v3/pkg/registry"
 	"helm.sh/helm/v3/pkg/repo"
 	"sigs.k8s.io/yaml"
 
 	"github.com/petri-dev/petri/deployer"
+	testcharts "github.com/petri-dev/petri/tests/charts"
 )
 
 // packageChart packages examples/charts/NAME into dir as `helm package`
 // would and returns the archive's path.
 func packageChart(t *testing.T, name, dir string) string {
 	t.Helper()
-	ch, err := loader.Load(filepath.Join(charts, name))
-	require.NoError(t, err)
-	path, err := chartutil.Save(ch, dir)
+	path, err := testcharts.Package(filepath.Join(charts, name), dir)
 	require.NoError(t, err)
 	return path
 }

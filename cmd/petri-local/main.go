@@ -77,6 +77,15 @@ func (c *common) bind(fs *flag.FlagSet, dirName string) {
 	c.config = filepath.Join(root, "examples", "app", "config-repo")
 }
 
+// startReported starts the stack with a report on standard output, as demo
+// and run both do.
+func (c *common) startReported(ctx context.Context) (*e2e.Stack, *e2e.Report, error) {
+	report := e2e.NewReport(os.Stdout)
+	report.Section("Starting Petri on this machine (%s)", c.dir)
+	s, err := c.start(ctx, report)
+	return s, report, err
+}
+
 func (c *common) start(ctx context.Context, report *e2e.Report) (*e2e.Stack, error) {
 	if err := os.RemoveAll(c.dir); err != nil {
 		return nil, err
@@ -97,10 +106,7 @@ func demo(args []string) error {
 	_ = fs.Parse(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-
-	report := e2e.NewReport(os.Stdout)
-	report.Section("Starting Petri on this machine (%s)", c.dir)
-	s, err := c.start(ctx, report)
+	s, report, err := c.startReported(ctx)
 	if err != nil {
 		return err
 	}
@@ -122,10 +128,7 @@ func run(args []string) error {
 	_ = fs.Parse(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-
-	report := e2e.NewReport(os.Stdout)
-	report.Section("Starting Petri on this machine (%s)", c.dir)
-	s, err := c.start(ctx, report)
+	s, _, err := c.startReported(ctx)
 	if err != nil {
 		return err
 	}
