@@ -1,0 +1,184 @@
+// Intake: what puts repositories on the work queue. The config repository
+// is fetched on a ticker or on a push to it, every repository is resynced
+// periodically, and accepted webhooks are recorded (pull request snapshots,
+// passed gates) before their repository is queued.
+
+package syncer
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/petri-dev/petri/sync/config"
+	"github.com/petri-dev/petri/sync/provider"
+	"github.com/petri-dev/petri/sync/webhook"
+)
+
+// TriggerConfigFetch asks for a fetch of the config repository now.
+func (s *Syncer) TriggerConfigFetch() {
+	select {
+	case s.configTrigger <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Syncer) configLoop(ctx context.Context) {
+	t := time.NewTicker(s.opts.ConfigInterval)
+	defer t.Stop()
+	for {
+		s.loadConfig(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.configTrigger:
+		}
+	}
+}
+
+func (s *Syncer) loadConfig(ctx context.Context) {
+	snap, err := s.opts.Config.Fetch(ctx)
+	if err != nil {
+		s.log.Error(err, "Fetching the config repository failed; keeping the last revision")
+		s.mu.Lock()
+		s.configErr = err
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Lock()
+	s.configErr = nil
+	same := s.cfg != nil && s.cfg.Revision == snap.Revision
+	s.mu.Unlock()
+	if same {
+		return
+	}
+	cfg := config.Load(snap.Files)
+	cfg.Revision = snap.Revision
+	for _, e := range cfg.Errors {
+		s.log.Error(e, "Config file has an error; its application is left as it was", "revision", snap.Revision)
+	}
+	s.opts.Metrics.ConfigErrors.Set(float64(len(cfg.Errors)))
+	s.mu.Lock()
+	var old []string
+	if s.cfg != nil {
+		old = s.cfg.Repositories()
+	}
+	s.cfg = cfg
+	s.mu.Unlock()
+	s.log.Info("Loaded config revision", "revision", snap.Revision, "applications", len(cfg.Applications), "sharedWorkloads", len(cfg.SharedWorkloads), "errors", len(cfg.Errors))
+	if err := s.applySharedWorkloads(ctx, cfg); err != nil {
+		s.log.Error(err, "Applying shared workloads failed")
+	}
+	for _, r := range append(old, cfg.Repositories()...) {
+		s.queue.Add(r)
+	}
+}
+
+func (s *Syncer) resyncLoop(ctx context.Context) {
+	t := time.NewTicker(s.opts.ResyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		var repos []string
+		if s.cfg != nil {
+			repos = s.cfg.Repositories()
+		}
+		s.mu.Unlock()
+		for _, r := range repos {
+			s.queue.Add(r)
+		}
+	}
+}
+
+// Resync enqueues every repository now, as the periodic resync does.
+func (s *Syncer) Resync() {
+	s.mu.Lock()
+	var repos []string
+	if s.cfg != nil {
+		repos = s.cfg.Repositories()
+	}
+	s.mu.Unlock()
+	for _, r := range repos {
+		s.queue.Add(r)
+	}
+}
+
+func (s *Syncer) eventLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-s.events:
+			s.handleEvent(ev)
+		}
+	}
+}
+
+func (s *Syncer) handleEvent(ev webhook.Event) {
+	key := strings.ToLower(ev.Repository)
+	if ev.Type == "push" && s.isConfigRepo(ev) {
+		s.log.Info("Config repository pushed; fetching", "ref", ev.Ref)
+		s.TriggerConfigFetch()
+		return
+	}
+	s.mu.Lock()
+	r := s.repo(key)
+	if r.pendingSince.IsZero() {
+		r.pendingSince = ev.Received
+	}
+	switch ev.Type {
+	case "pull_request":
+		pr := *ev.PullRequest
+		if old, ok := r.snapshots[pr.Number]; !ok || !pr.UpdatedAt.Before(old.UpdatedAt) {
+			r.snapshots[pr.Number] = pr
+		}
+	case "status", "check_run":
+		if ev.GateState == provider.GatePassed {
+			s.gates[gateKey{key, ev.SHA, ev.Gate.String()}] = true
+		}
+	}
+	s.mu.Unlock()
+	s.queue.Add(key)
+}
+
+func (s *Syncer) isConfigRepo(ev webhook.Event) bool {
+	want := normalizeRepo(s.opts.ConfigRepository)
+	if want == "" {
+		return false
+	}
+	if normalizeRepo(ev.Repository) == want {
+		return true
+	}
+	for _, u := range ev.CloneURLs {
+		if u != "" && normalizeRepo(u) == want {
+			return true
+		}
+	}
+	return false
+}
+
+// normalizeRepo reduces a repository URL or owner/name to host-less
+// owner/name in lower case.
+func normalizeRepo(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "/"), ".git")
+	if i := strings.Index(s, "://"); i >= 0 {
+		s = s[i+3:]
+		if j := strings.Index(s, "/"); j >= 0 {
+			s = s[j+1:]
+		}
+	} else if i := strings.Index(s, ":"); i >= 0 && strings.Contains(s[:i], "@") {
+		s = s[i+1:]
+	}
+	parts := strings.Split(s, "/")
+	if len(parts) >= 2 {
+		return parts[len(parts)-2] + "/" + parts[len(parts)-1]
+	}
+	return s
+}

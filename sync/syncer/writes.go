@@ -1,0 +1,224 @@
+// Writes: rendering an environment and applying it with server-side apply
+// (held at its commit while the artifact gate has not passed), applying the
+// declared SharedWorkloads, and deletes guarded by ownership and UID. Objects
+// sync does not own are never touched.
+
+package syncer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/sync/config"
+	"github.com/petri-dev/petri/sync/provider"
+	"github.com/petri-dev/petri/sync/render"
+)
+
+// writeEnv renders and applies one environment. With an artifact gate, a
+// head commit whose gate has not passed is not written: the environment
+// keeps the commit it has, or is not created yet.
+func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provider.PullRequest, existing *petriv1.EphemeralEnvironment, since time.Time) (created bool, err error) {
+	repo := strings.ToLower(pr.Repository)
+	target := pr
+	waiting := ""
+	if app.ArtifactGate != nil {
+		gate := provider.Gate{CheckRun: app.ArtifactGate.CheckRun, StatusContext: app.ArtifactGate.StatusContext}
+		ok, reason, err := s.gatePassed(ctx, repo, pr.HeadSHA, gate)
+		if err != nil {
+			var rle *provider.RateLimitError
+			if errors.As(err, &rle) {
+				return false, err
+			}
+			reason = fmt.Sprintf("cannot read %s: %v", gate, err)
+		}
+		if !ok {
+			waiting = reason
+			if existing == nil || existing.Spec.Source == nil {
+				s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) {
+					st.HeadSHA, st.Waiting, st.Error, st.Deleted = pr.HeadSHA, waiting, "", ""
+				})
+				return false, nil
+			}
+			if existing.Spec.Source.SHA == pr.HeadSHA {
+				waiting = ""
+			} else {
+				target.HeadSHA = existing.Spec.Source.SHA
+			}
+		}
+	}
+	versions := map[string]string{}
+	for i, c := range app.Components {
+		v, err := s.opts.Resolver.Resolve(ctx, c.Chart.Repository, c.Chart.Name, c.Chart.Version)
+		if err != nil {
+			field := fmt.Sprintf("components[%d].chart.version", i)
+			err = fmt.Errorf("%s:%d: %s: %w", app.File, app.Line(field), field, err)
+			s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) {
+				st.HeadSHA, st.Error, st.Waiting, st.Deleted = pr.HeadSHA, "chart resolution failed: "+err.Error(), "", ""
+			})
+			return false, err
+		}
+		versions[c.Name] = v
+	}
+	ee, err := render.Environment(app, target, s.opts.Namespace, versions)
+	if err != nil {
+		s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) {
+			st.HeadSHA, st.Error, st.Waiting, st.Deleted = pr.HeadSHA, err.Error(), "", ""
+		})
+		return false, err
+	}
+	url := ee.Annotations[render.AnnotationURL]
+	s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) {
+		st.HeadSHA, st.Waiting, st.Error, st.Deleted, st.URL = pr.HeadSHA, waiting, "", "", url
+	})
+	if existing != nil && sameEnv(existing, ee) {
+		return false, nil
+	}
+	if existing == nil {
+		// Never take over an object of that name that sync did not write.
+		var other petriv1.EphemeralEnvironment
+		err := s.client.Get(ctx, client.ObjectKeyFromObject(ee), &other)
+		switch {
+		case err == nil && !render.Owned(other.Labels):
+			err = fmt.Errorf("environment %s exists and is not managed by petri-sync; leaving it alone", ee.Name)
+			s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) { st.Error = err.Error() })
+			return false, err
+		case err != nil && !apierrors.IsNotFound(err):
+			return false, fmt.Errorf("get environment %s: %w", ee.Name, err)
+		}
+	}
+	if err := s.apply(ctx, ee); err != nil {
+		return false, fmt.Errorf("apply environment %s: %w", ee.Name, err)
+	}
+	op := "update"
+	if existing == nil {
+		op = "create"
+	}
+	s.opts.Metrics.Writes.WithLabelValues("EphemeralEnvironment", op).Inc()
+	if !since.IsZero() {
+		s.opts.Metrics.WebhookToWrite.Observe(time.Since(since).Seconds())
+	}
+	s.log.Info("Wrote environment", "environment", ee.Name, "operation", op, "pullRequest", pr.Number, "sha", target.HeadSHA)
+	return existing == nil, nil
+}
+
+// sameEnv reports whether applying want would change nothing sync owns.
+func sameEnv(have, want *petriv1.EphemeralEnvironment) bool {
+	for k, v := range want.Labels {
+		if have.Labels[k] != v {
+			return false
+		}
+	}
+	for k, v := range want.Annotations {
+		if have.Annotations[k] != v {
+			return false
+		}
+	}
+	return jsonEqual(have.Spec, want.Spec)
+}
+
+func jsonEqual(a, b any) bool {
+	var x, y any
+	ra, err1 := json.Marshal(a)
+	rb, err2 := json.Marshal(b)
+	if err1 != nil || err2 != nil || json.Unmarshal(ra, &x) != nil || json.Unmarshal(rb, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// apply writes an object with server-side apply as field manager
+// petri-sync, forcing ownership of the fields it sets.
+func (s *Syncer) apply(ctx context.Context, obj client.Object) error {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal(raw, &u.Object); err != nil {
+		return err
+	}
+	delete(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	return s.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(render.FieldManager), client.ForceOwnership)
+}
+
+// deleteEnv deletes an environment sync owns, with its UID as a
+// precondition so that a re-created object of the same name is never hit.
+func (s *Syncer) deleteEnv(ctx context.Context, e *petriv1.EphemeralEnvironment, reason string) error {
+	if e == nil || !render.Owned(e.Labels) {
+		return fmt.Errorf("refusing to delete an environment that sync does not own")
+	}
+	uid := e.UID
+	err := s.client.Delete(ctx, e, client.Preconditions{UID: &uid})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete environment %s: %w", e.Name, err)
+	}
+	s.opts.Metrics.Writes.WithLabelValues("EphemeralEnvironment", "delete").Inc()
+	s.log.Info("Deleted environment", "environment", e.Name, "reason", reason)
+	return nil
+}
+
+// applySharedWorkloads writes the declared shared workloads. Ones sync
+// wrote that are no longer declared are deleted only when the whole config
+// revision loaded without errors.
+func (s *Syncer) applySharedWorkloads(ctx context.Context, cfg *config.Config) error {
+	var errs []error
+	declared := map[string]bool{}
+	for _, sw := range cfg.SharedWorkloads {
+		declared[sw.Name] = true
+		v, err := s.opts.Resolver.Resolve(ctx, sw.Spec.Chart.Repository, sw.Spec.Chart.Name, sw.Spec.Chart.Version)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: spec.chart.version: %w", sw.File, err))
+			continue
+		}
+		obj := render.SharedWorkload(sw, s.opts.Namespace, v)
+		var have petriv1.SharedWorkload
+		err = s.client.Get(ctx, client.ObjectKeyFromObject(obj), &have)
+		switch {
+		case err == nil && !render.Owned(have.Labels):
+			errs = append(errs, fmt.Errorf("%s: shared workload %s exists and is not managed by petri-sync; leaving it alone", sw.File, sw.Name))
+			continue
+		case err == nil && jsonEqual(have.Spec, obj.Spec):
+			continue
+		case err != nil && !apierrors.IsNotFound(err):
+			errs = append(errs, err)
+			continue
+		}
+		if err := s.apply(ctx, obj); err != nil {
+			errs = append(errs, fmt.Errorf("apply shared workload %s: %w", sw.Name, err))
+			continue
+		}
+		s.opts.Metrics.Writes.WithLabelValues("SharedWorkload", "apply").Inc()
+	}
+	if len(cfg.Errors) > 0 {
+		return errors.Join(errs...)
+	}
+	var list petriv1.SharedWorkloadList
+	if err := s.client.List(ctx, &list, client.InNamespace(s.opts.Namespace), client.MatchingLabels{petriv1.LabelManagedBy: render.ManagedBy, render.LabelApplication: render.SharedWorkloadOwner}); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for i := range list.Items {
+		sw := &list.Items[i]
+		if declared[sw.Name] || !render.Owned(sw.Labels) || sw.DeletionTimestamp != nil {
+			continue
+		}
+		uid := sw.UID
+		if err := s.client.Delete(ctx, sw, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+			continue
+		}
+		s.opts.Metrics.Writes.WithLabelValues("SharedWorkload", "delete").Inc()
+		s.log.Info("Deleted shared workload no longer declared", "sharedWorkload", sw.Name)
+	}
+	return errors.Join(errs...)
+}
