@@ -11,11 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/petri-dev/petri/controllers/internal/naming"
-	"github.com/petri-dev/petri/tests/cluster"
+	"github.com/petri-dev/petri/local/controlplane"
 )
 
 func chartsDir() string {
-	root, _ := cluster.RepoRoot()
+	root, _ := controlplane.RepoRoot()
 	return filepath.Join(root, "examples", "charts")
 }
 

@@ -26,8 +26,8 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/tests/charts"
-	"github.com/petri-dev/petri/tests/cluster"
 )
 
 const (
@@ -48,7 +48,7 @@ var (
 	chartRepo *charts.Repository
 	registry  *charts.Registry
 
-	env     *cluster.Cluster
+	env     *controlplane.Cluster
 	scratch string
 	bins    map[string]string
 
@@ -69,12 +69,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(scratch)
-	bins, err = cluster.Build(filepath.Join(scratch, "bin"), "./cmd/petri-deployer", "./tests/cmd/petri-testhelper")
+	bins, err = controlplane.Build(filepath.Join(scratch, "bin"), "./cmd/petri-deployer", "./tests/cmd/petri-testhelper")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	env, err = cluster.Start(cluster.Options{
+	env, err = controlplane.Start(controlplane.Options{
 		Images: map[string]string{
 			deployerImage: bins["petri-deployer"],
 			helperImage:   bins["petri-testhelper"],
@@ -135,7 +135,7 @@ func zapLevel() zapcore.Level {
 }
 
 func rbacManifests() []string {
-	root, _ := cluster.RepoRoot()
+	root, _ := controlplane.RepoRoot()
 	dir := filepath.Join(root, "config", "rbac")
 	return []string{
 		filepath.Join(dir, "service_account.yaml"),
@@ -218,7 +218,7 @@ var inputs sync.Once
 // the deployer loads as this package's test inputs.
 func newEnv(name string, components ...petriv1.Component) *petriv1.EphemeralEnvironment {
 	inputs.Do(func() {
-		if err := cluster.RegisterInputs("deployer", "cmd/petri-deployer", "tests/cmd", "tests/localnode", "examples/charts"); err != nil {
+		if err := controlplane.RegisterInputs("deployer", "cmd/petri-deployer", "tests/cmd", "local/node", "examples/charts"); err != nil {
 			panic(err)
 		}
 	})

@@ -20,11 +20,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/petri-dev/petri/deployer"
-	"github.com/petri-dev/petri/tests/cluster"
+	"github.com/petri-dev/petri/local/controlplane"
 )
 
 var (
-	env *cluster.Cluster
+	env *controlplane.Cluster
 	// charts is examples/charts in the repository.
 	charts string
 )
@@ -34,13 +34,13 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	root, err := cluster.RepoRoot()
+	root, err := controlplane.RepoRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	charts = filepath.Join(root, "examples", "charts")
-	env, err = cluster.Start(cluster.Options{})
+	env, err = controlplane.Start(controlplane.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -18,14 +18,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
-	"github.com/petri-dev/petri/tests/cluster"
+	"github.com/petri-dev/petri/local/controlplane"
 )
 
-var env *cluster.Cluster
+var env *controlplane.Cluster
 
 func TestMain(m *testing.M) {
 	var err error
-	env, err = cluster.Start(cluster.Options{Controllers: []string{"namespace-controller"}})
+	env, err = controlplane.Start(controlplane.Options{Controllers: []string{"namespace-controller"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -45,7 +45,7 @@ func namespace(t *testing.T) string {
 // readExample loads an example manifest as unstructured, in namespace ns.
 func readExample(t *testing.T, name, ns string) *unstructured.Unstructured {
 	t.Helper()
-	root, err := cluster.RepoRoot()
+	root, err := controlplane.RepoRoot()
 	require.NoError(t, err)
 	data, err := os.ReadFile(filepath.Join(root, "examples", name))
 	require.NoError(t, err)

@@ -37,11 +37,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/petri-dev/petri/deployer"
-	"github.com/petri-dev/petri/tests/cluster"
+	"github.com/petri-dev/petri/local/controlplane"
 )
 
 var (
-	env    *cluster.Cluster
+	env    *controlplane.Cluster
 	binary string
 	charts string
 )
@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
-	root, err := cluster.RepoRoot()
+	root, err := controlplane.RepoRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -63,13 +63,13 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	bins, err := cluster.Build(dir, "./cmd/petri-deployer")
+	bins, err := controlplane.Build(dir, "./cmd/petri-deployer")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	binary = bins["petri-deployer"]
-	env, err = cluster.Start(cluster.Options{})
+	env, err = controlplane.Start(controlplane.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

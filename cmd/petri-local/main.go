@@ -26,8 +26,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/petri-dev/petri/tests/cluster"
-	"github.com/petri-dev/petri/tests/e2e"
+	"github.com/petri-dev/petri/local/controlplane"
+	"github.com/petri-dev/petri/local/stack"
 )
 
 const usage = `usage:
@@ -70,31 +70,31 @@ type common struct {
 }
 
 func (c *common) bind(fs *flag.FlagSet, dirName string) {
-	root, _ := cluster.RepoRoot()
+	root, _ := controlplane.RepoRoot()
 	fs.StringVar(&c.dir, "dir", filepath.Join(root, ".petri-local", dirName), "directory of this run: control plane, pods, logs, config repository (emptied first)")
 	fs.StringVar(&c.bin, "bin", filepath.Join(root, "bin"), "directory holding petri-operator, petri-sync, petri-deployer, petri-example-app and kubectl")
-	fs.StringVar(&c.ingress, "ingress", e2e.DefaultIngressAddress, "address serving the cluster's Ingress rules (environment URLs, the webhook)")
+	fs.StringVar(&c.ingress, "ingress", stack.DefaultIngressAddress, "address serving the cluster's Ingress rules (environment URLs, the webhook)")
 	c.config = filepath.Join(root, "examples", "app", "config-repo")
 }
 
 // startReported starts the stack with a report on standard output, as demo
 // and run both do.
-func (c *common) startReported(ctx context.Context) (*e2e.Stack, *e2e.Report, error) {
-	report := e2e.NewReport(os.Stdout)
+func (c *common) startReported(ctx context.Context) (*stack.Stack, *stack.Report, error) {
+	report := stack.NewReport(os.Stdout)
 	report.Section("Starting Petri on this machine (%s)", c.dir)
 	s, err := c.start(ctx, report)
 	return s, report, err
 }
 
-func (c *common) start(ctx context.Context, report *e2e.Report) (*e2e.Stack, error) {
+func (c *common) start(ctx context.Context, report *stack.Report) (*stack.Stack, error) {
 	if err := os.RemoveAll(c.dir); err != nil {
 		return nil, err
 	}
 	bins := map[string]string{}
-	for _, b := range []string{e2e.BinOperator, e2e.BinSync, e2e.BinDeployer, e2e.BinExampleApp, e2e.BinKubectl} {
+	for _, b := range []string{stack.BinOperator, stack.BinSync, stack.BinDeployer, stack.BinExampleApp, stack.BinKubectl} {
 		bins[b] = filepath.Join(c.bin, b)
 	}
-	return e2e.Start(ctx, e2e.Options{Dir: c.dir, Binaries: bins, IngressAddress: c.ingress, ConfigSource: c.config, Report: report})
+	return stack.Start(ctx, stack.Options{Dir: c.dir, Binaries: bins, IngressAddress: c.ingress, ConfigSource: c.config, Report: report})
 }
 
 func demo(args []string) error {
@@ -111,8 +111,8 @@ func demo(args []string) error {
 		return err
 	}
 	defer s.Stop()
-	res, err := (&e2e.Scenario{Stack: s, Report: report, Number: *number, StepTimeout: *timeout}).Run(ctx)
-	e2e.WriteSummary(os.Stdout, res, err)
+	res, err := (&stack.Scenario{Stack: s, Report: report, Number: *number, StepTimeout: *timeout}).Run(ctx)
+	stack.WriteSummary(os.Stdout, res, err)
 	s.WriteLogIndex(os.Stdout)
 	if err != nil {
 		return errors.New("demo failed")
@@ -146,7 +146,7 @@ func run(args []string) error {
 	defer os.Remove(controlFile(c.dir))
 
 	self := filepath.Join(c.bin, "petri-local")
-	kubectl := filepath.Join(c.bin, e2e.BinKubectl)
+	kubectl := filepath.Join(c.bin, stack.BinKubectl)
 	fmt.Printf(`
 Petri is running on this machine. Ctrl-C stops it.
 
@@ -161,8 +161,8 @@ Petri is running on this machine. Ctrl-C stops it.
     %s pr open [--title "Add a greeting"] [NUMBER]
     %s pr push NUMBER
     %s pr close NUMBER
-`, s.Kubeconfig(), kubectl, e2e.ManagementNamespace, s.WebhookURL, filepath.Join(s.Overlay, "webhook-secret"),
-		s.IngressURL, s.ConfigRepo, s.GitHub.URL, e2e.DemoRepository, self, self, self)
+`, s.Kubeconfig(), kubectl, stack.ManagementNamespace, s.WebhookURL, filepath.Join(s.Overlay, "webhook-secret"),
+		s.IngressURL, s.ConfigRepo, s.GitHub.URL, stack.DemoRepository, self, self, self)
 	s.WriteLogIndex(os.Stdout)
 	<-ctx.Done()
 	fmt.Println("\nStopping.")
@@ -193,11 +193,11 @@ func pr(args []string) error {
 	if err != nil {
 		return fmt.Errorf("no running Petri found in %s (start it with make run): %w", c.dir, err)
 	}
-	out, err := e2e.Control(context.Background(), string(addr), action, number, *title)
+	out, err := stack.Control(context.Background(), string(addr), action, number, *title)
 	if err != nil {
 		return err
 	}
 	fmt.Println(out)
-	fmt.Printf("watch it: %s --kubeconfig %s get ee -n %s -w\n", filepath.Join(c.bin, e2e.BinKubectl), filepath.Join(c.dir, "cluster", "kubeconfig-admin"), e2e.ManagementNamespace)
+	fmt.Printf("watch it: %s --kubeconfig %s get ee -n %s -w\n", filepath.Join(c.bin, stack.BinKubectl), filepath.Join(c.dir, "cluster", "kubeconfig-admin"), stack.ManagementNamespace)
 	return nil
 }

@@ -29,6 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/local/controlplane"
+	"github.com/petri-dev/petri/local/githubapi"
 	"github.com/petri-dev/petri/sync/api"
 	"github.com/petri-dev/petri/sync/configrepo"
 	"github.com/petri-dev/petri/sync/metrics"
@@ -37,12 +39,10 @@ import (
 	"github.com/petri-dev/petri/sync/resolve"
 	"github.com/petri-dev/petri/sync/syncer"
 	"github.com/petri-dev/petri/sync/webhook"
-	"github.com/petri-dev/petri/tests/cluster"
-	"github.com/petri-dev/petri/tests/githubapi"
 )
 
 var (
-	env       *cluster.Cluster
+	env       *controlplane.Cluster
 	chartRepo *httptest.Server
 	ociHost   string
 )
@@ -53,7 +53,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	var err error
-	env, err = cluster.Start(cluster.Options{Controllers: []string{"namespace-controller"}})
+	env, err = controlplane.Start(controlplane.Options{Controllers: []string{"namespace-controller"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -202,7 +202,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		resync = time.Hour // tests trigger resyncs themselves
 	}
 	h.s, err = syncer.New(syncer.Options{
-		RESTConfig: env.Config, Scheme: cluster.Scheme(), Namespace: ns, Provider: prov,
+		RESTConfig: env.Config, Scheme: controlplane.Scheme(), Namespace: ns, Provider: prov,
 		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client()}, Config: src, ConfigRepository: "acme/petri-config",
 		Metrics: h.m, Log: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})),
 		ConfigInterval: time.Hour, ResyncInterval: resync, EventQueue: o.eventQueue,

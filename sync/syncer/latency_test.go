@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
-	"github.com/petri-dev/petri/tests/githubapi"
+	"github.com/petri-dev/petri/local/githubapi"
 )
 
 // TestWebhookToWriteLatency measures, over 200 signed synchronize webhooks

@@ -16,10 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/local/githubapi"
 	"github.com/petri-dev/petri/sync/api"
 	"github.com/petri-dev/petri/sync/render"
 	"github.com/petri-dev/petri/sync/syncer"
-	"github.com/petri-dev/petri/tests/githubapi"
 )
 
 func nilLogger() *log.Logger { return log.New(io.Discard, "", 0) }

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/petri-dev/petri/local/githubapi"
 	"github.com/petri-dev/petri/sync/metrics"
 	"github.com/petri-dev/petri/sync/provider"
 	"github.com/petri-dev/petri/sync/webhook"
-	"github.com/petri-dev/petri/tests/githubapi"
 )
 
 var key = []byte("k")

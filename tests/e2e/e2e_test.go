@@ -23,12 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/local/controlplane"
+	"github.com/petri-dev/petri/local/stack"
 	"github.com/petri-dev/petri/sync/config"
-	"github.com/petri-dev/petri/tests/cluster"
-	"github.com/petri-dev/petri/tests/e2e"
 )
 
-var stack *e2e.Stack
+var st *stack.Stack
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -46,25 +46,25 @@ func run(m *testing.M) int {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	bins, err := cluster.Build(filepath.Join(dir, "bin"), "./cmd/petri-operator", "./cmd/petri-sync", "./cmd/petri-deployer", "./examples/app")
+	bins, err := controlplane.Build(filepath.Join(dir, "bin"), "./cmd/petri-operator", "./cmd/petri-sync", "./cmd/petri-deployer", "./examples/app")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	assets, err := cluster.AssetsDir()
+	assets, err := controlplane.AssetsDir()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	report := e2e.NewReport(os.Stderr)
-	stack, err = e2e.Start(context.Background(), e2e.Options{
+	report := stack.NewReport(os.Stderr)
+	st, err = stack.Start(context.Background(), stack.Options{
 		Dir: filepath.Join(dir, "run"),
 		Binaries: map[string]string{
-			e2e.BinOperator:   bins["petri-operator"],
-			e2e.BinSync:       bins["petri-sync"],
-			e2e.BinDeployer:   bins["petri-deployer"],
-			e2e.BinExampleApp: bins["app"],
-			e2e.BinKubectl:    filepath.Join(assets, "kubectl"),
+			stack.BinOperator:   bins["petri-operator"],
+			stack.BinSync:       bins["petri-sync"],
+			stack.BinDeployer:   bins["petri-deployer"],
+			stack.BinExampleApp: bins["app"],
+			stack.BinKubectl:    filepath.Join(assets, "kubectl"),
 		},
 		IngressAddress: "localhost:0",
 		Report:         report,
@@ -75,18 +75,18 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "kept for inspection:", dir)
 		return 1
 	}
-	defer stack.Stop()
+	defer st.Stop()
 	code := m.Run()
 	if code != 0 {
 		keep = true
-		fmt.Fprintf(os.Stderr, "logs of every pod: %s\n", stack.LogDir())
+		fmt.Fprintf(os.Stderr, "logs of every pod: %s\n", st.LogDir())
 	}
 	return code
 }
 
 var inputs sync.Once
 
-// registerInputs looks at every file the stack uses through other processes
+// registerInputs looks at every file the st uses through other processes
 // (the binaries built from the operator's, sync's and deployer's sources,
 // the manifests kubectl reads, the charts the deployer loads), so that go
 // test's result cache is invalidated when any of them changes. go test
@@ -94,7 +94,7 @@ var inputs sync.Once
 func registerInputs(t *testing.T) {
 	t.Helper()
 	inputs.Do(func() {
-		require.NoError(t, cluster.RegisterInputs("api", "cmd", "controllers", "deployer", "sync", "config", "examples", "tests", "go.mod", "go.sum"))
+		require.NoError(t, controlplane.RegisterInputs("api", "cmd", "controllers", "deployer", "sync", "config", "examples", "local", "tests", "go.mod", "go.sum"))
 	})
 }
 
@@ -103,14 +103,14 @@ func registerInputs(t *testing.T) {
 func TestPullRequestLifecycle(t *testing.T) {
 	registerInputs(t)
 	ctx := context.Background()
-	sc := &e2e.Scenario{Stack: stack, Report: e2e.NewReport(os.Stderr), Number: 1, StepTimeout: 2 * time.Minute}
+	sc := &stack.Scenario{Stack: st, Report: stack.NewReport(os.Stderr), Number: 1, StepTimeout: 2 * time.Minute}
 	res, err := sc.Run(ctx)
 	require.NoError(t, err)
 
 	require.Len(t, res.Steps, 3)
 	require.Len(t, res.SHAs, 2)
 	assert.NotEqual(t, res.SHAs[0], res.SHAs[1])
-	assert.True(t, strings.HasPrefix(res.URL, stack.IngressURL+"/"+res.Environment), "the URL %s is served by the local ingress", res.URL)
+	assert.True(t, strings.HasPrefix(res.URL, st.IngressURL+"/"+res.Environment), "the URL %s is served by the local ingress", res.URL)
 	assert.True(t, strings.HasPrefix(res.Namespace, res.Environment+"-"), "namespace %s derives from %s", res.Namespace, res.Environment)
 	require.Len(t, res.Revisions, 2)
 	assert.Equal(t, res.Revisions[0]+1, res.Revisions[1], "the push upgraded the release in place")
@@ -123,15 +123,15 @@ func TestPullRequestLifecycle(t *testing.T) {
 
 	// Nothing of the environment is left.
 	var envs petriv1.EphemeralEnvironmentList
-	require.NoError(t, stack.Client.List(ctx, &envs, client.InNamespace(e2e.ManagementNamespace)))
+	require.NoError(t, st.Client.List(ctx, &envs, client.InNamespace(stack.ManagementNamespace)))
 	assert.Empty(t, envs.Items)
-	err = stack.Client.Get(ctx, client.ObjectKey{Name: res.Namespace}, &corev1.Namespace{})
+	err = st.Client.Get(ctx, client.ObjectKey{Name: res.Namespace}, &corev1.Namespace{})
 	assert.True(t, apierrors.IsNotFound(err), "namespace %s is deleted: %v", res.Namespace, err)
 
 	// The operator and sync ran as the Deployments of config/default, under
 	// their own ServiceAccounts, and never restarted.
 	var pods corev1.PodList
-	require.NoError(t, stack.Client.List(ctx, &pods, client.InNamespace(e2e.ManagementNamespace), client.HasLabels{"app.kubernetes.io/name"}))
+	require.NoError(t, st.Client.List(ctx, &pods, client.InNamespace(stack.ManagementNamespace), client.HasLabels{"app.kubernetes.io/name"}))
 	accounts := map[string]string{}
 	for _, p := range pods.Items {
 		require.Equal(t, corev1.PodRunning, p.Status.Phase, "pod %s", p.Name)
@@ -148,36 +148,36 @@ func TestPullRequestLifecycle(t *testing.T) {
 func TestPullRequestsFromAnotherProcess(t *testing.T) {
 	registerInputs(t)
 	ctx := context.Background()
-	srv := httptest.NewServer(stack.ControlHandler())
+	srv := httptest.NewServer(st.ControlHandler())
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 
-	out, err := e2e.Control(ctx, addr, "open", 7, "Try the control endpoint")
+	out, err := stack.Control(ctx, addr, "open", 7, "Try the control endpoint")
 	require.NoError(t, err)
 	assert.Contains(t, out, `pull request #7 "Try the control endpoint" opened`)
-	_, err = e2e.Control(ctx, addr, "open", 7, "")
+	_, err = stack.Control(ctx, addr, "open", 7, "")
 	require.ErrorContains(t, err, "exists already")
-	_, err = e2e.Control(ctx, addr, "push", 8, "")
+	_, err = stack.Control(ctx, addr, "push", 8, "")
 	require.ErrorContains(t, err, "no pull request #8")
 
 	env := func() *petriv1.EphemeralEnvironment {
 		var envs petriv1.EphemeralEnvironmentList
-		if err := stack.Client.List(ctx, &envs, client.InNamespace(e2e.ManagementNamespace), client.MatchingLabels{"petri.dev/pull-request": "7"}); err != nil || len(envs.Items) != 1 {
+		if err := st.Client.List(ctx, &envs, client.InNamespace(stack.ManagementNamespace), client.MatchingLabels{"petri.dev/pull-request": "7"}); err != nil || len(envs.Items) != 1 {
 			return nil
 		}
 		return &envs.Items[0]
 	}
 	require.Eventually(t, func() bool { return env() != nil }, time.Minute, 100*time.Millisecond, "sync writes the environment")
-	pr, ok := stack.PullRequest(7)
+	pr, ok := st.PullRequest(7)
 	require.True(t, ok)
 	assert.Equal(t, pr.HeadSHA, env().Spec.Source.SHA)
 
-	_, err = e2e.Control(ctx, addr, "push", 7, "")
+	_, err = stack.Control(ctx, addr, "push", 7, "")
 	require.NoError(t, err)
-	pr, _ = stack.PullRequest(7)
+	pr, _ = st.PullRequest(7)
 	require.Eventually(t, func() bool { e := env(); return e != nil && e.Spec.Source.SHA == pr.HeadSHA }, time.Minute, 100*time.Millisecond, "sync follows the push")
 
-	_, err = e2e.Control(ctx, addr, "close", 7, "")
+	_, err = stack.Control(ctx, addr, "close", 7, "")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return env() == nil }, 2*time.Minute, 100*time.Millisecond, "the environment is torn down")
 }
@@ -188,17 +188,17 @@ func TestPullRequestsFromAnotherProcess(t *testing.T) {
 // escalation checks) and stores none.
 func TestInstallManifestsPassServerDryRun(t *testing.T) {
 	registerInputs(t)
-	root, err := cluster.RepoRoot()
+	root, err := controlplane.RepoRoot()
 	require.NoError(t, err)
 	for _, dir := range []string{"config/default", "config/samples/install", "config/samples/github-app"} {
 		t.Run(dir, func(t *testing.T) {
 			ctx := context.Background()
-			built, err := stack.Kubectl(ctx, "kustomize", filepath.Join(root, dir))
+			built, err := st.Kubectl(ctx, "kustomize", filepath.Join(root, dir))
 			require.NoError(t, err)
 			objs := manifests(t, built)
 			require.GreaterOrEqual(t, len(objs), 15)
 
-			out, err := stack.Kubectl(ctx, "apply", "-k", filepath.Join(root, dir), "--dry-run=server")
+			out, err := st.Kubectl(ctx, "apply", "-k", filepath.Join(root, dir), "--dry-run=server")
 			require.NoError(t, err, out)
 			for _, o := range objs {
 				assert.Regexp(t, `(?m)^`+regexp.QuoteMeta(strings.ToLower(o.GetKind()))+`(\.[a-z0-9.]+)?/`+regexp.QuoteMeta(o.GetName())+` (created|configured|unchanged) \(server dry run\)$`, out,
@@ -209,7 +209,7 @@ func TestInstallManifestsPassServerDryRun(t *testing.T) {
 			// exist.
 			for _, o := range objs {
 				if o.GetKind() == "ConfigMap" {
-					err := stack.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}, &corev1.ConfigMap{})
+					err := st.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}, &corev1.ConfigMap{})
 					assert.True(t, apierrors.IsNotFound(err), "a dry run stored ConfigMap %s", o.GetName())
 				}
 			}
@@ -221,7 +221,7 @@ func manifests(t *testing.T, text string) []*unstructured.Unstructured {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "manifests.yaml")
 	require.NoError(t, os.WriteFile(f, []byte(text), 0o644))
-	objs, err := cluster.ReadManifests(f)
+	objs, err := controlplane.ReadManifests(f)
 	require.NoError(t, err)
 	return objs
 }
@@ -229,7 +229,7 @@ func manifests(t *testing.T, text string) []*unstructured.Unstructured {
 // TestDemoConfigRepositoryLoads keeps examples/app/config-repo valid for sync.
 func TestDemoConfigRepositoryLoads(t *testing.T) {
 	registerInputs(t)
-	root, err := cluster.RepoRoot()
+	root, err := controlplane.RepoRoot()
 	require.NoError(t, err)
 	dir := filepath.Join(root, "examples", "app", "config-repo")
 	files := map[string][]byte{}
@@ -245,9 +245,9 @@ func TestDemoConfigRepositoryLoads(t *testing.T) {
 	require.Empty(t, cfg.Errors)
 	require.Len(t, cfg.Applications, 1)
 	app := cfg.Applications[0]
-	assert.Equal(t, e2e.DemoRepository, app.Repository)
-	assert.Equal(t, []string{e2e.DemoLabel}, app.Trigger.Labels)
-	assert.Contains(t, app.URL, e2e.DefaultIngressAddress, "the local run rewrites the ingress address in the URL")
+	assert.Equal(t, stack.DemoRepository, app.Repository)
+	assert.Equal(t, []string{stack.DemoLabel}, app.Trigger.Labels)
+	assert.Contains(t, app.URL, stack.DefaultIngressAddress, "the local run rewrites the ingress address in the URL")
 	require.Len(t, cfg.SharedWorkloads, 1)
 	assert.Equal(t, "store", cfg.SharedWorkloads[0].Name)
 }
@@ -257,12 +257,12 @@ func TestDemoConfigRepositoryLoads(t *testing.T) {
 func TestManagementNamespaceIsRestricted(t *testing.T) {
 	registerInputs(t)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e2e.ManagementNamespace, Name: "privileged"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: stack.ManagementNamespace, Name: "privileged"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name: "c", Image: e2e.ExampleAppImage, SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+			Name: "c", Image: stack.ExampleAppImage, SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
 		}}},
 	}
-	err := stack.Client.Create(context.Background(), pod, client.DryRunAll)
+	err := st.Client.Create(context.Background(), pod, client.DryRunAll)
 	require.Error(t, err)
 	assert.True(t, apierrors.IsForbidden(err), "refused by admission: %v", err)
 	assert.Contains(t, err.Error(), `violates PodSecurity "restricted`)

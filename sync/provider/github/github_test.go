@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/petri-dev/petri/local/githubapi"
 	"github.com/petri-dev/petri/sync/provider"
 	ghprovider "github.com/petri-dev/petri/sync/provider/github"
-	"github.com/petri-dev/petri/tests/githubapi"
 )
 
 const repo = "acme/shop"

@@ -1,4 +1,4 @@
-package localnode_test
+package node_test
 
 import (
 	"context"
@@ -24,14 +24,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/petri-dev/petri/tests/cluster"
-	"github.com/petri-dev/petri/tests/localnode"
+	"github.com/petri-dev/petri/local/controlplane"
+	"github.com/petri-dev/petri/local/node"
 )
 
 const helperImage = "petri.dev/testhelper"
 
 var (
-	env     *cluster.Cluster
+	env     *controlplane.Cluster
 	helper  string
 	scratch string
 )
@@ -48,13 +48,13 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(scratch)
-	bins, err := cluster.Build(filepath.Join(scratch, "bin"), "./tests/cmd/petri-testhelper")
+	bins, err := controlplane.Build(filepath.Join(scratch, "bin"), "./tests/cmd/petri-testhelper")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	helper = bins["petri-testhelper"]
-	env, err = cluster.Start(cluster.Options{Images: map[string]string{helperImage: helper}})
+	env, err = controlplane.Start(controlplane.Options{Images: map[string]string{helperImage: helper}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -269,8 +269,8 @@ func TestRestartedNodeNeverRunsAPodTwice(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	const image = "petri.dev/testhelper-restart"
-	newNode := func() (*localnode.Node, context.CancelFunc, chan error) {
-		n, err := localnode.New(env.Config, localnode.Options{Name: "restart-node", Images: map[string]string{image: helper}, Dir: filepath.Join(scratch, ns)})
+	newNode := func() (*node.Node, context.CancelFunc, chan error) {
+		n, err := node.New(env.Config, node.Options{Name: "restart-node", Images: map[string]string{image: helper}, Dir: filepath.Join(scratch, ns)})
 		require.NoError(t, err)
 		nctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -398,7 +398,7 @@ func TestServicesIngressAndReadiness(t *testing.T) {
 		}
 		var out []corev1.Pod
 		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning && len(localnode.PodPorts(&p)) == 1 {
+			if p.Status.Phase == corev1.PodRunning && len(node.PodPorts(&p)) == 1 {
 				out = append(out, p)
 			}
 		}
@@ -406,7 +406,7 @@ func TestServicesIngressAndReadiness(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return len(running()) == 2 }, 30*time.Second, 50*time.Millisecond)
 	pods := running()
-	assert.NotEqual(t, localnode.PodPorts(&pods[0])[8080], localnode.PodPorts(&pods[1])[8080], "each pod listens on its own local port")
+	assert.NotEqual(t, node.PodPorts(&pods[0])[8080], node.PodPorts(&pods[1])[8080], "each pod listens on its own local port")
 	for _, p := range pods {
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady {
@@ -488,7 +488,7 @@ func TestImageFilesAreMapped(t *testing.T) {
 	ns := namespace(t)
 	const image = "petri.dev/testhelper-files"
 	charts := t.TempDir()
-	node, err := localnode.New(env.Config, localnode.Options{
+	node, err := node.New(env.Config, node.Options{
 		Name: "files-node", Images: map[string]string{image: helper}, Dir: filepath.Join(scratch, ns),
 		ImageFiles: map[string]map[string]string{image: {"/charts": charts}},
 	})

@@ -1,7 +1,12 @@
-// Package localnode runs the pods of a control plane that has no kubelet: it
+// Package node stands in for a kubelet on a local control plane: it runs the
+// pods of a control plane that has no kubelet: it
 // claims pods whose container images it knows, runs each container as a local
 // process and reports the pod's status back through the API server. The Job
 // controller, RBAC and everything else stay the real thing.
+//
+// It is not a container runtime: processes share the machine's file system,
+// network and user, there are no cgroups, resource limits, images or image
+// pulls, and liveness and startup probes are not run.
 //
 // The rules that make a local process look like a container:
 //
@@ -40,7 +45,7 @@
 //     same way, for people and tests outside the "cluster".
 //   - Tokens: the kubeconfig names the token file, which is renewed while the
 //     pod runs; clients re-read it, as they do in a cluster.
-package localnode
+package node
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package localnode
+package node
 
 import (
 	"context"

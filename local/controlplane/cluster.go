@@ -1,8 +1,14 @@
-// Package cluster starts a real local control plane for tests and the local
-// run: etcd and kube-apiserver (through controller-runtime's envtest, RBAC on),
-// kube-controller-manager with the controllers Petri relies on, Petri's CRDs,
-// and a local node that runs pods as local processes.
-package cluster
+// Package controlplane runs a real Kubernetes control plane on this machine,
+// for the local run (make demo, make run) and for every test that needs the
+// API server: etcd, kube-apiserver (through controller-runtime's envtest, RBAC
+// and ServiceAccount admission on) and kube-controller-manager with the
+// controllers Petri relies on, Petri's CRDs, and optionally a local node
+// (package local/node) that runs pods as local processes.
+//
+// It stands in for a cluster's control plane and nothing else: there is no
+// kubelet, scheduler, cloud provider, CNI or DNS; every binary is the real one,
+// built by make controlplane into bin/.
+package controlplane
 
 import (
 	"context"
@@ -28,7 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
-	"github.com/petri-dev/petri/tests/localnode"
+	"github.com/petri-dev/petri/local/node"
 )
 
 // DefaultControllers are the kube-controller-manager controllers Petri relies
@@ -53,7 +59,7 @@ type Options struct {
 	// node runs when it is empty.
 	Images map[string]string
 	// ImageFiles maps, per image name, a directory the image carries to a
-	// local directory with the same files (see localnode.Options).
+	// local directory with the same files (see node.Options).
 	ImageFiles map[string]map[string]string
 	// Controllers overrides DefaultControllers.
 	Controllers []string
@@ -73,7 +79,7 @@ type Cluster struct {
 	// Kubeconfig is the path of an administrator kubeconfig file.
 	Kubeconfig string
 	// Node runs pods; nil when Options.Images is empty.
-	Node *localnode.Node
+	Node *node.Node
 	// Dir is the working directory of this control plane.
 	Dir string
 
@@ -189,7 +195,7 @@ func Start(opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	if len(opts.Images) > 0 {
-		c.Node, err = localnode.New(c.Config, localnode.Options{Images: opts.Images, ImageFiles: opts.ImageFiles, Dir: filepath.Join(c.Dir, "node")})
+		c.Node, err = node.New(c.Config, node.Options{Images: opts.Images, ImageFiles: opts.ImageFiles, Dir: filepath.Join(c.Dir, "node")})
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package e2e
+package stack
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/petri-dev/petri/tests/githubapi"
+	"github.com/petri-dev/petri/local/githubapi"
 )
 
 // DemoRepository is the GitHub repository whose pull requests

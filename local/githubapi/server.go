@@ -4,6 +4,10 @@
 // tokens), answers conditional requests with ETags and 304s the way GitHub
 // does (a 304 costs no rate limit), records every request, fails on demand,
 // and builds signed webhook deliveries from GitHub's real example payloads.
+//
+// It keeps state in memory only and implements only what Petri calls: no
+// repositories' contents, no users or permissions beyond the token or App
+// check, no GraphQL.
 package githubapi
 
 import (

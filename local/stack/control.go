@@ -1,4 +1,4 @@
-package e2e
+package stack
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/petri-dev/petri/tests/githubapi"
+	"github.com/petri-dev/petri/local/githubapi"
 )
 
 // ControlHandler lets another process play GitHub against a running stack

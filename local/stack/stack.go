@@ -1,4 +1,4 @@
-// Package e2e runs Petri end to end on this machine, the way a cluster runs
+// Package stack runs Petri end to end on this machine, the way a cluster runs
 // it: a real control plane (etcd, kube-apiserver, kube-controller-manager),
 // the local node running every pod as a local process, Petri installed from
 // config/ with kubectl apply -k (so the operator and sync run as the
@@ -7,9 +7,11 @@
 // stand-in for the GitHub API that sync talks to and that sends signed
 // webhooks. The Scenario plays a pull request's life against it.
 //
-// cmd/petri-local (make demo, make run) and the end-to-end test in this
-// package both use it, so the demo and the test are the same code.
-package e2e
+// cmd/petri-local (make demo, make run) and the end-to-end test (tests/e2e)
+// both use it, so the demo and the test are the same code. It stands in for
+// a cluster and GitHub on one machine; it is not a way to run Petri for a
+// team (install it into a cluster for that: docs/install.md).
+package stack
 
 import (
 	"bytes"
@@ -38,9 +40,9 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/petri-dev/petri/tests/cluster"
-	"github.com/petri-dev/petri/tests/githubapi"
-	"github.com/petri-dev/petri/tests/localnode"
+	"github.com/petri-dev/petri/local/controlplane"
+	"github.com/petri-dev/petri/local/githubapi"
+	"github.com/petri-dev/petri/local/node"
 )
 
 // Names of the binaries a Stack runs; Options.Binaries maps them to files.
@@ -91,11 +93,11 @@ type Stack struct {
 	root string
 
 	// Cluster is the control plane; Cluster.Client is a cluster administrator.
-	Cluster *cluster.Cluster
+	Cluster *controlplane.Cluster
 	// Client is Cluster.Client.
 	Client client.WithWatch
 	// Node runs the pods.
-	Node *localnode.Node
+	Node *node.Node
 	// GitHub is the GitHub API stand-in.
 	GitHub *githubapi.Server
 	// ConfigRepo is the git config repository sync reads.
@@ -149,7 +151,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.IngressAddress == "" {
 		opts.IngressAddress = DefaultIngressAddress
 	}
-	root, err := cluster.RepoRoot()
+	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +186,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := os.MkdirAll(filepath.Join(opts.Dir, "cluster"), 0o755); err != nil {
 		return nil, step.Fail(err)
 	}
-	s.Cluster, err = cluster.Start(cluster.Options{Dir: filepath.Join(opts.Dir, "cluster")})
+	s.Cluster, err = controlplane.Start(controlplane.Options{Dir: filepath.Join(opts.Dir, "cluster")})
 	if err != nil {
 		return nil, step.Fail(err)
 	}
@@ -220,7 +222,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	r.Event("GitHub API stand-in: %s", s.GitHub.URL)
 
 	step = r.Begin("Local node")
-	s.Node, err = localnode.New(s.Cluster.Config, localnode.Options{
+	s.Node, err = node.New(s.Cluster.Config, node.Options{
 		Images:     images,
 		Dir:        filepath.Join(opts.Dir, "node"),
 		ImageFiles: map[string]map[string]string{imageName(deployerImage): {DeployerCharts: filepath.Join(root, "examples", "charts")}},
