@@ -48,7 +48,7 @@ func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env 
 	err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns)
 	switch {
 	case apierrors.IsNotFound(err):
-		ns = ownedNamespace(env)
+		ns = newOwnedNamespace(env)
 		if err := r.Create(ctx, ns); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("create namespace %s: it appeared meanwhile, verifying on the next pass: %w", name, err)
@@ -106,8 +106,17 @@ func (r *EphemeralEnvironmentReconciler) chooseNamespace(ctx context.Context, en
 	return "", fmt.Errorf("every namespace name derived from %q is taken", env.Name)
 }
 
-// ownedNamespace is the namespace Petri creates for an environment: labels
-// and an annotation name the environment and its UID.
+// newOwnedNamespace is the namespace Petri creates for an environment: the
+// ownership marks of ownedNamespace, plus the annotation naming the deployer
+// identity that the admission fences allow to be bound to admin there.
+func newOwnedNamespace(env *petriv1.EphemeralEnvironment) *corev1.Namespace {
+	ns := ownedNamespace(env)
+	ns.Annotations[petriv1.AnnotationDeployerServiceAccount] = naming.DeployerServiceAccount(env.Name)
+	return ns
+}
+
+// ownedNamespace carries the marks that prove a namespace is the
+// environment's: labels and an annotation name the environment and its UID.
 func ownedNamespace(env *petriv1.EphemeralEnvironment) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: env.Status.TargetNamespace,

@@ -93,6 +93,10 @@ const (
 	AnnotationEnvironmentUID = "petri.dev/environment-uid"
 	// AnnotationEnvironment names the owning environment as namespace/name.
 	AnnotationEnvironment = "petri.dev/environment"
+	// AnnotationDeployerServiceAccount names, on a workload namespace, the
+	// one deployer ServiceAccount (in the management namespace) that may be
+	// bound to admin there; the admission fences check RoleBindings against it.
+	AnnotationDeployerServiceAccount = "petri.dev/deployer-serviceaccount"
 	// LabelManagedBy marks objects that Petri's operator created.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// ManagedByOperator is the LabelManagedBy value of the operator.
