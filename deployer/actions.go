@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 )
 
@@ -24,7 +26,7 @@ func (d *Deployer) install(ctx context.Context, req DeployRequest) (*release.Rel
 	// its history kept; with no history it has no effect.
 	in.Replace = true
 	rel, err := in.RunWithContext(ctx, req.Chart, req.Values)
-	return rel, helmError("install", req.Release, req.Timeout, err)
+	return rel, deployError("install", req, err)
 }
 
 func (d *Deployer) upgrade(ctx context.Context, req DeployRequest) (*release.Release, error) {
@@ -37,7 +39,7 @@ func (d *Deployer) upgrade(ctx context.Context, req DeployRequest) (*release.Rel
 	// otherwise reuse the previous revision's values when none are given.
 	up.ResetValues = true
 	rel, err := up.RunWithContext(ctx, req.Release, req.Chart, req.Values)
-	return rel, helmError("upgrade", req.Release, req.Timeout, err)
+	return rel, deployError("upgrade", req, err)
 }
 
 func (d *Deployer) uninstall(name string, timeout time.Duration) error {
@@ -68,6 +70,84 @@ const helmSchemaError = "values don't meet the specifications of the schema"
 // schemaValue matches the validator's messages that quote the offending
 // value itself (pattern and format failures); values come from a Secret.
 var schemaValue = regexp.MustCompile(`'(?:[^'\\]|\\.)*' (does not match pattern|is not valid)`)
+
+// Helm reports why a chart did not render only in words; these are the
+// beginnings of its messages, pinned by TestDeployClassifiesRenderRefusals.
+const (
+	// action.renderResources, before any template runs.
+	helmKubeVersionError = "chart requires kubeVersion: "
+	// engine.cleanupExecError for `required` and `fail`.
+	helmExecErrorAt = "execution error at ("
+)
+
+var helmRenderErrors = []string{
+	helmExecErrorAt,
+	"execution error in (",        // engine.cleanupExecError, unparsable location
+	"parse error at (",            // engine.cleanupParseError
+	"parse error in (",            // engine.cleanupParseError, unparsable location
+	"template: ",                  // text/template: any other execution error
+	"rendering template failed: ", // engine.render: a panic while rendering
+	"YAML parse error on ",        // releaseutil.SortManifests: output is not YAML
+}
+
+// deployError classifies the errors of install and upgrade: the refusals of
+// rendering (the chart's kubeVersion, its templates) are told apart from the
+// rest, since no retry of the same Job can change their outcome.
+func deployError(op string, req DeployRequest, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if strings.HasPrefix(msg, helmKubeVersionError) {
+		return fmt.Errorf("%w: %s %s: %w", ErrKubeVersionIncompatible, op, req.Release, err)
+	}
+	for _, prefix := range helmRenderErrors {
+		if !strings.HasPrefix(msg, prefix) {
+			continue
+		}
+		if requiredMessage(req.Chart, msg) {
+			return fmt.Errorf("%w: %s %s: %w", ErrRequiredValueMissing, op, req.Release, err)
+		}
+		return fmt.Errorf("%w: %s %s: %w", ErrRenderFailed, op, req.Release, err)
+	}
+	return helmError(op, req.Release, req.Timeout, err)
+}
+
+var (
+	// execErrorMessage takes the chart's own message out of Helm's
+	// "execution error at (chart/templates/x.yaml:3:11): <message>".
+	execErrorMessage = regexp.MustCompile(`^execution error at \(.*?\): ((?s).*)$`)
+	// requiredCall finds `required "message"` (or a raw string) in templates,
+	// as a call or as the last command of a pipeline.
+	requiredCall = regexp.MustCompile("\\brequired\\s+(\"(?:[^\"\\\\]|\\\\.)*\"|`[^`]*`)")
+)
+
+// requiredMessage reports whether msg is what a `required` of the chart (or
+// of its subcharts) says when its value is missing. Helm words `required` and
+// `fail` alike, and the location it names is that of the outermost call (an
+// `include` when the check is in a helper), so the message is matched
+// against the literal messages of the chart's `required` calls instead. A
+// message built at render time (printf) is not found and stays RenderFailed.
+func requiredMessage(ch *chart.Chart, msg string) bool {
+	m := execErrorMessage.FindStringSubmatch(msg)
+	if m == nil || ch == nil {
+		return false
+	}
+	want := m[1]
+	for _, t := range ch.Templates {
+		for _, lit := range requiredCall.FindAllStringSubmatch(string(t.Data), -1) {
+			if s, err := strconv.Unquote(lit[1]); err == nil && s == want {
+				return true
+			}
+		}
+	}
+	for _, dep := range ch.Dependencies() {
+		if requiredMessage(dep, msg) {
+			return true
+		}
+	}
+	return false
+}
 
 func helmError(op, name string, timeout time.Duration, err error) error {
 	if err == nil {

@@ -1,16 +1,19 @@
 package deployer_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -275,4 +278,151 @@ func TestDeployWithoutRightsIsRefused(t *testing.T) {
 
 	err = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-greeter"}, &corev1.ConfigMap{})
 	assert.True(t, apierrors.IsNotFound(err), "nothing was created")
+}
+
+// inlineChart is a chart held in memory: name, kubeVersion (may be empty)
+// and its templates by file name under templates/.
+func inlineChart(name, kubeVersion string, templates map[string]string) *chart.Chart {
+	ch := &chart.Chart{Metadata: &chart.Metadata{APIVersion: chart.APIVersionV2, Name: name, Version: "0.1.0", KubeVersion: kubeVersion}}
+	for file, data := range templates {
+		ch.Templates = append(ch.Templates, &chart.File{Name: "templates/" + file, Data: []byte(data)})
+	}
+	return ch
+}
+
+func TestDeployHonoursKubeVersionAndCapabilities(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	ns := namespace(t)
+	d := newDeployer(t, ns)
+	server, err := env.Clientset.Discovery().ServerVersion()
+	require.NoError(t, err)
+
+	// The chart accepts the cluster and picks policy/v1 from its version.
+	rel, err := d.Deploy(ctx, deployer.DeployRequest{Release: "web", Chart: localChart(t, "capabilities")})
+	require.NoError(t, err, "a chart declaring kubeVersion >=1.23.0-0 installs on %s", server.GitVersion)
+	assert.Equal(t, release.StatusDeployed, rel.Info.Status)
+	assert.Equal(t, server.GitVersion, configMapData(ctx, ns, "web-capabilities")["kubeVersion"], "Helm saw the cluster's version")
+	var pdb policyv1.PodDisruptionBudget
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-capabilities"}, &pdb))
+	assert.Contains(t, rel.Manifest, "apiVersion: policy/v1\n")
+	assert.NotContains(t, rel.Manifest, "policy/v1beta1")
+
+	// A chart for clusters before 1.20 is refused before anything is applied.
+	_, err = d.Deploy(ctx, deployer.DeployRequest{Release: "old", Chart: localChart(t, "legacy")})
+	require.Error(t, err)
+	assert.Equal(t, deployer.ReasonKubeVersionIncompatible, deployer.Classify(err), err.Error())
+	assert.Equal(t, "KubeVersionIncompatible: install old: chart requires kubeVersion: <1.20.0 which is incompatible with Kubernetes "+server.GitVersion,
+		deployer.TerminationMessage(err))
+	_, err = actionConfig(t, ns).Releases.Last("old")
+	assert.ErrorIs(t, err, driver.ErrReleaseNotFound, "nothing was recorded")
+
+	// An upgrade to such a chart is refused the same way.
+	_, err = d.Deploy(ctx, deployer.DeployRequest{Release: "web", Chart: localChart(t, "legacy")})
+	assert.Equal(t, deployer.ReasonKubeVersionIncompatible, deployer.Classify(err), "%v", err)
+	assert.Contains(t, deployer.TerminationMessage(err), "KubeVersionIncompatible: upgrade web: chart requires kubeVersion: <1.20.0")
+}
+
+// Helm words render failures only as text; these pin the wording each
+// reason is recognised by, for install and upgrade.
+func TestDeployClassifiesRenderRefusals(t *testing.T) {
+	t.Parallel()
+	configMap := func(data string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-x\ndata:\n" + data
+	}
+	withSubchart := inlineChart("parent", "", map[string]string{"cm.yaml": configMap("  a: b\n")})
+	withSubchart.AddDependency(inlineChart("child", "", map[string]string{
+		"cm.yaml": configMap("  host: {{ .Values.host | required `child: host is required` | quote }}\n"),
+	}))
+	tests := []struct {
+		name   string
+		chart  *chart.Chart
+		values map[string]any
+		reason deployer.Reason
+		// the termination message, after "<reason>: <op> <release>: "
+		detail string
+	}{
+		{
+			name:   "required value missing",
+			chart:  inlineChart("req", "", map[string]string{"cm.yaml": configMap("  image: {{ required \"image.repository is required\" .Values.image.repository }}\n")}),
+			values: map[string]any{"image": map[string]any{}},
+			reason: deployer.ReasonRequiredValueMissing,
+			detail: "execution error at (req/templates/cm.yaml:6:12): image.repository is required",
+		},
+		{
+			name:   "required empty string",
+			chart:  inlineChart("req", "", map[string]string{"cm.yaml": configMap("  image: {{ .Values.tag | required \"tag is required\" }}\n")}),
+			values: map[string]any{"tag": ""},
+			reason: deployer.ReasonRequiredValueMissing,
+			detail: "execution error at (req/templates/cm.yaml:6:26): tag is required",
+		},
+		{
+			name:   "required in a helper",
+			chart:  localChart(t, "capabilities"),
+			values: map[string]any{"minAvailable": nil},
+			reason: deployer.ReasonRequiredValueMissing,
+			// Helm names the include, not the helper that calls required.
+			detail: "execution error at (capabilities/templates/poddisruptionbudget.yaml:12:19): minAvailable is required",
+		},
+		{
+			name:   "required in a subchart",
+			chart:  withSubchart,
+			reason: deployer.ReasonRequiredValueMissing,
+			detail: "execution error at (parent/charts/child/templates/cm.yaml:6:26): child: host is required",
+		},
+		{
+			name:   "fail",
+			chart:  inlineChart("f", "", map[string]string{"cm.yaml": configMap("{{ if not .Values.host }}{{ fail \"host is required\" }}{{ end }}")}),
+			reason: deployer.ReasonRenderFailed,
+			detail: "execution error at (f/templates/cm.yaml:6:28): host is required",
+		},
+		{
+			name:   "template does not parse",
+			chart:  inlineChart("p", "", map[string]string{"cm.yaml": configMap("  a: {{ .Values.a \n")}),
+			reason: deployer.ReasonRenderFailed,
+			detail: "parse error at (p/templates/cm.yaml:7): unclosed action started at p/templates/cm.yaml:6",
+		},
+		{
+			name:   "template does not execute",
+			chart:  inlineChart("e", "", map[string]string{"cm.yaml": configMap("  a: {{ .Values.a.b.c }}\n")}),
+			values: map[string]any{"a": map[string]any{}},
+			reason: deployer.ReasonRenderFailed,
+			detail: `template: e/templates/cm.yaml:6:15: executing "e/templates/cm.yaml" at <.Values.a.b.c>: nil pointer evaluating interface {}.c`,
+		},
+		{
+			name:   "output is not YAML",
+			chart:  inlineChart("y", "", map[string]string{"cm.yaml": configMap("  a: [unclosed\n")}),
+			reason: deployer.ReasonRenderFailed,
+			detail: "YAML parse error on y/templates/cm.yaml: error converting YAML to JSON: yaml: line 6: did not find expected ',' or ']'",
+		},
+		{
+			name:   "kubeVersion",
+			chart:  inlineChart("k", ">= 99.0.0", map[string]string{"cm.yaml": configMap("  a: b\n")}),
+			reason: deployer.ReasonKubeVersionIncompatible,
+			detail: "chart requires kubeVersion: >= 99.0.0 which is incompatible with Kubernetes v",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testContext(t)
+			ns := namespace(t)
+			d := newDeployer(t, ns)
+			_, err := d.Deploy(ctx, deployer.DeployRequest{Release: "r", Chart: tt.chart, Values: tt.values})
+			require.Error(t, err)
+			assert.Equal(t, tt.reason, deployer.Classify(err), err.Error())
+			assert.True(t, tt.reason.Final(), "no retry renders it differently")
+			msg := deployer.TerminationMessage(err)
+			assert.True(t, strings.HasPrefix(msg, string(tt.reason)+": install r: "+tt.detail), "termination message %q", msg)
+			_, err = actionConfig(t, ns).Releases.Last("r")
+			assert.ErrorIs(t, err, driver.ErrReleaseNotFound, "nothing was recorded")
+
+			// Upgrading a deployed release to the same chart fails alike.
+			_, err = d.Deploy(ctx, deployer.DeployRequest{Release: "r", Chart: inlineChart("ok", "", map[string]string{"cm.yaml": configMap("  a: b\n")})})
+			require.NoError(t, err)
+			_, err = d.Deploy(ctx, deployer.DeployRequest{Release: "r", Chart: tt.chart, Values: tt.values})
+			assert.Equal(t, tt.reason, deployer.Classify(err), "%v", err)
+			assert.True(t, strings.HasPrefix(deployer.TerminationMessage(err), string(tt.reason)+": upgrade r: "), "%v", err)
+		})
+	}
 }

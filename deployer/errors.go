@@ -19,7 +19,8 @@ type Reason string
 
 // The reasons a deploy or undeploy fails with. Each one points at who has to
 // act: the config repository (chart, version, values), the cluster admin
-// (RBAC), the chart's workload (timeout) or the chart publisher (digest).
+// (RBAC, the cluster's version), the chart's workload (timeout) or the chart
+// publisher (digest, templates). Final reports which of them no retry fixes.
 const (
 	// ReasonChartNotFound: the repository, registry or path has no such chart.
 	ReasonChartNotFound Reason = "ChartNotFound"
@@ -37,6 +38,15 @@ const (
 	ReasonDigestMismatch Reason = "DigestMismatch"
 	// ReasonInvalidArguments: the Job was built wrong; an operator bug.
 	ReasonInvalidArguments Reason = "InvalidArguments"
+	// ReasonKubeVersionIncompatible: the chart's kubeVersion constraint
+	// excludes the cluster's Kubernetes version.
+	ReasonKubeVersionIncompatible Reason = "KubeVersionIncompatible"
+	// ReasonRequiredValueMissing: a template's `required` found its value
+	// missing or empty.
+	ReasonRequiredValueMissing Reason = "RequiredValueMissing"
+	// ReasonRenderFailed: the chart's templates do not render with these
+	// values (a template error, `fail`, or output that is not YAML).
+	ReasonRenderFailed Reason = "RenderFailed"
 	// ReasonFailed: anything else.
 	ReasonFailed Reason = "Failed"
 )
@@ -54,6 +64,13 @@ var (
 	ErrDigestMismatch = errors.New("chart digest mismatch")
 	// ErrInvalidArguments marks a malformed command line.
 	ErrInvalidArguments = errors.New("invalid arguments")
+	// ErrKubeVersionIncompatible marks a chart whose kubeVersion constraint
+	// the cluster does not meet.
+	ErrKubeVersionIncompatible = errors.New("kubernetes version incompatible")
+	// ErrRequiredValueMissing marks a render stopped by `required`.
+	ErrRequiredValueMissing = errors.New("required value missing")
+	// ErrRenderFailed marks any other failure to render the templates.
+	ErrRenderFailed = errors.New("render failed")
 )
 
 // MaxMessageBytes bounds the termination message. Kubernetes keeps at most
@@ -70,6 +87,25 @@ var sentinelReasons = []struct {
 	{ErrChartNotFound, ReasonChartNotFound},
 	{ErrVersionNotFound, ReasonVersionNotFound},
 	{ErrValuesInvalid, ReasonValuesInvalid},
+	{ErrKubeVersionIncompatible, ReasonKubeVersionIncompatible},
+	{ErrRequiredValueMissing, ReasonRequiredValueMissing},
+	{ErrRenderFailed, ReasonRenderFailed},
+}
+
+// Final reports whether a failure with this reason is certain to repeat
+// when the same Job runs again: its cause is the chart, the values, the
+// cluster's version or the Job's own arguments, which a retry does not change.
+// A final failure ends its Job at once instead of costing backoffLimit more
+// pods; a new generation of the environment (other values, another chart
+// version) is what fixes it. Everything else (API refusals, timeouts,
+// unreachable repositories, charts not yet published) may pass on a retry.
+func (r Reason) Final() bool {
+	switch r {
+	case ReasonInvalidArguments, ReasonValuesInvalid, ReasonKubeVersionIncompatible,
+		ReasonRequiredValueMissing, ReasonRenderFailed:
+		return true
+	}
+	return false
 }
 
 // Helm flattens some errors into strings (a failed update of several objects

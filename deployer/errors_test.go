@@ -40,12 +40,40 @@ func TestClassify(t *testing.T) {
 		{"deadline flattened", errors.New("release r failed: context deadline exceeded"), deployer.ReasonTimeout},
 		{"server timeout", apierrors.NewServerTimeout(schema.GroupResource{Resource: "configmaps"}, "create", 1), deployer.ReasonTimeout},
 		{"sentinel wins over cause", fmt.Errorf("%w: %w", deployer.ErrChartNotFound, context.DeadlineExceeded), deployer.ReasonChartNotFound},
+		{"kube version incompatible", fmt.Errorf("%w: install r: chart requires kubeVersion: <1.20.0 which is incompatible with Kubernetes v1.37.2", deployer.ErrKubeVersionIncompatible), deployer.ReasonKubeVersionIncompatible},
+		{"required value missing", fmt.Errorf("%w: install r: execution error at (c/templates/x.yaml:3:11): host is required", deployer.ErrRequiredValueMissing), deployer.ReasonRequiredValueMissing},
+		{"render failed", fmt.Errorf("%w: upgrade r: parse error at (c/templates/x.yaml:3): unclosed action", deployer.ErrRenderFailed), deployer.ReasonRenderFailed},
+		// Render failures are recognised where Helm reports them (Deploy,
+		// which has the chart); the text alone is not enough.
 		{"anything else", errors.New("template: greeter/templates/x.yaml:3: unexpected EOF"), deployer.ReasonFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, deployer.Classify(tt.err))
 		})
+	}
+}
+
+// Final failures end their Job at once; the others are worth another pod.
+func TestReasonFinal(t *testing.T) {
+	t.Parallel()
+	final := map[deployer.Reason]bool{
+		deployer.ReasonInvalidArguments:        true,
+		deployer.ReasonValuesInvalid:           true,
+		deployer.ReasonKubeVersionIncompatible: true,
+		deployer.ReasonRequiredValueMissing:    true,
+		deployer.ReasonRenderFailed:            true,
+		// A chart or version may be published a moment later, a refusal may
+		// be an RBAC binding not yet in effect, a timeout a slow cluster.
+		deployer.ReasonChartNotFound:     false,
+		deployer.ReasonVersionNotFound:   false,
+		deployer.ReasonKubernetesRefused: false,
+		deployer.ReasonTimeout:           false,
+		deployer.ReasonDigestMismatch:    false,
+		deployer.ReasonFailed:            false,
+	}
+	for reason, want := range final {
+		assert.Equal(t, want, reason.Final(), reason)
 	}
 }
 
@@ -66,6 +94,11 @@ func TestTerminationMessage(t *testing.T) {
 			name: "multi-line helm error becomes one line",
 			err:  fmt.Errorf("%w: install r: %w", deployer.ErrValuesInvalid, errors.New("values don't meet the specifications of the schema(s) in the following chart(s):\nstrict:\n- at '/replicas': minimum: got 0, want 1\n")),
 			want: "ValuesInvalid: install r: values don't meet the specifications of the schema(s) in the following chart(s): strict: - at '/replicas': minimum: got 0, want 1",
+		},
+		{
+			name: "render refusal",
+			err:  fmt.Errorf("%w: install r: %w", deployer.ErrRequiredValueMissing, errors.New("execution error at (c/templates/x.yaml:3:11): host is required")),
+			want: "RequiredValueMissing: install r: execution error at (c/templates/x.yaml:3:11): host is required",
 		},
 		{
 			name:    "credentials in URLs are redacted",

@@ -15,7 +15,12 @@
 // Secret of the management namespace), once: an existing Secret is left as
 // it is, so credentials written for a binding never change.
 //
-// Exit codes: 0 success, 1 failure, 2 invalid arguments.
+// Exit codes: 0 success; 1 a failure that a retry may fix (the API server
+// refused or timed out, a repository was unreachable); 2 invalid arguments;
+// 3 a failure no retry can fix (the chart's kubeVersion excludes the cluster,
+// the templates do not render, a required value is missing, the values break
+// the chart's schema). The operator's Jobs fail at once on 2 and 3 instead of
+// starting another pod (controllers/internal/jobs.DeployerFinalExitCodes).
 package main
 
 import (
@@ -37,6 +42,13 @@ import (
 )
 
 const defaultTerminationLog = "/dev/termination-log"
+
+// Exit codes; see the package comment.
+const (
+	exitRetryable        = 1
+	exitInvalidArguments = 2
+	exitFinal            = 3
+)
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -189,20 +201,28 @@ func validate(command string, fs *flag.FlagSet, opts options) error {
 
 // fail reports err the three ways a Job's failure is seen: the termination
 // log (read by the operator), stderr and the structured log. It returns the
-// exit code: 2 for invalid arguments, like a shell usage error, else 1.
+// exit code: 2 for invalid arguments, like a shell usage error, 3 for any
+// other failure no retry can fix, else 1.
 func fail(log logr.Logger, stderr io.Writer, terminationLog string, err error) int {
 	msg := deployer.TerminationMessage(err)
 	reason := deployer.Classify(err)
 	// The condensed message, not err: it is the redacted form.
-	log.Error(nil, "Failed", "reason", reason, "message", msg)
+	log.Error(nil, "Failed", "reason", reason, "final", reason.Final(), "message", msg)
 	fmt.Fprintln(stderr, msg)
 	if terminationLog != "" {
 		if werr := os.WriteFile(terminationLog, []byte(msg), 0o644); werr != nil {
 			fmt.Fprintf(stderr, "petri-deployer: cannot write termination log %s: %v\n", terminationLog, werr)
 		}
 	}
-	if reason == deployer.ReasonInvalidArguments {
-		return 2
+	return exitCode(reason)
+}
+
+func exitCode(reason deployer.Reason) int {
+	switch {
+	case reason == deployer.ReasonInvalidArguments:
+		return exitInvalidArguments
+	case reason.Final():
+		return exitFinal
 	}
-	return 1
+	return exitRetryable
 }

@@ -289,12 +289,22 @@ func TestBinaryReportsFailures(t *testing.T) {
 		{
 			name: "schema violation",
 			args: []string{"deploy", "--release", "api", "--namespace", ns, "--chart-repository", charts, "--chart-name", "strict", "--chart-version", "0.1.0", "--values", valuesFile(t, "replicas: 0\n")},
-			code: 1, message: "ValuesInvalid: install api: values don't meet the specifications of the schema(s) in the following chart(s): strict: - at '/replicas': minimum: got 0, want 1",
+			code: 3, message: "ValuesInvalid: install api: values don't meet the specifications of the schema(s) in the following chart(s): strict: - at '/replicas': minimum: got 0, want 1",
 		},
 		{
 			name: "values file is not YAML",
 			args: append([]string{"deploy", "--chart-version", "0.1.0", "--values", valuesFile(t, "message: [unclosed\n")}, greeter...),
-			code: 1, message: "ValuesInvalid: values file ",
+			code: 3, message: "ValuesInvalid: values file ",
+		},
+		{
+			name: "kubeVersion excludes the cluster",
+			args: []string{"deploy", "--release", "old", "--namespace", ns, "--chart-repository", charts, "--chart-name", "legacy", "--chart-version", "0.1.0", "--values", good},
+			code: 3, message: "KubeVersionIncompatible: install old: chart requires kubeVersion: <1.20.0 which is incompatible with Kubernetes v",
+		},
+		{
+			name: "required value missing",
+			args: []string{"deploy", "--release", "pdb", "--namespace", ns, "--chart-repository", charts, "--chart-name", "capabilities", "--chart-version", "0.1.0", "--values", valuesFile(t, "minAvailable: null\n")},
+			code: 3, message: "RequiredValueMissing: install pdb: execution error at (capabilities/templates/poddisruptionbudget.yaml:12:19): minAvailable is required",
 		},
 		{
 			name:       "no rights in the namespace",

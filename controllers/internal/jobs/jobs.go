@@ -4,6 +4,7 @@
 package jobs
 
 import (
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -25,7 +26,16 @@ const (
 	ValuesKey = "values.yaml"
 	// DeployerEntrypoint is the deployer binary in its image.
 	DeployerEntrypoint = "/petri-deployer"
+	// ContainerName is the name of the Job's one container.
+	ContainerName = "main"
 )
+
+// DeployerFinalExitCodes are the deployer's exit codes for failures that no
+// retry can fix (cmd/petri-deployer: 2 invalid arguments, 3 the chart's
+// kubeVersion, templates, required values or schema refused). A Job whose
+// pod exits with one of them fails at once, without the backoffLimit more
+// pods that would only repeat the refusal.
+var DeployerFinalExitCodes = []int32{2, 3}
 
 // Labels on every Job (and its pods).
 const (
@@ -67,6 +77,10 @@ type Spec struct {
 
 // Build returns the Job. A replacement pod starts only once the previous one
 // has fully terminated, so two Helm operations on one release never overlap.
+// A Job that runs the deployer fails without another pod when the deployer
+// exits with one of DeployerFinalExitCodes; other containers (provisioning
+// steps) keep their exit codes' meaning to themselves and are retried up to
+// BackoffLimit.
 func Build(s Spec) *batchv1.Job {
 	volumes := []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	mounts := []corev1.VolumeMount{{Name: "tmp", MountPath: TmpDir}}
@@ -99,7 +113,7 @@ func Build(s Spec) *batchv1.Job {
 					},
 					Volumes: volumes,
 					Containers: []corev1.Container{{
-						Name:                     "main",
+						Name:                     ContainerName,
 						Image:                    s.Image,
 						Command:                  s.Command,
 						Args:                     s.Args,
@@ -117,6 +131,17 @@ func Build(s Spec) *batchv1.Job {
 				},
 			},
 		},
+	}
+	if len(s.Command) > 0 && s.Command[0] == DeployerEntrypoint {
+		// Requires RestartPolicy Never, set above.
+		job.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+			Action: batchv1.PodFailurePolicyActionFailJob,
+			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+				ContainerName: ptr.To(ContainerName),
+				Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
+				Values:        slices.Clone(DeployerFinalExitCodes),
+			},
+		}}}
 	}
 	if s.ActiveDeadline > 0 {
 		job.Spec.ActiveDeadlineSeconds = ptr.To(int64(s.ActiveDeadline.Seconds()))

@@ -40,11 +40,36 @@ func TestBuild(t *testing.T) {
 	require.Len(t, j.OwnerReferences, 1)
 }
 
+// The deployer's final exit codes fail the Job at once; any other failure is
+// retried under backoffLimit. controllers/kubeversion_test.go runs such Jobs.
+func TestBuildFailsDeployerJobsOnFinalExitCodes(t *testing.T) {
+	j := Build(Spec{Name: "x", Image: "deployer:1", Command: []string{DeployerEntrypoint}, Args: []string{"deploy"}, BackoffLimit: 2})
+	require.NotNil(t, j.Spec.PodFailurePolicy)
+	assert.Equal(t, []batchv1.PodFailurePolicyRule{{
+		Action: batchv1.PodFailurePolicyActionFailJob,
+		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+			ContainerName: &j.Spec.Template.Spec.Containers[0].Name,
+			Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
+			Values:        []int32{2, 3},
+		},
+	}}, j.Spec.PodFailurePolicy.Rules)
+	assert.Equal(t, corev1.RestartPolicyNever, j.Spec.Template.Spec.RestartPolicy, "a pod failure policy requires it")
+	assert.Equal(t, int32(2), *j.Spec.BackoffLimit, "other failures are still retried")
+
+	j.Spec.PodFailurePolicy.Rules[0].OnExitCodes.Values[0] = 99
+	assert.Equal(t, []int32{2, 3}, DeployerFinalExitCodes, "Jobs do not share the list")
+
+	// A provisioning step's exit codes mean nothing to Petri.
+	provision := Build(Spec{Name: "y", Image: "postgres:17", Command: []string{"psql"}, BackoffLimit: 2})
+	assert.Nil(t, provision.Spec.PodFailurePolicy)
+}
+
 func TestBuildWithoutOptionalVolumes(t *testing.T) {
 	j := Build(Spec{Name: "x", Image: "i"})
 	assert.Len(t, j.Spec.Template.Spec.Volumes, 1)
 	assert.Nil(t, j.Spec.ActiveDeadlineSeconds)
 	assert.Nil(t, j.Spec.TTLSecondsAfterFinished)
+	assert.Nil(t, j.Spec.PodFailurePolicy)
 }
 
 func TestFinished(t *testing.T) {
