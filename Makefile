@@ -10,10 +10,23 @@ CONTROLLER_TOOLS_VERSION := v0.23.0
 
 BIN := $(CURDIR)/bin
 CACHE_ROOT ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/petri
-CONTROLPLANE_STAMP := kubernetes-$(KUBERNETES_VERSION)-etcd-$(ETCD_VERSION)
+# The stamp names the build recipe too ("versioned": the binaries report their
+# real version), so binaries built by an older recipe are rebuilt once.
+CONTROLPLANE_STAMP := kubernetes-$(KUBERNETES_VERSION)-versioned-etcd-$(ETCD_VERSION)
 CONTROLPLANE_CACHE := $(CACHE_ROOT)/controlplane/$(CONTROLPLANE_STAMP)
 CONTROLPLANE_BINARIES := etcd kube-apiserver kube-controller-manager kubectl
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+
+# Built from the module proxy, Kubernetes would report v0.0.0-master: stamp the
+# version the way its own release build does, so /version, kubectl version and
+# Helm's .Capabilities.KubeVersion are right (charts with kubeVersion install).
+KUBE_VERSION_PARTS := $(subst ., ,$(patsubst v%,%,$(KUBERNETES_VERSION)))
+KUBE_VERSION_LDFLAGS = $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+  -X $(pkg).gitVersion=$(KUBERNETES_VERSION) \
+  -X $(pkg).gitMajor=$(word 1,$(KUBE_VERSION_PARTS)) \
+  -X $(pkg).gitMinor=$(word 2,$(KUBE_VERSION_PARTS)) \
+  -X $(pkg).gitTreeState=archive \
+  -X $(pkg).buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ))
 
 GO_TEST_FLAGS ?= -timeout 20m
 
@@ -43,7 +56,7 @@ $(BIN)/.controlplane-$(CONTROLPLANE_STAMP): hack/controlplane/go.mod hack/contro
 	      etcd) pkg=go.etcd.io/etcd/server/v3 ;; \
 	      *) pkg=k8s.io/kubernetes/cmd/$$b ;; \
 	    esac; \
-	    (cd hack/controlplane && go build -o "$(CONTROLPLANE_CACHE)/$$b.tmp" $$pkg); \
+	    (cd hack/controlplane && go build -ldflags "$(KUBE_VERSION_LDFLAGS)" -o "$(CONTROLPLANE_CACHE)/$$b.tmp" $$pkg); \
 	    mv "$(CONTROLPLANE_CACHE)/$$b.tmp" "$(CONTROLPLANE_CACHE)/$$b"; \
 	  fi; \
 	  cp -f "$(CONTROLPLANE_CACHE)/$$b" "$(BIN)/$$b"; \
@@ -96,6 +109,10 @@ vet:
 .PHONY: test
 test: verify-generated fmt-check vet controlplane ## Everything CI checks: generated code, gofmt, vet, the control plane, go test.
 	go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: security-docs
+security-docs: controlplane ## Rewrite docs/security.md's table from the API server's answers (tests/security).
+	PETRI_UPDATE_DOCS=1 go test -count=1 ./tests/security/
 
 ##@ Run
 

@@ -47,7 +47,8 @@ type EphemeralEnvironmentReconciler struct {
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=ephemeralenvironments/status;ephemeralenvironments/finalizers,verbs=get;update;patch
 // +kubebuilder:rbac:groups=batch,namespace=petri-system,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",namespace=petri-system,resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",namespace=petri-system,resources=serviceaccounts;secrets;configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",namespace=petri-system,resources=serviceaccounts;secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",namespace=petri-system,resources=configmaps,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io;"",namespace=petri-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=petri-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;delete

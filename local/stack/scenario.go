@@ -557,7 +557,7 @@ func (s *Stack) sharedWorkload(ctx context.Context) *petriv1.SharedWorkload {
 
 // syncLog names sync's log files.
 func (s *Stack) syncLog() string {
-	return s.LogDir() + "/" + ManagementNamespace + "_petri-sync-*_sync.log"
+	return s.LogDir() + "/" + SyncNamespace + "_petri-sync-*_sync.log"
 }
 
 // storeGet asks the shared store, through its Service, as a pod would.

@@ -56,9 +56,11 @@ const (
 
 // Fixed names of the installation and the demo.
 const (
-	// ManagementNamespace and SharedNamespace are config/default's.
+	// ManagementNamespace, SharedNamespace and SyncNamespace are
+	// config/default's.
 	ManagementNamespace = "petri-system"
 	SharedNamespace     = "petri-shared"
+	SyncNamespace       = "petri-sync"
 	// ExampleAppImage is the example chart's image; the local node plays it
 	// with the example application.
 	ExampleAppImage = "petri.dev/example-app"
@@ -245,8 +247,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	step.Done(fmt.Sprintf("%d objects", strings.Count(strings.TrimSpace(out), "\n")+1))
 	r.Detail(out)
 
-	step = r.Begin("Operator and sync ready (Deployments in " + ManagementNamespace + ")")
-	if err := s.waitDeployments(ctx, 3*time.Minute, "petri-operator", "petri-sync"); err != nil {
+	step = r.Begin("Operator and sync ready (Deployments in " + ManagementNamespace + " and " + SyncNamespace + ")")
+	if err := s.waitDeployments(ctx, 3*time.Minute, ManagementNamespace+"/petri-operator", SyncNamespace+"/petri-sync"); err != nil {
 		return nil, step.Fail(err)
 	}
 	step.Done("")
@@ -315,14 +317,21 @@ func decodeManifests(data []byte) ([]*unstructured.Unstructured, error) {
 }
 
 // images maps the images of the installation to binaries: the operator's
-// and sync's images and the operator's --deployer-image, read from the built
-// manifests so the local node plays exactly what the installation names, and
-// the example application's. It also returns the deployer image.
+// and sync's images and the deployer image of the ConfigMap petri-operator,
+// read from the built manifests so the local node plays exactly what the
+// installation names, and the example application's. It also returns the deployer image.
 func (s *Stack) images(objs []*unstructured.Unstructured) (map[string]string, string, error) {
 	m := map[string]string{ExampleAppImage: s.opts.Binaries[BinExampleApp]}
 	var deployer string
 	found := map[string]bool{}
 	for _, u := range objs {
+		if u.GetKind() == "ConfigMap" && u.GetName() == "petri-operator" {
+			if v, ok, _ := unstructured.NestedString(u.Object, "data", "deployer-image"); ok && v != "" {
+				m[imageName(v)] = s.opts.Binaries[BinDeployer]
+				deployer = v
+			}
+			continue
+		}
 		if u.GetKind() != "Deployment" {
 			continue
 		}
@@ -337,12 +346,6 @@ func (s *Stack) images(objs []*unstructured.Unstructured) (map[string]string, st
 		switch d.Name {
 		case "petri-operator":
 			m[imageName(c.Image)] = s.opts.Binaries[BinOperator]
-			for _, a := range c.Args {
-				if v, ok := strings.CutPrefix(a, "--deployer-image="); ok {
-					m[imageName(v)] = s.opts.Binaries[BinDeployer]
-					deployer = v
-				}
-			}
 			found[d.Name] = true
 		case "petri-sync":
 			m[imageName(c.Image)] = s.opts.Binaries[BinSync]
@@ -350,7 +353,7 @@ func (s *Stack) images(objs []*unstructured.Unstructured) (map[string]string, st
 		}
 	}
 	if !found["petri-operator"] || !found["petri-sync"] || deployer == "" {
-		return nil, "", errors.New("the manifests lack the petri-operator or petri-sync Deployment, or the operator's --deployer-image=")
+		return nil, "", errors.New("the manifests lack the petri-operator or petri-sync Deployment, or deployer-image in the ConfigMap petri-operator")
 	}
 	return m, deployer, nil
 }
@@ -435,6 +438,12 @@ configMapGenerator:
     literals:
       - config-repo=file://%s
       - github-api-url=%s
+  # The example shared workload provisions with the example application.
+  - name: petri-operator
+    namespace: %s
+    behavior: merge
+    literals:
+      - step-images=%s:
 secretGenerator:
   - name: petri-sync
     namespace: %s
@@ -443,7 +452,7 @@ secretGenerator:
     files:
       - webhook-secret
       - github-token
-`, base, ManagementNamespace, s.ConfigRepo, s.GitHub.URL, ManagementNamespace),
+`, base, SyncNamespace, s.ConfigRepo, s.GitHub.URL, ManagementNamespace, ExampleAppImage, SyncNamespace),
 		"webhook-ingress.yaml": fmt.Sprintf(`# GitHub's webhooks and the read API reach petri-sync through the ingress.
 apiVersion: networking.k8s.io/v1
 kind: Ingress
@@ -468,7 +477,7 @@ spec:
                 name: petri-sync
                 port:
                   name: http
-`, ManagementNamespace),
+`, SyncNamespace),
 		"webhook-secret": string(s.WebhookSecret),
 		"github-token":   s.token,
 	}
@@ -484,13 +493,14 @@ spec:
 	return nil
 }
 
-// waitDeployments waits until the Deployments in the management namespace
-// have all their replicas updated and available.
-func (s *Stack) waitDeployments(ctx context.Context, timeout time.Duration, names ...string) error {
+// waitDeployments waits until the Deployments (namespace/name) have all
+// their replicas updated and available.
+func (s *Stack) waitDeployments(ctx context.Context, timeout time.Duration, keys ...string) error {
 	return poll(ctx, timeout, func() (bool, error) {
-		for _, n := range names {
+		for _, k := range keys {
+			ns, n, _ := strings.Cut(k, "/")
 			var d appsv1.Deployment
-			if err := s.Client.Get(ctx, client.ObjectKey{Namespace: ManagementNamespace, Name: n}, &d); err != nil {
+			if err := s.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &d); err != nil {
 				return false, nil
 			}
 			want := int32(1)
@@ -502,7 +512,9 @@ func (s *Stack) waitDeployments(ctx context.Context, timeout time.Duration, name
 			}
 		}
 		return true, nil
-	}, func() string { return s.podSummary(ctx, ManagementNamespace) })
+	}, func() string {
+		return s.podSummary(ctx, ManagementNamespace) + s.podSummary(ctx, SyncNamespace)
+	})
 }
 
 // podSummary describes the pods of a namespace for error messages.
@@ -549,7 +561,7 @@ func (s *Stack) WriteLogIndex(w io.Writer) {
 		switch {
 		case ns == ManagementNamespace && strings.HasPrefix(rest, "petri-operator-"):
 			g = "operator"
-		case ns == ManagementNamespace && strings.HasPrefix(rest, "petri-sync-"):
+		case ns == SyncNamespace && strings.HasPrefix(rest, "petri-sync-"):
 			g = "sync"
 		case ns == ManagementNamespace:
 			g = "Jobs (deploy, bind, provision, undeploy, deprovision)"

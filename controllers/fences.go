@@ -1,0 +1,85 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// FencePolicies are the ValidatingAdmissionPolicies that config/fences
+// installs, each bound by a ValidatingAdmissionPolicyBinding of the same
+// name. With them the API server itself refuses what the operator must never
+// do (delete a namespace that is not Petri's, bind admin outside Petri's
+// namespaces, run a Job as another identity or image), whatever its code does.
+var FencePolicies = []string{"petri-operator-namespaces", "petri-operator-rolebindings", "petri-operator-jobs"}
+
+// FenceParams is the ConfigMap in the management namespace that the fences
+// read their settings from: the deployer image, the step images, the shared
+// namespace.
+const FenceParams = "petri-operator"
+
+// ErrFencesMissing means the API server would not refuse what the fences
+// refuse; the operator does not start unless told to run without them.
+var ErrFencesMissing = errors.New("admission fences missing")
+
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get
+
+// VerifyFences checks that the fences are installed, enforcing, and agree with
+// the operator's settings: every policy and its binding exist, the bindings
+// deny, and the ConfigMap they read names the operator's deployer image and
+// shared namespace (a different image would make every Job refused).
+// On a cluster without ValidatingAdmissionPolicy (Kubernetes before 1.30) it
+// says so.
+func VerifyFences(ctx context.Context, c client.Reader, o Options) error {
+	for _, name := range FencePolicies {
+		var p admissionregistrationv1.ValidatingAdmissionPolicy
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &p); err != nil {
+			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) && isMissingAPI(err) {
+				return fmt.Errorf("%w: this cluster does not serve admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (Kubernetes 1.30 or later); upgrade it, or start the operator with --require-fences=false to run without fences (docs/security.md)", ErrFencesMissing)
+			}
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("%w: ValidatingAdmissionPolicy %s not found; install config/fences (part of config/default), or start the operator with --require-fences=false (docs/security.md)", ErrFencesMissing, name)
+			}
+			return fmt.Errorf("get ValidatingAdmissionPolicy %s: %w", name, err)
+		}
+		var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &b); err != nil {
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("%w: ValidatingAdmissionPolicyBinding %s not found; install config/fences (part of config/default)", ErrFencesMissing, name)
+			}
+			return fmt.Errorf("get ValidatingAdmissionPolicyBinding %s: %w", name, err)
+		}
+		if b.Spec.PolicyName != name || !slices.Contains(b.Spec.ValidationActions, admissionregistrationv1.Deny) {
+			return fmt.Errorf("%w: ValidatingAdmissionPolicyBinding %s must bind policy %s with validationActions [Deny]", ErrFencesMissing, name, name)
+		}
+	}
+	var cm corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKey{Namespace: o.ManagementNamespace, Name: FenceParams}, &cm); err != nil {
+		return fmt.Errorf("%w: the fences' settings, ConfigMap %s/%s: %w", ErrFencesMissing, o.ManagementNamespace, FenceParams, err)
+	}
+	if got := cm.Data["deployer-image"]; got != o.DeployerImage {
+		return fmt.Errorf("ConfigMap %s/%s names deployer-image %q but the operator runs %q: the fences would refuse every Job; set one value in both", o.ManagementNamespace, FenceParams, got, o.DeployerImage)
+	}
+	if got := cm.Data["shared-namespace"]; got != o.SharedNamespace {
+		return fmt.Errorf("ConfigMap %s/%s names shared-namespace %q but the operator uses %q: the fences would refuse the shared deployer's RoleBinding; set one value in both", o.ManagementNamespace, FenceParams, got, o.SharedNamespace)
+	}
+	return nil
+}
+
+// isMissingAPI tells a 404 for the resource type (the group/version is not
+// served) from a 404 for one object.
+func isMissingAPI(err error) bool {
+	var s apierrors.APIStatus
+	if !errors.As(err, &s) {
+		return false
+	}
+	d := s.Status().Details
+	return d == nil || d.Name == ""
+}

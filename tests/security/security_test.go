@@ -1,0 +1,527 @@
+// Package security proves Petri's least-privilege rules with the real API
+// server: config/default (RBAC and the admission fences of config/fences) is
+// installed on the local control plane, and every identity Petri runs as asks
+// for what it must be able to do and for what it must never do. The answer is
+// the API server's own (authorization, then admission), never can-i.
+//
+// The table of outcomes is docs/security.md's; PETRI_UPDATE_DOCS=1 (make
+// security-docs) rewrites it there, and the test fails when the two differ.
+package security_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers"
+	"github.com/petri-dev/petri/local/controlplane"
+)
+
+const (
+	mgmtNS   = "petri-system"
+	sharedNS = "petri-shared"
+	syncNS   = "petri-sync"
+
+	// workloadNS is a namespace as the operator makes it for an environment;
+	// otherWorkloadNS is another environment's.
+	workloadNS      = "web-pr-1-ab12"
+	otherWorkloadNS = "web-pr-2-cd34"
+	deployerSA      = "petri-deployer-web-pr-1"
+	otherDeployerSA = "petri-deployer-web-pr-2"
+	// foreignNS stands for any namespace Petri did not make.
+	foreignNS = "production"
+)
+
+var (
+	cluster *controlplane.Cluster
+	// deployerImage and stepImages are config/default's settings (ConfigMap
+	// petri-operator), read from the built manifests.
+	deployerImage string
+	// fencesBefore is VerifyFences' answer before the installation.
+	fencesBefore error
+	root         string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	if root, err = controlplane.RepoRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cluster, err = controlplane.Start(controlplane.Options{Controllers: []string{"namespace-controller", "serviceaccount-controller"}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer cluster.Stop()
+	if err := install(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// install applies config/default as kubectl apply -k would, and the objects
+// an environment has once the operator bound it: its namespaces and deployer
+// ServiceAccounts.
+func install() error {
+	ctx := context.Background()
+	assets, err := controlplane.AssetsDir()
+	if err != nil {
+		return err
+	}
+	o := controllers.DefaultOptions()
+	fencesBefore = controllers.VerifyFences(ctx, cluster.Client, o)
+	out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", filepath.Join(root, "config", "default")).Output()
+	if err != nil {
+		return fmt.Errorf("kubectl kustomize config/default: %w", err)
+	}
+	manifests := filepath.Join(cluster.Dir, "default.yaml")
+	if err := os.WriteFile(manifests, out, 0o644); err != nil {
+		return err
+	}
+	objs, err := controlplane.ReadManifests(manifests)
+	if err != nil {
+		return err
+	}
+	for _, u := range objs {
+		if u.GetKind() == "ConfigMap" && u.GetName() == controllers.FenceParams {
+			deployerImage, _, _ = unstructuredString(u.Object, "data", "deployer-image")
+		}
+	}
+	if deployerImage == "" {
+		return errors.New("config/default has no deployer-image in ConfigMap petri-operator")
+	}
+	if err := cluster.Apply(ctx, manifests); err != nil {
+		return err
+	}
+	for _, e := range []struct{ ns, sa, uid string }{{workloadNS, deployerSA, "uid-1"}, {otherWorkloadNS, otherDeployerSA, "uid-2"}} {
+		if err := cluster.Client.Create(ctx, petriNamespace(e.ns, e.sa, e.uid)); err != nil {
+			return err
+		}
+		if err := cluster.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: e.sa}}); err != nil {
+			return err
+		}
+		if err := cluster.Client.Create(ctx, adminBinding(e.ns, e.sa)); err != nil {
+			return err
+		}
+	}
+	if err := cluster.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: "petri-shared-deployer"}}); err != nil {
+		return err
+	}
+	if err := cluster.Client.Create(ctx, adminBinding(sharedNS, "petri-shared-deployer")); err != nil {
+		return err
+	}
+	if err := cluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: foreignNS}}); err != nil {
+		return err
+	}
+	return cluster.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: syncNS, Name: "petri-sync"},
+		StringData: map[string]string{"webhook-secret": "not-a-real-secret"},
+	})
+}
+
+func unstructuredString(obj map[string]any, fields ...string) (string, bool, error) {
+	var cur any = obj
+	for _, f := range fields {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return "", false, nil
+		}
+		cur = m[f]
+	}
+	s, ok := cur.(string)
+	return s, ok, nil
+}
+
+// petriNamespace is a workload namespace with the marks the operator gives it.
+func petriNamespace(name, sa, uid string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: name,
+		Labels: map[string]string{
+			petriv1.LabelManagedBy:      petriv1.ManagedByOperator,
+			petriv1.LabelEnvironment:    name,
+			petriv1.LabelEnvironmentUID: uid,
+		},
+		Annotations: map[string]string{
+			petriv1.AnnotationEnvironment:            mgmtNS + "/" + name,
+			petriv1.AnnotationEnvironmentUID:         uid,
+			petriv1.AnnotationDeployerServiceAccount: sa,
+		},
+	}}
+}
+
+func adminBinding(ns, sa string) *rbacv1.RoleBinding {
+	return binding(ns, "petri-deployer", "admin", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: mgmtNS, Name: sa})
+}
+
+func binding(ns, name, clusterRole string, subject rbacv1.Subject) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
+		Subjects:   []rbacv1.Subject{subject},
+	}
+}
+
+func job(name, sa string, labels map[string]string, images ...string) *batchv1.Job {
+	var containers []corev1.Container
+	for i, img := range images {
+		containers = append(containers, corev1.Container{Name: fmt.Sprintf("c%d", i), Image: img})
+	}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: name, Labels: labels},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			ServiceAccountName: sa, RestartPolicy: corev1.RestartPolicyNever, Containers: containers,
+		}}},
+	}
+}
+
+// identity is one of Petri's: a ServiceAccount the API server authenticates.
+type identity struct{ title, namespace, name string }
+
+var (
+	operator       = identity{"operator", mgmtNS, "petri-operator"}
+	syncer         = identity{"sync", syncNS, "petri-sync"}
+	deployer       = identity{"an environment's deployer", mgmtNS, deployerSA}
+	sharedDeployer = identity{"shared deployer", mgmtNS, "petri-shared-deployer"}
+)
+
+// as impersonates the identity with the groups a ServiceAccount token carries.
+func as(t *testing.T, id identity) client.Client {
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: serviceaccount.MakeUsername(id.namespace, id.name),
+		Groups:   append(serviceaccount.MakeGroupNames(id.namespace), "system:authenticated"),
+	}
+	c, err := client.New(cfg, client.Options{Scheme: controlplane.Scheme()})
+	require.NoError(t, err)
+	return c
+}
+
+// check is one request an identity makes and the answer it must get.
+type check struct {
+	who  identity
+	what string
+	// allowed is the answer Petri needs: true, the identity must be able to
+	// do it; false, the API server must refuse it.
+	allowed bool
+	do      func(ctx context.Context, c client.Client) error
+	// fence, when set, is the admission policy that must be the one
+	// refusing (the API server would admit it on RBAC alone).
+	fence string
+}
+
+var dryRun = client.DryRunAll
+
+func checks() []check {
+	dryDelete := &client.DeleteOptions{DryRun: []string{metav1.DryRunAll}}
+	get := func(obj client.Object, ns, name string) func(context.Context, client.Client) error {
+		return func(ctx context.Context, c client.Client) error {
+			return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
+		}
+	}
+	create := func(obj client.Object) func(context.Context, client.Client) error {
+		return func(ctx context.Context, c client.Client) error { return c.Create(ctx, obj, dryRun) }
+	}
+	del := func(obj client.Object) func(context.Context, client.Client) error {
+		return func(ctx context.Context, c client.Client) error { return c.Delete(ctx, obj, dryDelete) }
+	}
+	ns := func(name string) *corev1.Namespace { return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+	deployment := func(namespace string) *appsv1.Deployment {
+		return &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web"},
+			Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "example.com/web:1"}}},
+				},
+			},
+		}
+	}
+	ee := &petriv1.EphemeralEnvironment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: "web-pr-3"},
+		Spec: petriv1.EphemeralEnvironmentSpec{Components: []petriv1.Component{{
+			Name: "web", Chart: petriv1.ChartReference{Repository: "/charts", Name: "web", Version: "1.0.0"},
+		}}},
+	}
+	stepLabels := map[string]string{"petri.dev/action": "provision"}
+	sub := func(ns, name string) rbacv1.Subject {
+		return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}
+	}
+	fresh := petriNamespace("web-pr-9-ef56", "petri-deployer-web-pr-9", "uid-9")
+	const (
+		fNS   = "petri-operator-namespaces"
+		fRB   = "petri-operator-rolebindings"
+		fJobs = "petri-operator-jobs"
+	)
+	return []check{
+		// The operator: what it needs.
+		{who: operator, what: "create a workload namespace with Petri's marks", allowed: true, do: create(fresh)},
+		{who: operator, what: "delete a workload namespace with Petri's marks", allowed: true, do: del(ns(workloadNS))},
+		{who: operator, what: "create the deployer's admin RoleBinding in its workload namespace", allowed: true, do: create(adminBinding(otherWorkloadNS, otherDeployerSA).DeepCopy())},
+		{who: operator, what: "create the shared deployer's admin RoleBinding in " + sharedNS, allowed: true, do: create(adminBinding(sharedNS, "petri-shared-deployer"))},
+		{who: operator, what: "create a deploy Job as a deployer, deployer image", allowed: true, do: create(job("deploy", deployerSA, nil, deployerImage))},
+		{who: operator, what: "create a shared-workload Job as the shared deployer, deployer image", allowed: true, do: create(job("shared", "petri-shared-deployer", nil, deployerImage))},
+		{who: operator, what: "read and write Secrets and ServiceAccounts in " + mgmtNS, allowed: true, do: create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: "values"}})},
+		{who: operator, what: "list EphemeralEnvironments in " + mgmtNS, allowed: true, do: func(ctx context.Context, c client.Client) error {
+			var list petriv1.EphemeralEnvironmentList
+			return c.List(ctx, &list, client.InNamespace(mgmtNS))
+		}},
+		// The operator: what the fences refuse although RBAC would allow it.
+		{who: operator, what: "create a namespace without Petri's marks", fence: fNS, do: create(ns("web-pr-4-0000"))},
+		{who: operator, what: "delete a namespace Petri did not make (" + foreignNS + ")", fence: fNS, do: del(ns(foreignNS))},
+		{who: operator, what: "delete kube-system", do: del(ns("kube-system"))},
+		{who: operator, what: "delete kube-node-lease", fence: fNS, do: del(ns("kube-node-lease"))},
+		{who: operator, what: "delete the shared namespace " + sharedNS, fence: fNS, do: del(ns(sharedNS))},
+		{who: operator, what: "delete " + syncNS + " (sync and its credentials)", fence: fNS, do: del(ns(syncNS))},
+		{who: operator, what: "create a RoleBinding to admin in kube-system", fence: fRB, do: create(binding("kube-system", "petri-deployer", "admin", sub(mgmtNS, "petri-operator")))},
+		{who: operator, what: "create a RoleBinding to admin in a namespace Petri did not make", fence: fRB, do: create(binding(foreignNS, "petri-deployer", "admin", sub(mgmtNS, deployerSA)))},
+		{who: operator, what: "bind admin in a workload namespace to itself", fence: fRB, do: create(binding(otherWorkloadNS, "petri-deployer", "admin", sub(mgmtNS, "petri-operator")))},
+		{who: operator, what: "bind admin in a workload namespace to another environment's deployer", fence: fRB, do: create(binding(otherWorkloadNS, "petri-deployer", "admin", sub(mgmtNS, deployerSA)))},
+		{who: operator, what: "bind admin in a workload namespace to sync", fence: fRB, do: create(binding(otherWorkloadNS, "petri-deployer", "admin", sub(syncNS, "petri-sync")))},
+		{who: operator, what: "create a RoleBinding of another name in a workload namespace", fence: fRB, do: create(binding(otherWorkloadNS, "extra", "admin", sub(mgmtNS, otherDeployerSA)))},
+		{who: operator, what: "delete a RoleBinding in kube-system", fence: fRB, do: del(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "system::leader-locking-kube-controller-manager"}})},
+		{who: operator, what: "create a Job running as petri-operator", fence: fJobs, do: create(job("as-operator", "petri-operator", nil, deployerImage))},
+		{who: operator, what: "create a Job running as sync", fence: fJobs, do: create(job("as-sync", "petri-sync", nil, deployerImage))},
+		{who: operator, what: "create a Job running as the default ServiceAccount", fence: fJobs, do: create(job("as-default", "", nil, deployerImage))},
+		{who: operator, what: "create a deployer Job with another image", fence: fJobs, do: create(job("other-image", deployerSA, nil, "example.com/miner:1"))},
+		{who: operator, what: "create a deployer Job with a second, other container", fence: fJobs, do: create(job("sidecar", deployerSA, nil, deployerImage, "example.com/miner:1"))},
+		{who: operator, what: "create a provision Job with an image not in step-images", fence: fJobs, do: create(job("provision", deployerSA, stepLabels, "example.com/db-tools:1"))},
+		// The operator: what RBAC refuses.
+		{who: operator, what: "read sync's Secret in " + syncNS, do: get(&corev1.Secret{}, syncNS, "petri-sync")},
+		{who: operator, what: "create a Job in " + syncNS, do: create(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: syncNS, Name: "x"}})},
+		{who: operator, what: "create a Pod in " + mgmtNS, do: create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: "x"}, Spec: corev1.PodSpec{ServiceAccountName: deployerSA, Containers: []corev1.Container{{Name: "c", Image: deployerImage}}}})},
+		{who: operator, what: "create a Deployment in a workload namespace", do: create(deployment(otherWorkloadNS))},
+		{who: operator, what: "read Secrets in a workload namespace", do: get(&corev1.Secret{}, otherWorkloadNS, "any")},
+		{who: operator, what: "change the fences' settings (ConfigMap petri-operator)", do: func(ctx context.Context, c client.Client) error {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: controllers.FenceParams}, Data: map[string]string{"deployer-image": "example.com/miner:1"}}
+			return c.Update(ctx, cm, client.DryRunAll)
+		}},
+		{who: operator, what: "delete a fence (ValidatingAdmissionPolicy)", do: del(&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: fNS}})},
+		{who: operator, what: "change its own rights (delete ClusterRole petri-operator)", do: del(&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "petri-operator"}})},
+		{who: operator, what: "bind cluster-admin in a workload namespace", do: create(binding(otherWorkloadNS, "petri-deployer", "cluster-admin", sub(mgmtNS, otherDeployerSA)))},
+		// sync.
+		{who: syncer, what: "create an EphemeralEnvironment in " + mgmtNS, allowed: true, do: create(ee.DeepCopy())},
+		{who: syncer, what: "list SharedWorkloads in " + mgmtNS, allowed: true, do: func(ctx context.Context, c client.Client) error {
+			return c.List(ctx, &petriv1.SharedWorkloadList{}, client.InNamespace(mgmtNS))
+		}},
+		{who: syncer, what: "read Secrets in " + mgmtNS, do: get(&corev1.Secret{}, mgmtNS, "values")},
+		{who: syncer, what: "create a Job in " + mgmtNS, do: create(job("from-sync", deployerSA, nil, deployerImage))},
+		{who: syncer, what: "delete a namespace", do: del(ns(otherWorkloadNS))},
+		{who: syncer, what: "write EphemeralEnvironment status", do: func(ctx context.Context, c client.Client) error {
+			e := ee.DeepCopy()
+			e.Name = "web-pr-1"
+			return c.Status().Update(ctx, e, client.DryRunAll)
+		}},
+		// An environment's deployer.
+		{who: deployer, what: "create a Deployment in its workload namespace", allowed: true, do: create(deployment(workloadNS))},
+		{who: deployer, what: "read and write Secrets (Helm releases) in its workload namespace", allowed: true, do: create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: workloadNS, Name: "sh.helm.release.v1.web.v1"}})},
+		{who: deployer, what: "create a Deployment in another environment's namespace", do: create(deployment(otherWorkloadNS))},
+		{who: deployer, what: "read Secrets in " + mgmtNS, do: get(&corev1.Secret{}, mgmtNS, "values")},
+		{who: deployer, what: "read sync's Secret in " + syncNS, do: get(&corev1.Secret{}, syncNS, "petri-sync")},
+		{who: deployer, what: "delete its own workload namespace", do: del(ns(workloadNS))},
+		{who: deployer, what: "create a Deployment in " + sharedNS, do: create(deployment(sharedNS))},
+		// The shared deployer.
+		{who: sharedDeployer, what: "read the shared workloads' Secrets in " + sharedNS, allowed: true, do: get(&corev1.Secret{}, sharedNS, "absent")},
+		{who: sharedDeployer, what: "create a Deployment in a workload namespace", do: create(deployment(workloadNS))},
+	}
+}
+
+// outcome runs one check and describes the API server's answer.
+type outcome struct {
+	allowed bool
+	// by is "" when allowed, "RBAC" when authorization refused, or the
+	// admission policy that refused.
+	by  string
+	err error
+}
+
+var policyRefusal = regexp.MustCompile(`ValidatingAdmissionPolicy '([a-z0-9-]+)'`)
+
+func runCheck(ctx context.Context, t *testing.T, ch check) outcome {
+	err := ch.do(ctx, as(t, ch.who))
+	if err == nil || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) {
+		// A 404 answers an authorized read; a 409 on create comes from
+		// storage, after authorization and admission admitted the request.
+		return outcome{allowed: true}
+	}
+	if m := policyRefusal.FindStringSubmatch(err.Error()); m != nil {
+		return outcome{by: m[1], err: err}
+	}
+	if apierrors.IsForbidden(err) {
+		switch msg := err.Error(); {
+		case strings.Contains(msg, "this namespace may not be deleted"):
+			return outcome{by: "NamespaceLifecycle", err: err}
+		case strings.Contains(msg, "attempting to grant RBAC permissions not currently held"):
+			return outcome{by: "RBAC escalation check", err: err}
+		case strings.Contains(msg, "cannot "):
+			return outcome{by: "RBAC", err: err}
+		}
+	}
+	return outcome{err: err}
+}
+
+// TestLeastPrivilege asks the API server every check and writes the table.
+func TestLeastPrivilege(t *testing.T) {
+	ctx := context.Background()
+	var rows []string
+	for _, ch := range checks() {
+		got := runCheck(ctx, t, ch)
+		if got.err != nil && got.by == "" {
+			t.Errorf("%s: %s: unexpected error: %v", ch.who.title, ch.what, got.err)
+			continue
+		}
+		if ch.allowed {
+			assert.True(t, got.allowed, "%s must be able to %s; the API server answered: %v", ch.who.title, ch.what, got.err)
+		} else {
+			assert.False(t, got.allowed, "%s must be refused: %s", ch.who.title, ch.what)
+			if ch.fence != "" {
+				assert.Equal(t, ch.fence, got.by, "%s: %s must be refused by the fence %s (RBAC alone would admit it): %v", ch.who.title, ch.what, ch.fence, got.err)
+			}
+		}
+		answer := "allowed"
+		if !got.allowed {
+			answer = "refused (" + refusedBy(got.by) + ")"
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s |", ch.who.title, ch.what, answer))
+	}
+	table := "| identity | request | the API server's answer |\n|---|---|---|\n" + strings.Join(rows, "\n") + "\n"
+	checkDoc(t, table)
+}
+
+func refusedBy(by string) string {
+	if strings.HasPrefix(by, "petri-") {
+		return "fence `" + by + "`"
+	}
+	return by
+}
+
+// TestOperatorRefusedByTheFences states the two refusals the operator's
+// identity must get whatever its code does, with the API server's message.
+func TestOperatorRefusedByTheFences(t *testing.T) {
+	ctx := context.Background()
+	c := as(t, operator)
+	err := c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: foreignNS}})
+	require.Error(t, err)
+	assert.True(t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "%v", err)
+	assert.Contains(t, err.Error(), "petri-operator may delete only namespaces it marked as an environment's")
+	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Name: foreignNS}, &corev1.Namespace{}), "the namespace is still there")
+
+	err = c.Create(ctx, binding("kube-system", "petri-deployer", "admin", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: mgmtNS, Name: "petri-operator"}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "petri-operator may manage RoleBindings only in namespaces it marked as an environment's")
+	err = cluster.Client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "petri-deployer"}, &rbacv1.RoleBinding{})
+	assert.True(t, apierrors.IsNotFound(err), "no RoleBinding was made in kube-system: %v", err)
+}
+
+// TestProvisionImagesFromStepImages: a provision Job may run an image the
+// installation allows in step-images, and a deploy Job still may not.
+func TestProvisionImagesFromStepImages(t *testing.T) {
+	ctx := context.Background()
+	var cm corev1.ConfigMap
+	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: mgmtNS, Name: controllers.FenceParams}, &cm))
+	orig := cm.Data["step-images"]
+	cm.Data["step-images"] = "example.com/db-tools:, example.com/other/"
+	require.NoError(t, cluster.Client.Update(ctx, &cm))
+	t.Cleanup(func() {
+		require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: mgmtNS, Name: controllers.FenceParams}, &cm))
+		cm.Data["step-images"] = orig
+		require.NoError(t, cluster.Client.Update(ctx, &cm))
+	})
+	c := as(t, operator)
+	provision := map[string]string{"petri.dev/action": "provision"}
+	deploy := map[string]string{"petri.dev/action": "deploy"}
+	require.Eventually(t, func() bool {
+		return c.Create(ctx, job("p1", deployerSA, provision, "example.com/db-tools:1.2"), dryRun) == nil
+	}, 30e9, 100e6, "the fence reads the new step-images")
+	assert.NoError(t, c.Create(ctx, job("p2", deployerSA, provision, "example.com/other/tool:3"), dryRun))
+	err := c.Create(ctx, job("p3", deployerSA, provision, "example.com/db-toolsX:1"), dryRun)
+	assert.ErrorContains(t, err, "petri-operator-jobs", "a prefix is matched exactly")
+	err = c.Create(ctx, job("d1", deployerSA, deploy, "example.com/db-tools:1.2"), dryRun)
+	assert.ErrorContains(t, err, "petri-operator-jobs", "deploy Jobs run the deployer image only")
+}
+
+// TestVerifyFences: the operator refuses to start without the fences or with
+// settings that disagree with them.
+func TestVerifyFences(t *testing.T) {
+	ctx := context.Background()
+	require.ErrorIs(t, fencesBefore, controllers.ErrFencesMissing, "before config/default was applied")
+	o := controllers.DefaultOptions()
+	o.DeployerImage = deployerImage
+	require.NoError(t, controllers.VerifyFences(ctx, cluster.Client, o))
+	o.DeployerImage = "example.com/other-deployer:1"
+	err := controllers.VerifyFences(ctx, cluster.Client, o)
+	require.ErrorContains(t, err, "the fences would refuse every Job")
+	// As the operator's own identity: it may read what it verifies.
+	o.DeployerImage = deployerImage
+	require.NoError(t, controllers.VerifyFences(ctx, as(t, operator), o))
+}
+
+// TestSyncRunsWithoutTheOperatorsReach: nothing of sync's lives where the
+// operator has any right.
+func TestSyncRunsWithoutTheOperatorsReach(t *testing.T) {
+	ctx := context.Background()
+	var d appsv1.Deployment
+	require.NoError(t, cluster.Client.Get(ctx, client.ObjectKey{Namespace: syncNS, Name: "petri-sync"}, &d))
+	assert.Equal(t, "petri-sync", d.Spec.Template.Spec.ServiceAccountName)
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			assert.Equal(t, "petri-sync", v.Secret.SecretName)
+		}
+	}
+	err := as(t, operator).List(ctx, &corev1.SecretList{}, client.InNamespace(syncNS))
+	assert.True(t, apierrors.IsForbidden(err), "the operator cannot list Secrets in %s: %v", syncNS, err)
+	err = as(t, operator).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: syncNS, Name: "steal"}, Spec: corev1.PodSpec{
+		ServiceAccountName: "petri-sync", AutomountServiceAccountToken: ptr.To(true),
+		Containers: []corev1.Container{{Name: "c", Image: deployerImage}},
+	}}, dryRun)
+	assert.True(t, apierrors.IsForbidden(err), "the operator cannot start pods as sync: %v", err)
+}
+
+const (
+	docBegin = "<!-- BEGIN generated by tests/security (make security-docs) -->\n"
+	docEnd   = "<!-- END generated by tests/security -->\n"
+)
+
+// checkDoc compares the table with docs/security.md, or writes it there with
+// PETRI_UPDATE_DOCS=1.
+func checkDoc(t *testing.T, table string) {
+	path := filepath.Join(root, "docs", "security.md")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	doc := string(data)
+	i, j := strings.Index(doc, docBegin), strings.Index(doc, docEnd)
+	require.True(t, i >= 0 && j > i, "docs/security.md lacks the markers of the generated table")
+	want := doc[:i+len(docBegin)] + table + doc[j:]
+	if os.Getenv("PETRI_UPDATE_DOCS") == "1" {
+		require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
+		return
+	}
+	assert.Equal(t, want, doc, "docs/security.md's table is stale: run make security-docs")
+}
