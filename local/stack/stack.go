@@ -443,7 +443,7 @@ configMapGenerator:
     namespace: %s
     behavior: merge
     literals:
-      - step-images=%s:
+      - "step-images=%s:"
 secretGenerator:
   - name: petri-sync
     namespace: %s
