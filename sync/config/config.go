@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -492,8 +493,10 @@ func findCycle(cs []Component) string {
 func checkTemplates(d *decoder, p string, v any) {
 	switch x := v.(type) {
 	case map[string]any:
-		for k, e := range x {
-			checkTemplates(d, join(p, k), e)
+		// Sorted, so that the same file always gives its errors in the
+		// same order.
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			checkTemplates(d, join(p, k), x[k])
 		}
 	case []any:
 		for i, e := range x {
