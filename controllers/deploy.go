@@ -310,7 +310,7 @@ func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *p
 		"--termination-log", jobs.TerminationLogPath,
 	}
 	args = append(args, releaseArgs(r.Options, c.Chart, c.Release)...)
-	jobName := naming.Job(env.Name, env.UID, jobs.ActionDeploy, name, gen)
+	jobName := deployJobName(env, name)
 	if err := r.createJob(ctx, env, jobName, labels, args, secretName); err != nil {
 		return err
 	}

@@ -125,6 +125,7 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 	if err := r.bind(ctx, env, st); err != nil || st.stop {
 		return st.result(), err
 	}
+	r.honourRedeploy(ctx, env)
 	if err := r.deploy(ctx, env, st); err != nil {
 		return st.result(), err
 	}

@@ -101,6 +101,13 @@ type EphemeralEnvironmentSpec struct {
 	TTL *metav1.Duration `json:"ttl,omitempty"`
 }
 
+// AnnotationRedeploy asks the operator to run an environment's deploy graph
+// again without a spec change (a new Job per component, Helm upgrade
+// semantics): each new value of the annotation is one request, honoured once
+// and recorded in status.lastRedeploy. kubectl petri redeploy sets it to the
+// current time.
+const AnnotationRedeploy = "petri.dev/redeploy"
+
 // EnvironmentPhase is the one-word state shown by kubectl get.
 // +kubebuilder:validation:Enum=Pending;Deploying;Ready;Failed;Stalled;Deleting
 type EnvironmentPhase string
@@ -222,6 +229,10 @@ type EphemeralEnvironmentStatus struct {
 	// ExpiresAt is when spec.ttl deletes the environment.
 	// +optional
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+	// LastRedeploy is the value of the petri.dev/redeploy annotation whose
+	// deploy the operator started; another value asks for one more.
+	// +optional
+	LastRedeploy string `json:"lastRedeploy,omitempty"`
 }
 
 // EphemeralEnvironment is one running copy of an application, usually for one
