@@ -61,6 +61,9 @@ func run() error {
 		listen         = flag.String("listen", ":8080", "Address of the HTTP server: webhooks, read API, probes, metrics.")
 		workers        = flag.Int("workers", 4, "Repositories reconciled in parallel.")
 		eventQueue     = flag.Int("event-queue", 1024, "Accepted webhook events waiting for processing; a full queue answers 503.")
+		webhookMaxBody = flag.Int64("webhook-max-body", webhook.DefaultMaxBody, "Largest webhook body accepted, in bytes; a larger one is refused with 413 (from Content-Length, before reading, when it is declared).")
+		webhookReads   = flag.Int("webhook-concurrency", webhook.DefaultMaxConcurrent, "Webhook bodies read at once before their signature is checked; a delivery that finds them all taken gets 503 with Retry-After.")
+		webhookTimeout = flag.Duration("webhook-read-timeout", webhook.DefaultReadTimeout, "How long reading one webhook body may take (408 after that).")
 		chartCacheTTL  = flag.Duration("chart-index-ttl", time.Minute, "How long a chart repository index or tag list is trusted.")
 		chartPlainHTTP = flag.Bool("chart-plain-http", false, "Talk to OCI registries over plain http.")
 	)
@@ -72,6 +75,9 @@ func run() error {
 
 	if *repoURL == "" {
 		return errors.New("-config-repo is required")
+	}
+	if *webhookMaxBody <= 0 || *webhookReads <= 0 || *webhookTimeout <= 0 {
+		return errors.New("-webhook-max-body, -webhook-concurrency and -webhook-read-timeout must be positive")
 	}
 	if *secretFile == "" {
 		return errors.New("-webhook-secret-file is required: webhooks are never accepted unsigned")
@@ -139,7 +145,7 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	hook := &webhook.Handler{Secret: secret, Queue: s.Events(), Metrics: m}
+	hook := &webhook.Handler{Secret: secret, Queue: s.Events(), Metrics: m, MaxBody: *webhookMaxBody, MaxConcurrent: *webhookReads, ReadTimeout: *webhookTimeout}
 	srv := api.Server(*listen, api.Handler(s, hook, m))
 	errc := make(chan error, 2)
 	go func() { errc <- s.Start(ctx) }()

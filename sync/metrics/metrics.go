@@ -14,15 +14,18 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	WebhookEvents     *prometheus.CounterVec
-	Reconciles        *prometheus.CounterVec
-	ReconcileDuration prometheus.Histogram
-	WebhookToWrite    prometheus.Histogram
-	GitHubRequests    *prometheus.CounterVec
-	RateLimit         prometheus.Gauge
-	Environments      *prometheus.GaugeVec
-	ConfigErrors      prometheus.Gauge
-	Writes            *prometheus.CounterVec
+	WebhookEvents *prometheus.CounterVec
+	// WebhookReadsInFlight is how many webhook bodies are being read and
+	// checked now; at the handler's limit, further deliveries get 503.
+	WebhookReadsInFlight prometheus.Gauge
+	Reconciles           *prometheus.CounterVec
+	ReconcileDuration    prometheus.Histogram
+	WebhookToWrite       prometheus.Histogram
+	GitHubRequests       *prometheus.CounterVec
+	RateLimit            prometheus.Gauge
+	Environments         *prometheus.GaugeVec
+	ConfigErrors         prometheus.Gauge
+	Writes               *prometheus.CounterVec
 }
 
 // New registers every metric on a new registry.
@@ -30,8 +33,11 @@ func New() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		WebhookEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "petri_sync_webhook_events_total", Help: "Webhook deliveries received, by event type and outcome (queued, ignored, unauthorized, malformed, rejected).",
+			Name: "petri_sync_webhook_events_total", Help: "Webhook deliveries received, by event type and outcome (queued, ignored, unauthorized, malformed, too_large, timeout, busy, rejected).",
 		}, []string{"event", "result"}),
+		WebhookReadsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "petri_sync_webhook_reads_in_flight", Help: "Webhook bodies being read and checked now, before their signature is known.",
+		}),
 		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "petri_sync_reconciles_total", Help: "Repository reconciles, by outcome.",
 		}, []string{"result"}),
@@ -57,7 +63,7 @@ func New() *Metrics {
 			Name: "petri_sync_writes_total", Help: "Objects written or deleted by sync, by kind and operation.",
 		}, []string{"kind", "operation"}),
 	}
-	m.Registry.MustRegister(m.WebhookEvents, m.Reconciles, m.ReconcileDuration, m.WebhookToWrite, m.GitHubRequests,
+	m.Registry.MustRegister(m.WebhookEvents, m.WebhookReadsInFlight, m.Reconciles, m.ReconcileDuration, m.WebhookToWrite, m.GitHubRequests,
 		m.RateLimit, m.Environments, m.ConfigErrors, m.Writes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

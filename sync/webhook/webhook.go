@@ -1,18 +1,30 @@
 // Package webhook receives GitHub webhook deliveries. It checks the
-// X-Hub-Signature-256 HMAC in constant time before reading anything else,
-// turns the events sync cares about into small Event values, and hands them
-// to a bounded queue: the answer is immediate, and 503 tells GitHub to
+// X-Hub-Signature-256 HMAC in constant time before acting on anything in the
+// body, turns the events sync cares about into small Event values, and hands
+// them to a bounded queue: the answer is immediate, and 503 tells GitHub to
 // retry when the queue is full.
+//
+// Until its signature is checked a delivery is anyone's, so what it may cost
+// is bounded before that: a declared length over MaxBody is refused from the
+// header (413), a body of unknown length is read through a limit (413 when
+// over), at most MaxConcurrent bodies are read at once (503 with Retry-After
+// at once when all are taken, never a queue), and reading one body takes at
+// most ReadTimeout. Unauthenticated memory is therefore at most
+// MaxConcurrent × MaxBody.
 package webhook
 
 import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	gh "github.com/google/go-github/v60/github"
@@ -22,8 +34,23 @@ import (
 	ghprovider "github.com/petri-dev/petri/sync/provider/github"
 )
 
-// MaxBody is GitHub's maximum payload size.
-const MaxBody = 25 << 20
+// Limits of the endpoint when the Handler's fields are zero.
+const (
+	// DefaultMaxBody bounds one delivery's body. GitHub caps payloads at
+	// 25 MB, but the events sync acts on are far smaller: a pull_request,
+	// status or check_run payload is tens of KiB, a push of twenty commits
+	// a few hundred. A larger delivery is refused with 413.
+	DefaultMaxBody = 5 << 20
+	// DefaultMaxConcurrent bounds the bodies read at once, before their
+	// signature is known.
+	DefaultMaxConcurrent = 8
+	// DefaultReadTimeout bounds reading one body. GitHub gives up on a
+	// delivery after 10 seconds, so a slower body is not GitHub's.
+	DefaultReadTimeout = 10 * time.Second
+)
+
+// RetryAfter is the Retry-After of a 503 answer, in seconds.
+const RetryAfter = "5"
 
 // Event is one accepted delivery.
 type Event struct {
@@ -53,6 +80,20 @@ type Handler struct {
 	Queue chan<- Event
 	// Metrics counts deliveries; optional.
 	Metrics *metrics.Metrics
+	// MaxBody is the largest body accepted, in bytes; DefaultMaxBody when
+	// zero.
+	MaxBody int64
+	// MaxConcurrent is how many bodies are read at once; a delivery that
+	// finds them all taken is answered 503 at once.
+	// DefaultMaxConcurrent when zero.
+	MaxConcurrent int
+	// ReadTimeout bounds reading one body (408 when it runs out);
+	// DefaultReadTimeout when zero.
+	ReadTimeout time.Duration
+
+	once     sync.Once
+	slots    chan struct{}
+	inFlight atomic.Int64
 }
 
 func (h *Handler) count(event, result string) {
@@ -60,6 +101,45 @@ func (h *Handler) count(event, result string) {
 		h.Metrics.WebhookEvents.WithLabelValues(event, result).Inc()
 	}
 }
+
+func (h *Handler) maxBody() int64 {
+	if h.MaxBody > 0 {
+		return h.MaxBody
+	}
+	return DefaultMaxBody
+}
+
+// acquire takes a reading slot without waiting; false when all are taken.
+func (h *Handler) acquire() bool {
+	h.once.Do(func() {
+		n := h.MaxConcurrent
+		if n <= 0 {
+			n = DefaultMaxConcurrent
+		}
+		h.slots = make(chan struct{}, n)
+	})
+	select {
+	case h.slots <- struct{}{}:
+		h.setInFlight(h.inFlight.Add(1))
+		return true
+	default:
+		return false
+	}
+}
+
+func (h *Handler) release() {
+	h.setInFlight(h.inFlight.Add(-1))
+	<-h.slots
+}
+
+func (h *Handler) setInFlight(n int64) {
+	if h.Metrics != nil {
+		h.Metrics.WebhookReadsInFlight.Set(float64(n))
+	}
+}
+
+// InFlight is the number of bodies being read and checked now.
+func (h *Handler) InFlight() int { return int(h.inFlight.Load()) }
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -76,15 +156,45 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
-	if err != nil || len(body) > MaxBody {
-		h.count(metricEvent, "malformed")
-		http.Error(w, "body unreadable or too large", http.StatusBadRequest)
+	// What can be refused without reading the body is refused first.
+	sig, ok := parseSignature(r.Header.Get("X-Hub-Signature-256"))
+	if len(h.Secret) == 0 || !ok {
+		h.count(metricEvent, "unauthorized")
+		// Closing the connection keeps the server from reading the body
+		// to reuse it.
+		w.Header().Set("Connection", "close")
+		http.Error(w, "missing or invalid X-Hub-Signature-256", http.StatusUnauthorized)
 		return
 	}
-	if len(h.Secret) == 0 || !validSignature(r.Header.Get("X-Hub-Signature-256"), body, h.Secret) {
-		h.count(metricEvent, "unauthorized")
-		http.Error(w, "missing or invalid X-Hub-Signature-256", http.StatusUnauthorized)
+	limit := h.maxBody()
+	if r.ContentLength > limit {
+		h.count(metricEvent, "too_large")
+		w.Header().Set("Connection", "close")
+		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	if !h.acquire() {
+		h.count(metricEvent, "busy")
+		w.Header().Set("Retry-After", RetryAfter)
+		w.Header().Set("Connection", "close")
+		http.Error(w, "too many deliveries being read, retry later", http.StatusServiceUnavailable)
+		return
+	}
+	body, code, err := h.read(w, r, limit)
+	if err == nil && !hmac.Equal(sig, mac(body, h.Secret)) {
+		code, err = http.StatusUnauthorized, errors.New("missing or invalid X-Hub-Signature-256")
+	}
+	h.release()
+	if err != nil {
+		result := map[int]string{http.StatusUnauthorized: "unauthorized", http.StatusRequestEntityTooLarge: "too_large", http.StatusRequestTimeout: "timeout"}[code]
+		if result == "" {
+			result = "malformed"
+		}
+		h.count(metricEvent, result)
+		if code != http.StatusUnauthorized {
+			w.Header().Set("Connection", "close")
+		}
+		http.Error(w, err.Error(), code)
 		return
 	}
 	payload := body
@@ -129,25 +239,94 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "queued\n")
 	default:
 		h.count(metricEvent, "rejected")
-		w.Header().Set("Retry-After", "5")
+		w.Header().Set("Retry-After", RetryAfter)
 		http.Error(w, "queue full, retry later", http.StatusServiceUnavailable)
 	}
 }
 
-// validSignature checks "sha256=<hex>" against the HMAC of body, in
-// constant time.
-func validSignature(header string, body, secret []byte) bool {
+// read reads the body within limit and the read timeout. On failure it
+// returns the status to answer.
+func (h *Handler) read(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int, error) {
+	timeout := h.ReadTimeout
+	if timeout <= 0 {
+		timeout = DefaultReadTimeout
+	}
+	// Not every ResponseWriter has a connection (httptest.ResponseRecorder).
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
+	var tooLarge *http.MaxBytesError
+	switch {
+	case err == nil:
+		return body, 0, nil
+	case errors.As(err, &tooLarge):
+		return nil, http.StatusRequestEntityTooLarge, errors.New("body too large")
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, http.StatusRequestTimeout, errors.New("body not received in time")
+	}
+	return nil, http.StatusBadRequest, errors.New("body unreadable")
+}
+
+// chunk is the unit in which a body of unknown length is read. Chunks are
+// pooled: an oversized body costs no copies on the way to the limit and
+// leaves no garbage behind, so the heap stays near MaxConcurrent × MaxBody
+// however many arrive.
+const chunk = 64 << 10
+
+var chunks = sync.Pool{New: func() any { return new([chunk]byte) }}
+
+// readBody reads a body whose length is known (length >= 0, already checked
+// against the limit) into one exact allocation, and one of unknown length
+// in pooled chunks copied out once at the end.
+func readBody(r io.Reader, length int64) ([]byte, error) {
+	if length >= 0 {
+		body := make([]byte, length)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	var read []*[chunk]byte
+	defer func() {
+		for _, c := range read {
+			chunks.Put(c)
+		}
+	}()
+	total := 0
+	for {
+		c := chunks.Get().(*[chunk]byte)
+		read = append(read, c)
+		n, err := io.ReadFull(r, c[:])
+		total += n
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	body := make([]byte, 0, total)
+	for _, c := range read {
+		body = append(body, c[:min(chunk, total-len(body))]...)
+	}
+	return body, nil
+}
+
+// parseSignature decodes "sha256=<64 hex digits>"; false for anything else.
+func parseSignature(header string) ([]byte, bool) {
 	hexsig, ok := strings.CutPrefix(header, "sha256=")
-	if !ok {
-		return false
+	if !ok || len(hexsig) != 2*sha256.Size {
+		return nil, false
 	}
-	got, err := hex.DecodeString(hexsig)
-	if err != nil {
-		return false
-	}
+	sig, err := hex.DecodeString(hexsig)
+	return sig, err == nil
+}
+
+// mac is the HMAC-SHA256 of body; compare with hmac.Equal, in constant
+// time.
+func mac(body, secret []byte) []byte {
 	m := hmac.New(sha256.New, secret)
 	m.Write(body)
-	return hmac.Equal(got, m.Sum(nil))
+	return m.Sum(nil)
 }
 
 // convert extracts what sync needs; ok is false for events that need no
