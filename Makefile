@@ -110,6 +110,21 @@ vet:
 test: verify-generated fmt-check vet controlplane ## Everything CI checks: generated code, gofmt, vet, the control plane, go test.
 	go test $(GO_TEST_FLAGS) ./...
 
+# Each fuzz target runs for FUZZTIME; make test runs their seed corpora.
+# New inputs are minimized for FUZZMINIMIZETIME (200 runs): minimizing
+# every new ~25 KiB webhook payload by time would take the whole budget.
+FUZZTIME ?= 30s
+FUZZMINIMIZETIME ?= 200x
+FUZZ_TARGETS := ./sync/webhook:FuzzDelivery ./sync/config:FuzzLoad \
+  ./controllers/internal/graph:FuzzGraph ./controllers/internal/naming:FuzzNames
+
+.PHONY: fuzz
+fuzz: ## Fuzz webhook and config parsing, the deploy graph and naming, FUZZTIME (30s) each.
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "== $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \
+	  go test "$${t%%:*}" -run '^$$' -fuzz="^$${t#*:}$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME); \
+	done
+
 .PHONY: security-docs
 security-docs: controlplane ## Rewrite docs/security.md's table from the API server's answers (tests/security).
 	PETRI_UPDATE_DOCS=1 go test -count=1 ./tests/security/
