@@ -164,6 +164,9 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	n.proxyURL.Store(proxy)
+	if err := n.startKubeletAPI(ctx); err != nil {
+		return err
+	}
 	factory := informers.NewSharedInformerFactory(n.client, 0)
 	inf := factory.Core().V1().Pods().Informer()
 	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
