@@ -45,6 +45,10 @@
 //     same way, for people and tests outside the "cluster".
 //   - Tokens: the kubeconfig names the token file, which is renewed while the
 //     pod runs; clients re-read it, as they do in a cluster.
+//   - Logs: every container's output goes to a file (LogPath), and the node
+//     registers a Node object pointing the API server at a loopback kubelet
+//     endpoint that serves it, so pods/log (kubectl logs) works as in a
+//     cluster (kubelet.go).
 package node
 
 import (
