@@ -130,10 +130,11 @@ func TestPullRequestLifecycle(t *testing.T) {
 
 	// The operator and sync ran as the Deployments of config/default, under
 	// their own ServiceAccounts, and never restarted.
-	var pods corev1.PodList
+	var pods, syncPods corev1.PodList
 	require.NoError(t, st.Client.List(ctx, &pods, client.InNamespace(stack.ManagementNamespace), client.HasLabels{"app.kubernetes.io/name"}))
+	require.NoError(t, st.Client.List(ctx, &syncPods, client.InNamespace(stack.SyncNamespace), client.HasLabels{"app.kubernetes.io/name"}))
 	accounts := map[string]string{}
-	for _, p := range pods.Items {
+	for _, p := range append(pods.Items, syncPods.Items...) {
 		require.Equal(t, corev1.PodRunning, p.Status.Phase, "pod %s", p.Name)
 		accounts[p.Labels["app.kubernetes.io/name"]] = p.Spec.ServiceAccountName
 		for _, cs := range p.Status.ContainerStatuses {
@@ -206,8 +207,15 @@ func TestInstallManifestsPassServerDryRun(t *testing.T) {
 			}
 			// Nothing was stored: the overlay's own ConfigMap (the local
 			// installation used other settings, hence another name) does not
-			// exist.
+			// exist, and the operator's settings are still the local ones.
 			for _, o := range objs {
+				if o.GetKind() == "ConfigMap" && o.GetName() == "petri-operator" {
+					var stored corev1.ConfigMap
+					require.NoError(t, st.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}, &stored))
+					data, _, _ := unstructured.NestedStringMap(o.Object, "data")
+					assert.NotEqual(t, data, stored.Data, "a dry run changed ConfigMap petri-operator")
+					continue
+				}
 				if o.GetKind() == "ConfigMap" {
 					err := st.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}, &corev1.ConfigMap{})
 					assert.True(t, apierrors.IsNotFound(err), "a dry run stored ConfigMap %s", o.GetName())
