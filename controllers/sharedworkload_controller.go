@@ -282,6 +282,8 @@ func (r *SharedWorkloadReconciler) summarize(sw *petriv1.SharedWorkload, reason,
 		sw.Status.Phase = petriv1.EnvironmentReady
 		sw.Status.ObservedGeneration = sw.Generation
 	case petriv1.ReasonDeployFailed:
+		// Final for this generation: Stalled, so kstatus reads Failed.
+		setSWCondition(sw, petriv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
 		setSWCondition(sw, petriv1.ConditionDeployed, metav1.ConditionFalse, reason, msg)
 		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, reason, msg)
 		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionFalse, reason, msg)

@@ -110,7 +110,9 @@ func (r *EphemeralEnvironmentReconciler) summarize(env *petriv1.EphemeralEnviron
 	}
 	switch {
 	case failed != "" && pending == "":
-		// Nothing runs any more for this generation: the outcome is final.
+		// Nothing runs any more for this generation: the outcome is final,
+		// and only a new generation moves it (Stalled, so kstatus reads Failed).
+		setCondition(env, petriv1.ConditionStalled, metav1.ConditionTrue, failed, pendingMsg)
 		setCondition(env, petriv1.ConditionReady, metav1.ConditionFalse, failed, pendingMsg)
 		setCondition(env, petriv1.ConditionReconciling, metav1.ConditionFalse, failed, pendingMsg)
 		env.Status.Phase = petriv1.EnvironmentFailed
