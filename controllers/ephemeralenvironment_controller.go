@@ -110,6 +110,13 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 	// first Job of a generation starts; later passes need no API calls for it.
 	if !anyJobStarted(env) {
 		if err := r.ensureDeployerIdentity(ctx, env); err != nil {
+			var foreign *identityNotOwnedError
+			if errors.As(err, &foreign) {
+				// Needs a person; the ServiceAccount watch brings the
+				// environment back once the foreign one is gone.
+				st.stalled(petriv1.ReasonDeployerIdentityNotOwned, foreign.msg)
+				return st.result(), nil
+			}
 			return st.result(), err
 		}
 		ok, err := r.deployerAuthorized(ctx, env)
@@ -177,6 +184,7 @@ func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) e
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(namespaceOwner)).
 		Watches(&petriv1.SharedWorkload{}, handler.EnqueueRequestsFromMapFunc(r.environmentsUsing)).
+		Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfIdentity)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Named("ephemeralenvironment").
 		Complete(r)
@@ -188,6 +196,22 @@ func (r *EphemeralEnvironmentReconciler) environmentsUsing(ctx context.Context, 
 	var list petriv1.EphemeralEnvironmentList
 	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexSharedWorkloads: obj.GetName()}); err != nil {
 		log.FromContext(ctx).Error(err, "List environments using a shared workload", "sharedWorkload", obj.GetName())
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, e := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: e.Name}})
+	}
+	return out
+}
+
+// environmentOfIdentity maps a ServiceAccount to the environment whose
+// deployer identity bears its name, so an environment stalled on a foreign
+// ServiceAccount moves once that is gone.
+func (r *EphemeralEnvironmentReconciler) environmentOfIdentity(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list petriv1.EphemeralEnvironmentList
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexDeployerServiceAccount: obj.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "List environments by deployer identity", "serviceAccount", obj.GetName())
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(list.Items))

@@ -3,19 +3,24 @@ package controllers
 import (
 	"context"
 	"fmt"
-	authorizationv1 "k8s.io/api/authorization/v1"
-	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"strings"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 )
+
+// indexDeployerServiceAccount indexes environments by the name of their
+// deployer ServiceAccount.
+const indexDeployerServiceAccount = "deployerServiceAccount"
 
 // adminClusterRole is what the deployer identity holds, inside the workload
 // namespace only.
@@ -24,19 +29,57 @@ const adminClusterRole = "admin"
 // ensureDeployerIdentity creates the environment's deployer ServiceAccount in
 // the management namespace and, in the workload namespace, the one object the
 // operator ever writes there: a RoleBinding to the admin ClusterRole.
+//
+// The ServiceAccount carries the environment's ownership marks (controller
+// reference, labels and annotations with its UID). One that exists under the
+// name without them (made by someone else, or by another environment whose
+// name maps to the same identity) is never adopted: binding it to admin
+// would hand the workload namespace to whoever controls it. That is an
+// identityNotOwnedError, which stalls the environment until it is gone.
 func (r *EphemeralEnvironmentReconciler) ensureDeployerIdentity(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
-		Namespace: env.Namespace,
-		Name:      naming.DeployerServiceAccount(env.Name),
-		Labels:    ownedLabels(env),
+		Namespace:   env.Namespace,
+		Name:        naming.DeployerServiceAccount(env.Name),
+		Labels:      ownedLabels(env),
+		Annotations: ownerAnnotations(env),
 	}}
 	if err := controllerutil.SetControllerReference(env, sa, r.Scheme()); err != nil {
 		return err
 	}
-	if err := r.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+	err := r.Create(ctx, sa)
+	if apierrors.IsAlreadyExists(err) {
+		existing := &corev1.ServiceAccount{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sa), existing); err != nil {
+			return fmt.Errorf("get deployer serviceaccount %s: %w", sa.Name, err)
+		}
+		if why := identityOwnershipProblem(existing, env); why != "" {
+			return &identityNotOwnedError{msg: fmt.Sprintf("serviceaccount %s/%s exists but is not this environment's (%s); Petri never adopts it. Delete or rename it, and the environment creates its own", sa.Namespace, sa.Name, why)}
+		}
+	} else if err != nil {
 		return fmt.Errorf("create deployer serviceaccount %s: %w", sa.Name, err)
 	}
 	return ensureAdminBinding(ctx, r.Client, env.Status.TargetNamespace, sa.Namespace, sa.Name, ownedLabels(env))
+}
+
+// identityNotOwnedError is a deployer ServiceAccount name held by a
+// ServiceAccount that is not provably the environment's.
+type identityNotOwnedError struct{ msg string }
+
+func (e *identityNotOwnedError) Error() string { return e.msg }
+
+// identityOwnershipProblem returns why sa is not provably the environment's
+// deployer identity, or "". The environment's controller reference (which
+// names its UID) and its UID label both prove it; a ServiceAccount made by an
+// operator before the annotations existed carries both as well.
+func identityOwnershipProblem(sa *corev1.ServiceAccount, env *petriv1.EphemeralEnvironment) string {
+	var problems []string
+	if !metav1.IsControlledBy(sa, env) {
+		problems = append(problems, "not controlled by the environment")
+	}
+	if got := sa.Labels[petriv1.LabelEnvironmentUID]; got != string(env.UID) {
+		problems = append(problems, fmt.Sprintf("label %s=%q", petriv1.LabelEnvironmentUID, got))
+	}
+	return strings.Join(problems, ", ")
 }
 
 // deployerAuthorized asks the API server's authorizer whether the deployer
@@ -81,6 +124,15 @@ func ensureAdminBinding(ctx context.Context, c client.Client, namespace, saNames
 		return fmt.Errorf("rolebinding %s/%s exists with another role or subject; refusing to change it", namespace, rb.Name)
 	}
 	return nil
+}
+
+// ownerAnnotations name the environment an object belongs to, as on its
+// workload namespace.
+func ownerAnnotations(env *petriv1.EphemeralEnvironment) map[string]string {
+	return map[string]string{
+		petriv1.AnnotationEnvironment:    env.Namespace + "/" + env.Name,
+		petriv1.AnnotationEnvironmentUID: string(env.UID),
+	}
 }
 
 // ownedLabels mark objects the operator created for an environment.

@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/naming"
 )
 
 // Options are the operator's settings; cmd/petri-operator fills them from
@@ -194,6 +195,11 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return obj.(*petriv1.EphemeralEnvironment).Spec.SharedWorkloads
 	}); err != nil {
 		return nil, fmt.Errorf("index environments by shared workload: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &petriv1.EphemeralEnvironment{}, indexDeployerServiceAccount, func(obj client.Object) []string {
+		return []string{naming.DeployerServiceAccount(obj.GetName())}
+	}); err != nil {
+		return nil, fmt.Errorf("index environments by deployer identity: %w", err)
 	}
 	if err := (&SharedWorkloadReconciler{
 		Client:    mgr.GetClient(),

@@ -47,6 +47,12 @@ const (
 	// environment's ownership marks; Petri never adopts nor deletes it.
 	ReasonNamespaceNotOwned = "NamespaceNotOwned"
 
+	// ReasonDeployerIdentityNotOwned: a ServiceAccount with the name of the
+	// environment's deployer identity exists but does not carry the
+	// environment's ownership marks; Petri never adopts it, and nothing is
+	// deployed until it is gone.
+	ReasonDeployerIdentityNotOwned = "DeployerIdentityNotOwned"
+
 	// ReasonDeploySucceeded: every release is deployed.
 	ReasonDeploySucceeded = "DeploySucceeded"
 	// ReasonDeployFailed: at least one deploy Job failed; the component's

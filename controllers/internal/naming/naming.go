@@ -85,15 +85,30 @@ func Bounded(max int, parts ...string) string {
 	if len(full) <= max {
 		return full
 	}
-	sum := sha256.Sum256([]byte(full))
-	h := hex.EncodeToString(sum[:])[:8]
+	h := shortHash(full)
 	return truncate(full, max-len(h)-1) + "-" + h
 }
 
 // DeployerServiceAccount names the environment's deployer identity in the
-// management namespace.
+// management namespace. It depends on the name alone, so a restarted operator
+// finds the identity it made. A name that is already a DNS-1123 label keeps
+// the form it always had; any other (one with dots: "web.pr1", which would
+// read as "web-pr1") gets a hash of the name itself appended, so that names
+// differing only in what a label cannot hold keep distinct identities. The
+// operator still verifies that the ServiceAccount it finds is the
+// environment's own before using it.
 func DeployerServiceAccount(envName string) string {
-	return Bounded(maxLabel, "petri-deployer", envName)
+	if sanitize(envName) == envName {
+		return Bounded(maxLabel, "petri-deployer", envName)
+	}
+	h := shortHash(envName)
+	return truncate(sanitize("petri-deployer-"+envName), maxLabel-len(h)-1) + "-" + h
+}
+
+// shortHash is the first 8 hex characters of the SHA-256 of s.
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:8]
 }
 
 // DeployerRoleBinding is the RoleBinding in the workload namespace that

@@ -1,6 +1,8 @@
 package naming
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 
@@ -60,8 +62,49 @@ func TestJobNames(t *testing.T) {
 }
 
 func TestBounded(t *testing.T) {
-	assert.Equal(t, "petri-deployer-shop", DeployerServiceAccount("shop"))
-	long := DeployerServiceAccount(strings.Repeat("x", 100))
+	long := Bounded(63, "petri", strings.Repeat("x", 100))
 	assert.Len(t, long, 63)
-	assert.NotEqual(t, long, DeployerServiceAccount(strings.Repeat("x", 101)))
+	assert.NotEqual(t, long, Bounded(63, "petri", strings.Repeat("x", 101)))
+}
+
+// Deployer identities are a pure function of the environment's name (a
+// restarted operator finds the same one) and distinct for distinct names,
+// also where names differ only in what a label cannot hold.
+func TestDeployerServiceAccount(t *testing.T) {
+	cases := []struct {
+		name, env, want string
+	}{
+		{"plain name kept as it was", "shop", "petri-deployer-shop"},
+		{"plain long name keeps its old hashed form", strings.Repeat("x", 100), Bounded(63, "petri-deployer", strings.Repeat("x", 100))},
+		{"dotted name hashed", "web.pr1", "petri-deployer-web-pr1-" + hash8("web.pr1")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := DeployerServiceAccount(tc.env)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, got, DeployerServiceAccount(tc.env), "deterministic")
+			assert.LessOrEqual(t, len(got), 63)
+			assert.Empty(t, validation.IsDNS1123Label(got))
+		})
+	}
+	lookalikes := [][]string{
+		{"web.pr1", "web-pr1"},
+		{"a.b-c", "a-b.c", "a-b-c", "a.b.c"},
+		{strings.Repeat("x", 60) + ".y", strings.Repeat("x", 60) + "-y"},
+	}
+	for _, names := range lookalikes {
+		seen := map[string]string{}
+		for _, n := range names {
+			sa := DeployerServiceAccount(n)
+			if other, ok := seen[sa]; ok {
+				t.Errorf("%q and %q share the deployer identity %s", other, n, sa)
+			}
+			seen[sa] = n
+		}
+	}
+}
+
+func hash8(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:8]
 }
