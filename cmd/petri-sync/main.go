@@ -66,6 +66,7 @@ func run() error {
 		webhookTimeout = flag.Duration("webhook-read-timeout", webhook.DefaultReadTimeout, "How long reading one webhook body may take (408 after that).")
 		chartCacheTTL  = flag.Duration("chart-index-ttl", time.Minute, "How long a chart repository index or tag list is trusted.")
 		chartPlainHTTP = flag.Bool("chart-plain-http", false, "Talk to OCI registries over plain http.")
+		chartTimeout   = flag.Duration("chart-timeout", resolve.DefaultTimeout, "Timeout of one chart repository index or OCI tag list fetch.")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -136,7 +137,7 @@ func run() error {
 	}
 	s, err := syncer.New(syncer.Options{
 		RESTConfig: cfg, Scheme: scheme, Namespace: *namespace, Provider: prov,
-		Resolver: &resolve.Resolver{TTL: *chartCacheTTL, PlainHTTP: *chartPlainHTTP},
+		Resolver: &resolve.Resolver{TTL: *chartCacheTTL, PlainHTTP: *chartPlainHTTP, Timeout: *chartTimeout},
 		Config:   repo, ConfigRepository: configRepo, Metrics: m, Log: log.WithName("sync"),
 		ConfigInterval: *repoInterval, ResyncInterval: *resyncInterval, Workers: *workers, EventQueue: *eventQueue,
 	})

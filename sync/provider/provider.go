@@ -88,6 +88,16 @@ type Provider interface {
 	UpsertComment(ctx context.Context, repository string, number int, marker, body string) error
 }
 
+// Forgetter is a Provider that remembers something per pull request (the
+// GitHub provider remembers the comment it keeps on each). Sync tells it
+// when a closed pull request's last feedback is posted and when a
+// repository leaves the config, so that what it remembers stays bounded by
+// what is open.
+type Forgetter interface {
+	ForgetPullRequest(repository string, number int)
+	ForgetRepository(repository string)
+}
+
 // RateLimitError says the code host refused for rate limiting; nothing is
 // tried again before Until.
 type RateLimitError struct {

@@ -5,6 +5,7 @@ package resolve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,9 @@ import (
 	"github.com/petri-dev/petri/sync/config"
 )
 
+// DefaultTimeout is how long one fetch of an index or a tag list may take.
+const DefaultTimeout = 30 * time.Second
+
 // Resolver resolves and caches. It is safe for concurrent use.
 type Resolver struct {
 	// HTTPClient fetches index.yaml files and talks to registries.
@@ -31,6 +35,11 @@ type Resolver struct {
 	TTL time.Duration
 	// PlainHTTP talks to OCI registries over http (tests, local registries).
 	PlainHTTP bool
+	// Timeout bounds one fetch of an index or a tag list, whatever the
+	// caller's context allows, so that a repository that never answers
+	// cannot hold up the config load or a reconcile; DefaultTimeout when
+	// zero.
+	Timeout time.Duration
 
 	mu    sync.Mutex
 	lists map[string]*versionList
@@ -134,13 +143,26 @@ func (r *Resolver) list(ctx context.Context, repository, chart string) (*version
 }
 
 func (r *Resolver) fetch(ctx context.Context, repository, chart string) ([]string, error) {
+	timeout := r.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	fctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var versions []string
+	var err error
 	switch {
 	case strings.HasPrefix(repository, "https://"), strings.HasPrefix(repository, "http://"):
-		return r.fetchIndex(ctx, repository, chart)
+		versions, err = r.fetchIndex(fctx, repository, chart)
 	case strings.HasPrefix(repository, "oci://"):
-		return r.fetchTags(ctx, repository, chart)
+		versions, err = r.fetchTags(fctx, repository, chart)
+	default:
+		return nil, fmt.Errorf("chart %s: a version constraint needs an https:// or oci:// repository, not %s", chart, repository)
 	}
-	return nil, fmt.Errorf("chart %s: a version constraint needs an https:// or oci:// repository, not %s", chart, repository)
+	if err != nil && ctx.Err() == nil && errors.Is(fctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("%w (no answer within %s)", err, timeout)
+	}
+	return versions, err
 }
 
 type index struct {

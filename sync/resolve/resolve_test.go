@@ -107,3 +107,32 @@ func TestResolveFromOCITags(t *testing.T) {
 	_, err = r.Resolve(ctx, "/charts/api", "api", "^1")
 	assert.ErrorContains(t, err, "needs an https:// or oci:// repository")
 }
+
+// A chart repository that never answers costs one resolution at most the
+// resolver's timeout, even when the caller's context has no deadline; the
+// error says so.
+func TestResolveFromRepositoryThatNeverAnswers(t *testing.T) {
+	t.Parallel()
+	stuck := make(chan struct{})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-stuck:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stuck) }) // first: the handler returns, Close does not wait
+	r := &resolve.Resolver{HTTPClient: srv.Client(), Timeout: 200 * time.Millisecond}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Resolve(context.Background(), srv.URL, "web", "~1.4")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "no answer within 200ms")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Resolve is still waiting for a chart repository that never answers")
+	}
+}

@@ -68,21 +68,29 @@ func (s *Syncer) sendFeedback(ctx context.Context, key prKey) error {
 		return err
 	}
 	s.mu.Lock()
-	rs := s.repo(key.Repo)
 	states := map[string]render.PRState{}
-	for app, st := range rs.prs[key.Number] {
-		states[app] = *st
+	closed := false
+	if rs := s.repos[key.Repo]; rs != nil {
+		for app, st := range rs.prs[key.Number] {
+			states[app] = *st
+		}
+		closed = rs.closed[key.Number]
 	}
 	s.mu.Unlock()
+	envFound := false
 	for i := range envs.Items {
 		e := &envs.Items[i]
 		if !render.Owned(e.Labels) || !strings.EqualFold(e.Annotations[render.AnnotationRepository], key.Repo) {
 			continue
 		}
+		envFound = true
 		app := e.Labels[render.LabelApplication]
 		st, ok := states[app]
 		if !ok {
-			st = render.PRState{Application: app, Repository: key.Repo, Number: key.Number, HeadSHA: e.Spec.Source.SHA, URL: e.Annotations[render.AnnotationURL]}
+			st = render.PRState{Application: app, Repository: key.Repo, Number: key.Number, URL: e.Annotations[render.AnnotationURL]}
+			if e.Spec.Source != nil {
+				st.HeadSHA = e.Spec.Source.SHA
+			}
 		}
 		st.Env = e
 		st.Deleted = ""
@@ -128,6 +136,11 @@ func (s *Syncer) sendFeedback(ctx context.Context, key prKey) error {
 		if err := s.opts.Provider.UpsertComment(ctx, key.Repo, key.Number, render.CommentMarker, render.Comment(list)); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if len(errs) == 0 && closed && !envFound {
+		// The closed pull request's last word is posted and its
+		// environments are gone: nothing more will be said about it.
+		s.forgetPullRequest(key)
 	}
 	return errors.Join(errs...)
 }

@@ -23,9 +23,6 @@ func (s *Syncer) gatePassed(ctx context.Context, repo, sha string, gate provider
 	}
 	if st == provider.GatePassed {
 		s.mu.Lock()
-		if len(s.gates) > 100000 {
-			clear(s.gates)
-		}
 		s.gates[k] = true
 		s.mu.Unlock()
 		return true, "", nil

@@ -168,6 +168,8 @@ type harnessOptions struct {
 	githubTimeout  time.Duration
 	eventQueue     int
 	noSyncerEvents bool
+	// chartTimeout bounds one chart version resolution.
+	chartTimeout time.Duration
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -203,7 +205,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	}
 	h.s, err = syncer.New(syncer.Options{
 		RESTConfig: env.Config, Scheme: controlplane.Scheme(), Namespace: ns, Provider: prov,
-		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client()}, Config: src, ConfigRepository: "acme/petri-config",
+		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client(), Timeout: o.chartTimeout}, Config: src, ConfigRepository: "acme/petri-config",
 		Metrics: h.m, Log: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})),
 		ConfigInterval: time.Hour, ResyncInterval: resync, EventQueue: o.eventQueue,
 	})

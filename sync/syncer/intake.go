@@ -65,9 +65,31 @@ func (s *Syncer) loadConfig(ctx context.Context) {
 		old = s.cfg.Repositories()
 	}
 	s.cfg = cfg
+	// What belonged to repositories and applications that left the config
+	// is forgotten; their environments are left as they are.
+	for _, r := range old {
+		if !s.configured(r) {
+			s.forgetRepo(r)
+		}
+	}
+	apps := map[string]bool{}
+	for _, a := range cfg.Applications {
+		apps[a.Name] = true
+	}
+	for name := range s.appStatus {
+		if !apps[name] {
+			delete(s.appStatus, name)
+			s.opts.Metrics.Environments.DeleteLabelValues(name)
+		}
+	}
 	s.mu.Unlock()
 	s.log.Info("Loaded config revision", "revision", snap.Revision, "applications", len(cfg.Applications), "sharedWorkloads", len(cfg.SharedWorkloads), "errors", len(cfg.Errors))
-	if err := s.applySharedWorkloads(ctx, cfg); err != nil {
+	// Bounded like a reconcile, so that a chart repository or an API
+	// server that does not answer cannot hold up the config loop.
+	actx, cancel := context.WithTimeout(ctx, s.opts.ReconcileTimeout)
+	err = s.applySharedWorkloads(actx, cfg)
+	cancel()
+	if err != nil {
 		s.log.Error(err, "Applying shared workloads failed")
 	}
 	for _, r := range append(old, cfg.Repositories()...) {
@@ -128,12 +150,23 @@ func (s *Syncer) handleEvent(ev webhook.Event) {
 		return
 	}
 	s.mu.Lock()
+	if !s.configured(key) {
+		// No application watches it (an organisation's webhook sends every
+		// repository's events): nothing to reconcile, nothing to remember. A
+		// config revision that adds it reconciles it then.
+		s.mu.Unlock()
+		return
+	}
 	r := s.repo(key)
 	if r.pendingSince.IsZero() {
 		r.pendingSince = ev.Received
 	}
 	switch ev.Type {
 	case "pull_request":
+		if ev.PullRequest == nil {
+			// Nothing to keep: the reconcile lists the pull requests.
+			break
+		}
 		pr := *ev.PullRequest
 		if old, ok := r.snapshots[pr.Number]; !ok || !pr.UpdatedAt.Before(old.UpdatedAt) {
 			r.snapshots[pr.Number] = pr

@@ -86,13 +86,16 @@ func (s *Syncer) setAppError(apps []*config.Application, err error) {
 func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 	apps := s.appsFor(repo)
 	s.mu.Lock()
+	if len(apps) == 0 {
+		// Left the config: whatever was remembered of it goes.
+		s.forgetRepo(repo)
+		s.mu.Unlock()
+		return nil
+	}
 	rs := s.repo(repo)
 	since := rs.pendingSince
 	rs.pendingSince = time.Time{}
 	s.mu.Unlock()
-	if len(apps) == 0 {
-		return nil
-	}
 	log := s.log.WithValues("repository", repo)
 
 	listed, err := s.opts.Provider.ListOpenPullRequests(ctx, repo)
@@ -238,6 +241,24 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 		s.opts.Metrics.Environments.WithLabelValues(app.Name).Set(float64(count))
 		errs = append(errs, appErrs...)
 	}
+	// Pull requests that are not open any more are forgotten after their
+	// last feedback; the gates and statuses of commits that are no open
+	// pull request's head are forgotten now.
+	heads := map[string]bool{}
+	for _, pr := range openBy {
+		heads[pr.HeadSHA] = true
+	}
+	s.mu.Lock()
+	for n := range rs.prs {
+		if _, isOpen := openBy[n]; isOpen {
+			delete(rs.closed, n)
+		} else {
+			rs.closed[n] = true
+			touched[n] = true
+		}
+	}
+	s.forgetCommits(repo, heads)
+	s.mu.Unlock()
 	for n := range touched {
 		s.feedback.Add(prKey{repo, n})
 	}

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,11 +106,19 @@ type statusKey struct {
 	Repo, SHA, Context string
 }
 
+// repoState is what sync remembers of one repository of the current
+// config. Every entry belongs to a pull request that is open or whose last
+// feedback is not posted yet: a closed pull request's entries are dropped
+// once its comment says so, and a repository's whole state when it leaves
+// the config.
 type repoState struct {
 	// snapshots are pull requests from webhooks, newer than the listing.
 	snapshots map[int]provider.PullRequest
 	// prs holds the feedback state per pull request and application.
 	prs map[int]map[string]*render.PRState
+	// closed are pull requests in prs that the last reconcile did not find
+	// open; they are forgotten after their last feedback.
+	closed map[int]bool
 	// pendingSince is when the oldest unprocessed webhook arrived.
 	pendingSince time.Time
 }
@@ -243,11 +252,97 @@ func (s *Syncer) Ready() error {
 	return nil
 }
 
+// repo returns the state of a repository, creating it; only for
+// repositories of the current config. Readers use s.repos directly.
 func (s *Syncer) repo(key string) *repoState {
 	r := s.repos[key]
 	if r == nil {
-		r = &repoState{snapshots: map[int]provider.PullRequest{}, prs: map[int]map[string]*render.PRState{}}
+		r = &repoState{snapshots: map[int]provider.PullRequest{}, prs: map[int]map[string]*render.PRState{}, closed: map[int]bool{}}
 		s.repos[key] = r
 	}
 	return r
+}
+
+// configured reports whether a repository has an application in the
+// current config. The caller holds s.mu.
+func (s *Syncer) configured(repo string) bool {
+	if s.cfg == nil {
+		return false
+	}
+	for _, a := range s.cfg.Applications {
+		if strings.EqualFold(a.Repository, repo) {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetRepo drops everything remembered of a repository that left the
+// config. The caller holds s.mu.
+func (s *Syncer) forgetRepo(repo string) {
+	delete(s.repos, repo)
+	for k := range s.gates {
+		if k.Repo == repo {
+			delete(s.gates, k)
+		}
+	}
+	for k := range s.statuses {
+		if k.Repo == repo {
+			delete(s.statuses, k)
+		}
+	}
+	if f, ok := s.opts.Provider.(provider.Forgetter); ok {
+		f.ForgetRepository(repo)
+	}
+}
+
+// forgetCommits drops the passed gates and posted statuses of a
+// repository's commits that are not the head of an open pull request: no
+// gate is asked and no status posted for them any more. The caller holds
+// s.mu.
+func (s *Syncer) forgetCommits(repo string, heads map[string]bool) {
+	for k := range s.gates {
+		if k.Repo == repo && !heads[k.SHA] {
+			delete(s.gates, k)
+		}
+	}
+	for k := range s.statuses {
+		if k.Repo == repo && !heads[k.SHA] {
+			delete(s.statuses, k)
+		}
+	}
+}
+
+// forgetPullRequest drops a closed pull request's state once its last
+// feedback is posted, unless it was found open again meanwhile.
+func (s *Syncer) forgetPullRequest(key prKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rs := s.repos[key.Repo]
+	if rs == nil || !rs.closed[key.Number] {
+		return
+	}
+	delete(rs.prs, key.Number)
+	delete(rs.closed, key.Number)
+	if f, ok := s.opts.Provider.(provider.Forgetter); ok {
+		f.ForgetPullRequest(key.Repo, key.Number)
+	}
+}
+
+// stateSize counts what the in-memory maps hold; every entry belongs to an
+// open pull request or a repository of the current config, so these stay
+// bounded by what is open.
+type stateSize struct {
+	Repositories, Snapshots, PullRequests, Gates, Statuses, Applications int
+}
+
+func (s *Syncer) stateSize() stateSize {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := stateSize{Repositories: len(s.repos), Gates: len(s.gates), Statuses: len(s.statuses), Applications: len(s.appStatus)}
+	for _, rs := range s.repos {
+		n.Snapshots += len(rs.snapshots)
+		n.PullRequests += len(rs.prs)
+	}
+	return n
 }

@@ -80,8 +80,10 @@ func (s *Syncer) Environments(ctx context.Context) ([]Environment, error) {
 			v.Components = append(v.Components, ComponentState{Name: c.Name, Chart: c.Chart.Name, Version: c.Chart.Version, Phase: p, LastError: status[c.Name].LastError})
 		}
 		s.mu.Lock()
-		if st := s.repo(strings.ToLower(v.Repository)).prs[v.PullRequest][v.Application]; st != nil {
-			v.Waiting, v.Error = st.Waiting, st.Error
+		if rs := s.repos[strings.ToLower(v.Repository)]; rs != nil {
+			if st := rs.prs[v.PullRequest][v.Application]; st != nil {
+				v.Waiting, v.Error = st.Waiting, st.Error
+			}
 		}
 		s.mu.Unlock()
 		out = append(out, v)

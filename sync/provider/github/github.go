@@ -55,7 +55,10 @@ type commentRef struct {
 	body string
 }
 
-var _ provider.Provider = (*Provider)(nil)
+var (
+	_ provider.Provider  = (*Provider)(nil)
+	_ provider.Forgetter = (*Provider)(nil)
+)
 
 // New builds a provider.
 func New(opts Options) (*Provider, error) {
@@ -334,7 +337,7 @@ func (p *Provider) UpsertComment(ctx context.Context, repository string, number 
 	if err != nil {
 		return err
 	}
-	key := fmt.Sprintf("%s#%d", strings.ToLower(repository), number)
+	key := commentKey(repository, number)
 	p.mu.Lock()
 	ref, known := p.comments[key]
 	p.mu.Unlock()
@@ -389,5 +392,29 @@ func (p *Provider) UpsertComment(ctx context.Context, repository string, number 
 func (p *Provider) remember(key string, ref commentRef) {
 	p.mu.Lock()
 	p.comments[key] = ref
+	p.mu.Unlock()
+}
+
+func commentKey(repository string, number int) string {
+	return fmt.Sprintf("%s#%d", strings.ToLower(repository), number)
+}
+
+// ForgetPullRequest implements provider.Forgetter: the comment of a
+// pull request is found again by listing, should it be needed.
+func (p *Provider) ForgetPullRequest(repository string, number int) {
+	p.mu.Lock()
+	delete(p.comments, commentKey(repository, number))
+	p.mu.Unlock()
+}
+
+// ForgetRepository implements provider.Forgetter.
+func (p *Provider) ForgetRepository(repository string) {
+	prefix := strings.ToLower(repository) + "#"
+	p.mu.Lock()
+	for k := range p.comments {
+		if strings.HasPrefix(k, prefix) {
+			delete(p.comments, k)
+		}
+	}
 	p.mu.Unlock()
 }

@@ -159,6 +159,47 @@ func TestUpsertCommentCreatesOnceThenEdits(t *testing.T) {
 	assert.Equal(t, 2, cs[1].Edits)
 }
 
+// A forgotten pull request's comment is found again by listing; one
+// still remembered is edited without a listing.
+func TestForgottenCommentIsFoundAgain(t *testing.T) {
+	t.Parallel()
+	srv := githubapi.New(githubapi.Options{})
+	defer srv.Close()
+	srv.OpenPullRequest(repo, githubapi.PullRequest{})
+	srv.OpenPullRequest(repo, githubapi.PullRequest{})
+	ctx := context.Background()
+	p := newProvider(t, srv, nil)
+	require.NoError(t, p.UpsertComment(ctx, repo, 1, "<!-- m -->", "<!-- m -->\none"))
+	require.NoError(t, p.UpsertComment(ctx, repo, 2, "<!-- m -->", "<!-- m -->\none"))
+	listed := func() int {
+		n := 0
+		for _, r := range srv.Requests() {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.Path, "/comments") {
+				n++
+			}
+		}
+		return n
+	}
+	srv.ResetRequests()
+	require.NoError(t, p.UpsertComment(ctx, repo, 1, "<!-- m -->", "<!-- m -->\ntwo"))
+	assert.Equal(t, 0, listed(), "a remembered comment is edited directly")
+
+	p.ForgetPullRequest(strings.ToUpper(repo), 1)
+	require.NoError(t, p.UpsertComment(ctx, repo, 1, "<!-- m -->", "<!-- m -->\nthree"))
+	assert.Equal(t, 1, listed(), "a forgotten one is listed again")
+	require.NoError(t, p.UpsertComment(ctx, repo, 2, "<!-- m -->", "<!-- m -->\ntwo"))
+	assert.Equal(t, 1, listed(), "forgetting one pull request leaves the others")
+
+	p.ForgetRepository(repo)
+	require.NoError(t, p.UpsertComment(ctx, repo, 2, "<!-- m -->", "<!-- m -->\nthree"))
+	assert.Equal(t, 2, listed(), "forgetting the repository forgets all of its pull requests")
+	for _, n := range []int{1, 2} {
+		cs := srv.Comments(repo, n)
+		require.Len(t, cs, 1, "still one comment on #%d", n)
+		assert.Equal(t, "<!-- m -->\nthree", cs[0].Body)
+	}
+}
+
 func TestSetCommitStatusCutsDescription(t *testing.T) {
 	t.Parallel()
 	srv := githubapi.New(githubapi.Options{})

@@ -1,0 +1,127 @@
+package syncer_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/local/githubapi"
+	"github.com/petri-dev/petri/sync/render"
+	"github.com/petri-dev/petri/sync/syncer"
+)
+
+// What sync remembers in memory (webhook snapshots, passed gates, posted
+// statuses, per pull request feedback state, the comment of each pull
+// request, per repository and application state) is dropped when its pull
+// request closes or its repository leaves the config, so that it stays
+// bounded by what is open.
+func TestInMemoryStateIsPruned(t *testing.T) {
+	t.Parallel()
+	blog := strings.ReplaceAll(strings.ReplaceAll(appYAML(""), "name: shop\n", "name: blog\n"), "repository: acme/shop", "repository: acme/blog")
+	h := newHarness(t, harnessOptions{files: map[string]string{
+		"applications/shop.yaml": appYAML("artifactGate:\n  checkRun: build-image\n"),
+		"applications/blog.yaml": blog,
+	}})
+	built := githubapi.CheckRun{Name: "build-image", Status: "completed", Conclusion: "success"}
+	build := func(pr githubapi.PullRequest, sha string) {
+		h.gh.SetCheckRun(ghRepo, sha, built)
+		d, err := h.gh.CheckRunEvent(ghRepo, pr.Number, sha, built)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusAccepted, h.send(d))
+	}
+	statusPosted := func(sha string) func() bool {
+		return func() bool { return len(h.gh.Statuses(ghRepo, sha)) > 0 }
+	}
+	commentSays := func(n int, text string) func() bool {
+		return func() bool {
+			cs := h.gh.Comments(ghRepo, n)
+			return len(cs) == 1 && strings.Contains(cs[0].Body, text)
+		}
+	}
+	size := func() syncer.StateSize { return h.s.StateSize() }
+
+	var prs []githubapi.PullRequest
+	for range 3 {
+		pr := h.gh.OpenPullRequest(ghRepo, githubapi.PullRequest{Labels: []string{"preview"}})
+		build(pr, pr.HeadSHA)
+		h.prEvent(pr.Number, "opened")
+		h.waitEnv(envName(pr.Number), nil)
+		require.Eventually(t, statusPosted(pr.HeadSHA), 10*time.Second, 10*time.Millisecond)
+		require.Eventually(t, commentSays(pr.Number, envName(pr.Number)), 10*time.Second, 10*time.Millisecond)
+		prs = append(prs, pr)
+	}
+	require.Eventually(t, func() bool {
+		n := size()
+		return n.PullRequests == 3 && n.Gates == 3 && n.Statuses == 3
+	}, 10*time.Second, 10*time.Millisecond, "%+v", size())
+
+	// A push: the old head's gate and status are forgotten.
+	second := githubapi.SHA("second push")
+	h.gh.UpdatePullRequest(ghRepo, prs[0].Number, func(p *githubapi.PullRequest) { p.HeadSHA = second })
+	build(prs[0], second)
+	h.prEvent(prs[0].Number, "synchronize")
+	h.waitEnv(envName(prs[0].Number), func(e *petriv1.EphemeralEnvironment) bool { return e.Spec.Source.SHA == second })
+	require.Eventually(t, statusPosted(second), 10*time.Second, 10*time.Millisecond)
+	h.resync()
+	require.Eventually(t, func() bool {
+		n := size()
+		return n.PullRequests == 3 && n.Gates == 3 && n.Statuses == 3
+	}, 10*time.Second, 10*time.Millisecond, "%+v", size())
+
+	// Two pull requests close (one merged): once their comments say so,
+	// nothing of them is left.
+	h.gh.UpdatePullRequest(ghRepo, prs[0].Number, func(p *githubapi.PullRequest) { p.State = "closed" })
+	h.gh.UpdatePullRequest(ghRepo, prs[1].Number, func(p *githubapi.PullRequest) { p.State, p.Merged = "closed", true })
+	h.prEvent(prs[0].Number, "closed")
+	h.prEvent(prs[1].Number, "closed")
+	for _, pr := range prs[:2] {
+		h.waitGone(envName(pr.Number))
+		require.Eventually(t, commentSays(pr.Number, "Environment deleted"), 10*time.Second, 10*time.Millisecond)
+	}
+	require.Eventually(t, func() bool {
+		n := size()
+		return n.PullRequests == 1 && n.Snapshots == 0 && n.Gates == 1 && n.Statuses == 1
+	}, 10*time.Second, 10*time.Millisecond, "%+v", size())
+
+	// Its comment was forgotten too: reopened, the pull request's comment
+	// is found again by listing, and edited, not duplicated.
+	h.gh.ResetRequests()
+	h.gh.UpdatePullRequest(ghRepo, prs[0].Number, func(p *githubapi.PullRequest) { p.State = "open" })
+	h.prEvent(prs[0].Number, "opened")
+	h.waitEnv(envName(prs[0].Number), nil)
+	require.Eventually(t, commentSays(prs[0].Number, envName(prs[0].Number)+"` at commit"), 10*time.Second, 10*time.Millisecond)
+	listed := false
+	for _, r := range h.gh.Requests() {
+		listed = listed || (r.Method == http.MethodGet && r.Path == fmt.Sprintf("/repos/%s/issues/%d/comments", ghRepo, prs[0].Number))
+	}
+	assert.True(t, listed, "the reopened pull request's comment was looked up again")
+
+	// The repository leaves the config: everything of it is forgotten, its
+	// application's metric too; its environments are left as they are.
+	h.pushConfig(map[string]string{"applications/shop.yaml": ""})
+	require.Eventually(t, func() bool {
+		n := size()
+		return n == syncer.StateSize{Repositories: 1, Applications: 1}
+	}, 10*time.Second, 10*time.Millisecond, "%+v", size())
+	assert.Equal(t, 1, testutil.CollectAndCount(h.m.Environments), "only blog's gauge is left")
+	_, err := h.get(envName(prs[2].Number))
+	require.NoError(t, err)
+
+	// Its webhooks are no longer remembered either. They are handled in
+	// order: once blog's pull request has its environment, shop's event
+	// before it was handled.
+	h.prEvent(prs[2].Number, "synchronize")
+	blogPR := h.gh.OpenPullRequest("acme/blog", githubapi.PullRequest{Labels: []string{"preview"}})
+	d, err := h.gh.PullRequestEvent("acme/blog", blogPR.Number, "opened")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, h.send(d))
+	h.waitEnv(render.EnvironmentName("blog", "acme/blog", blogPR.Number), nil)
+	assert.Equal(t, 1, size().Repositories, "%+v", size())
+}
