@@ -428,21 +428,24 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 			return false, err
 		}
 	}
-	attempt := cs.Attempt + 1
+	// An undeploy belongs to the generation it started at: a component
+	// removed again after it came back is a new undeploy, whose Jobs must
+	// not be the earlier one's (finished, and still kept for their TTL).
+	attempt, gen := cs.Attempt+1, cs.Generation
 	if cs.Phase != petriv1.ComponentUndeploying {
-		attempt = 1
+		attempt, gen = 1, env.Generation
 	}
-	jobName := naming.Job(env.Name, env.UID, jobs.ActionUndeploy, cs.Name, int64(attempt))
+	jobName := naming.AttemptJob(env.Name, env.UID, jobs.ActionUndeploy, cs.Name, gen, attempt)
 	args := []string{"undeploy",
 		"--release", cs.Name,
 		"--namespace", env.Status.TargetNamespace,
 		"--termination-log", jobs.TerminationLogPath,
 	}
-	if err := r.createJob(ctx, env, jobName, r.jobLabels(env, cs.Name, jobs.ActionUndeploy, int64(attempt)), args, ""); err != nil {
+	if err := r.createJob(ctx, env, jobName, r.jobLabels(env, cs.Name, jobs.ActionUndeploy, gen), args, ""); err != nil {
 		return false, err
 	}
 	now := metav1.Now()
-	cs.Phase, cs.Job, cs.Attempt, cs.StartedAt, cs.FinishedAt, cs.LastError = petriv1.ComponentUndeploying, jobName, attempt, &now, nil, ""
+	cs.Phase, cs.Job, cs.Attempt, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.LastError = petriv1.ComponentUndeploying, jobName, attempt, gen, &now, nil, ""
 	cs.Message = problem
 	log.FromContext(ctx).Info("Started undeploy job", "component", cs.Name, "job", jobName, "attempt", attempt)
 	return false, nil

@@ -89,6 +89,23 @@ func (je *jobEvents) get(key string) (created, finished uint64) {
 	return je.created[key], je.finished[key]
 }
 
+// step returns when the one Job whose key starts with prefix was created and
+// finished; zeros when there is none, or more than one.
+func (je *jobEvents) step(prefix string) (created, finished uint64) {
+	je.mu.Lock()
+	defer je.mu.Unlock()
+	var key string
+	for k := range je.created {
+		if strings.HasPrefix(k, prefix) {
+			if key != "" {
+				return 0, 0
+			}
+			key = k
+		}
+	}
+	return je.created[key], je.finished[key]
+}
+
 func (je *jobEvents) count(prefix string) int {
 	je.mu.Lock()
 	defer je.mu.Unlock()
@@ -201,16 +218,17 @@ func TestGraphDeploysRedeploysAndTearsDownInOrder(t *testing.T) {
 	assert.Equal(t, map[int]string{1: "superseded", 2: "deployed"}, helmReleases(t, ns)["api"])
 	assert.Equal(t, map[string]string{"message": "hello again", "imageTag": "def5678"}, configMap(t, ns, "api-greeter"))
 
-	// Deletion: undeploy api before db, then the namespace.
+	// Deletion: undeploy api before db, then the namespace. Each undeploy is
+	// one Job, of the generation the deletion started at.
 	require.NoError(t, env.Client.Delete(ctx, e))
 	waitGone(t, e)
-	apiUndeployCreated, apiUndeployDone := je.get("undeploy/api/1")
-	dbUndeployCreated, _ := je.get("undeploy/db/1")
+	apiUndeployCreated, apiUndeployDone := je.step("undeploy/api/")
+	dbUndeployCreated, _ := je.step("undeploy/db/")
 	require.NotZero(t, apiUndeployDone, "api was undeployed by a Job")
 	require.NotZero(t, dbUndeployCreated, "db was undeployed by a Job")
 	assert.Greater(t, dbUndeployCreated, apiUndeployDone, "db is undeployed only after api, which depends on it")
 	assert.NotZero(t, apiUndeployCreated)
-	_, cacheUndeployDone := je.get("undeploy/cache/1")
+	_, cacheUndeployDone := je.step("undeploy/cache/")
 	assert.NotZero(t, cacheUndeployDone)
 	err = env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
 	assert.True(t, client.IgnoreNotFound(err) == nil && err != nil, "namespace %s is gone", ns)

@@ -126,9 +126,21 @@ func LabelValue(s string) string {
 // the owner's UID keeps names of different owners apart even where their
 // readable parts coincide.
 func Job(owner string, uid types.UID, action, subject string, generation int64) string {
-	gen := "g" + strconv.FormatInt(generation, 10)
-	sum := sha256.Sum256([]byte(strings.Join([]string{string(uid), action, subject, gen}, "/")))
+	return jobName(owner, uid, action, subject, "g"+strconv.FormatInt(generation, 10))
+}
+
+// AttemptJob names one attempt of a step that is retried with a new Job per
+// attempt (an undeploy, a deprovision), started at a generation. Both go into
+// the name: the attempt gives every retry a Job of its own, and the
+// generation keeps a later step (a component removed, added back and removed
+// again) from adopting an earlier step's finished Job of the same attempt.
+func AttemptJob(owner string, uid types.UID, action, subject string, generation int64, attempt int32) string {
+	return jobName(owner, uid, action, subject, "g"+strconv.FormatInt(generation, 10)+"-a"+strconv.FormatInt(int64(attempt), 10))
+}
+
+func jobName(owner string, uid types.UID, action, subject, tag string) string {
+	sum := sha256.Sum256([]byte(strings.Join([]string{string(uid), action, subject, tag}, "/")))
 	h := hex.EncodeToString(sum[:])[:8]
-	readable := truncate(sanitize(strings.Join([]string{owner, subject, action}, "-")), maxLabel-len(gen)-len(h)-2)
-	return readable + "-" + gen + "-" + h
+	readable := truncate(sanitize(strings.Join([]string{owner, subject, action}, "-")), maxLabel-len(tag)-len(h)-2)
+	return readable + "-" + tag + "-" + h
 }

@@ -61,6 +61,19 @@ func TestJobNames(t *testing.T) {
 	assert.Contains(t, long, "-g123456-")
 }
 
+func TestAttemptJobNames(t *testing.T) {
+	a := AttemptJob("env", types.UID("u1"), "undeploy", "web", 3, 1)
+	assert.Equal(t, a, AttemptJob("env", types.UID("u1"), "undeploy", "web", 3, 1), "deterministic")
+	assert.NotEqual(t, a, AttemptJob("env", types.UID("u1"), "undeploy", "web", 3, 2), "per attempt")
+	assert.NotEqual(t, a, AttemptJob("env", types.UID("u1"), "undeploy", "web", 5, 1), "per generation: a later removal is a new step")
+	assert.NotEqual(t, a, Job("env", types.UID("u1"), "undeploy", "web", 3), "apart from the one-Job names")
+	assert.Contains(t, a, "-g3-a1-")
+	long := AttemptJob(strings.Repeat("env", 40), types.UID("u"), "deprovision", strings.Repeat("component", 10), 123456, 2147483647)
+	assert.LessOrEqual(t, len(long), 63)
+	assert.Empty(t, validation.IsDNS1123Label(long))
+	assert.Contains(t, long, "-g123456-a2147483647-")
+}
+
 func TestBounded(t *testing.T) {
 	long := Bounded(63, "petri", strings.Repeat("x", 100))
 	assert.Len(t, long, 63)
