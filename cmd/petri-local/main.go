@@ -152,6 +152,11 @@ Petri is running on this machine. Ctrl-C stops it.
 
   kubeconfig     export KUBECONFIG=%s
                  %s get ee,sw -n %s
+  kubectl petri  export PATH=%s:$PATH   (kubectl and its plugin kubectl-petri)
+                 kubectl petri get                         every environment as a tree
+                 kubectl petri logs ENV [COMPONENT] [-f]   the log of a component's latest Job
+                 kubectl petri redeploy ENV                deploy every component again
+                 kubectl petri open ENV                    print its URL
   webhook URL    %s   (secret: %s)
   read API       %s/api/v1/environments
   config repo    %s   (commit to it; sync fetches it every minute)
@@ -161,7 +166,7 @@ Petri is running on this machine. Ctrl-C stops it.
     %s pr open [--title "Add a greeting"] [NUMBER]
     %s pr push NUMBER
     %s pr close NUMBER
-`, s.Kubeconfig(), kubectl, stack.ManagementNamespace, s.WebhookURL, filepath.Join(s.Overlay, "webhook-secret"),
+`, s.Kubeconfig(), kubectl, stack.ManagementNamespace, c.bin, s.WebhookURL, filepath.Join(s.Overlay, "webhook-secret"),
 		s.IngressURL, s.ConfigRepo, s.GitHub.URL, stack.DemoRepository, self, self, self)
 	s.WriteLogIndex(os.Stdout)
 	<-ctx.Done()
