@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -47,8 +48,54 @@ func short(sha string) string {
 	return sha
 }
 
+// What leaves the cluster. Feedback is posted where everyone who can read
+// the pull request reads it, so it carries only text Petri wrote:
+//
+//   - status.components[].lastError is the one-line reason the deployer
+//     (Petri's own image) wrote as its termination message, such as
+//     "ChartNotFound: ...": it is shown.
+//   - status.sharedWorkloads[].lastError is the termination message of a
+//     binding's bind, provision or deprovision Job. Provision and
+//     deprovision run the shared workload's own image, so it is whatever
+//     that image printed (with the tail of its logs when it wrote no
+//     message), credentials included. It is never shown: wherever the
+//     operator quotes it (the Stalled and Ready conditions, a blocked
+//     component's message) the quote is replaced by the Job whose logs
+//     hold it, and the comment says how to read them.
+
+// withheld stands in for a binding's lastError.
+func withheld(bs petriv1.BindingStatus) string {
+	if bs.Job == "" {
+		return "container output withheld"
+	}
+	return "container output withheld; see the logs of job " + bs.Job
+}
+
+// scrub replaces every shared-workload lastError quoted in s, in one pass,
+// longest first.
+func scrub(ee *petriv1.EphemeralEnvironment, s string) string {
+	bindings := slices.Clone(ee.Status.SharedWorkloads)
+	slices.SortFunc(bindings, func(a, b petriv1.BindingStatus) int { return len(b.LastError) - len(a.LastError) })
+	var pairs []string
+	for _, bs := range bindings {
+		if strings.TrimSpace(bs.LastError) != "" {
+			pairs = append(pairs, bs.LastError, withheld(bs))
+		}
+	}
+	if len(pairs) == 0 {
+		return s
+	}
+	return strings.NewReplacer(pairs...).Replace(s)
+}
+
+// Scrub replaces every shared-workload lastError quoted in s by the name of
+// the Job whose logs hold it: what a binding's own containers printed may
+// carry credentials, and no page or comment of sync's shows it.
+func Scrub(ee *petriv1.EphemeralEnvironment, s string) string { return scrub(ee, s) }
+
 // EnvState summarises an environment for its current generation: Ready,
-// Failed (with a reason) or Deploying (with progress).
+// Failed (with a reason) or Deploying (with progress). The detail carries
+// no output of a shared workload's own containers.
 func EnvState(ee *petriv1.EphemeralEnvironment) (phase string, detail string) {
 	current := ee.Status.ObservedGeneration == ee.Generation
 	ready := meta.FindStatusCondition(ee.Status.Conditions, petriv1.ConditionReady)
@@ -57,17 +104,17 @@ func EnvState(ee *petriv1.EphemeralEnvironment) (phase string, detail string) {
 	case ee.DeletionTimestamp != nil:
 		return "Deleting", "the environment is being deleted"
 	case stalled != nil && stalled.Status == metav1.ConditionTrue:
-		return "Failed", stalled.Message
+		return "Failed", scrub(ee, stalled.Message)
 	case current && ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration >= ee.Generation:
 		return "Ready", "environment ready"
 	case current && (ee.Status.Phase == petriv1.EnvironmentFailed || ee.Status.Phase == petriv1.EnvironmentStalled):
 		for _, c := range ee.Status.Components {
 			if c.Phase == petriv1.ComponentFailed && c.LastError != "" {
-				return "Failed", fmt.Sprintf("%s: %s", c.Name, c.LastError)
+				return "Failed", fmt.Sprintf("%s: %s", c.Name, scrub(ee, c.LastError))
 			}
 		}
 		if ready != nil && ready.Message != "" {
-			return "Failed", ready.Message
+			return "Failed", scrub(ee, ready.Message)
 		}
 		return "Failed", "deploy failed"
 	}
@@ -161,14 +208,40 @@ func Comment(states []PRState) string {
 		for _, c := range s.Env.Status.Components {
 			status[c.Name] = c
 		}
+		var logs []string
 		for _, c := range s.Env.Spec.Components {
 			cs := status[c.Name]
 			p := string(cs.Phase)
 			if p == "" {
 				p = string(petriv1.ComponentPending)
 			}
-			fmt.Fprintf(&b, "| %s | %s %s | %s | %s |\n", c.Name, c.Chart.Name, c.Chart.Version, p, cell(cs.LastError))
+			fmt.Fprintf(&b, "| %s | %s %s | %s | %s |\n", c.Name, c.Chart.Name, c.Chart.Version, p, cell(scrub(s.Env, cs.LastError)))
+			if cs.LastError != "" && cs.Job != "" {
+				logs = append(logs, fmt.Sprintf("- `%s`: %s", c.Name, logsCommand(s.Env, cs.Job)))
+			}
+		}
+		if len(s.Env.Status.SharedWorkloads) > 0 {
+			b.WriteString("\n| Shared workload | Phase | Job |\n|---|---|---|\n")
+			for _, bs := range s.Env.Status.SharedWorkloads {
+				fmt.Fprintf(&b, "| %s | %s | %s |\n", bs.Name, bs.Phase, bs.Job)
+				if bs.LastError != "" && bs.Job != "" {
+					logs = append(logs, fmt.Sprintf("- shared workload `%s`: %s", bs.Name, logsCommand(s.Env, bs.Job)))
+				}
+			}
+		}
+		if len(logs) > 0 {
+			b.WriteString("\nWhat failed is in the logs of its Job, in the cluster (a shared workload's own container output is never posted here):\n")
+			b.WriteString(strings.Join(logs, "\n") + "\n")
 		}
 	}
 	return b.String()
+}
+
+// logsCommand is how someone with access to the cluster reads a Job's logs;
+// the Jobs run in the environment's (the management) namespace.
+func logsCommand(ee *petriv1.EphemeralEnvironment, job string) string {
+	if ee.Namespace == "" {
+		return fmt.Sprintf("`kubectl logs job/%s`", job)
+	}
+	return fmt.Sprintf("`kubectl -n %s logs job/%s`", ee.Namespace, job)
 }

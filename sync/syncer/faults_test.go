@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
@@ -95,4 +96,57 @@ spec:
 	h := newHarness(t, harnessOptions{files: map[string]string{"shared/postgres.yaml": sw, "applications/shop.yaml": appYAML("")}, chartTimeout: 300 * time.Millisecond})
 	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
 	h.waitEnv(envName(pr.Number), nil)
+}
+
+// A shared workload's provision container failed and its termination
+// message (written by the shared workload's own image) holds a password:
+// the commit status and the comment on the pull request name the Job and
+// how to read its logs, never the message.
+func TestProvisionOutputIsNotPostedOnThePullRequest(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{files: shopFiles("")})
+	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	name := envName(pr.Number)
+	h.waitEnv(name, nil)
+	const output = "createdb: error: FATAL: role admin, password=hunter2 rejected"
+	job := name + "-postgres-provision-g1-0a1b2c3d"
+	setStatus(t, h, name, func(e *petriv1.EphemeralEnvironment) {
+		e.Status.ObservedGeneration = e.Generation
+		e.Status.Phase = petriv1.EnvironmentFailed
+		e.Status.TargetNamespace = "shop-pr-x-ab12"
+		e.Status.SharedWorkloads = []petriv1.BindingStatus{{Name: "postgres", Phase: petriv1.ComponentFailed, Job: job, Attempt: 1, LastError: output}}
+		e.Status.Components = []petriv1.ComponentStatus{{Name: "api", Phase: petriv1.ComponentPending, Generation: e.Generation, Message: "blocked: shared workload postgres failed to bind: " + output}}
+		for _, typ := range []string{petriv1.ConditionStalled, petriv1.ConditionReady} {
+			st := metav1.ConditionTrue
+			if typ == petriv1.ConditionReady {
+				st = metav1.ConditionFalse
+			}
+			meta.SetStatusCondition(&e.Status.Conditions, metav1.Condition{Type: typ, Status: st, Reason: petriv1.ReasonBindFailed, Message: "failed: postgres (" + output + ")", ObservedGeneration: e.Generation})
+		}
+	})
+	var status githubapi.Status
+	require.Eventually(t, func() bool {
+		sts := h.gh.Statuses(ghRepo, pr.HeadSHA)
+		if len(sts) == 0 {
+			return false
+		}
+		status = sts[len(sts)-1]
+		return status.State == "failure"
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.NotContains(t, status.Description, "hunter2")
+	assert.Contains(t, status.Description, "withheld")
+	var body string
+	require.Eventually(t, func() bool {
+		cs := h.gh.Comments(ghRepo, pr.Number)
+		if len(cs) != 1 {
+			return false
+		}
+		body = cs[0].Body
+		return strings.Contains(body, "| postgres | Failed |")
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.NotContains(t, body, "hunter2")
+	assert.Contains(t, body, fmt.Sprintf("`kubectl -n %s logs job/%s`", h.ns, job))
+	for _, st := range h.gh.Statuses(ghRepo, pr.HeadSHA) {
+		assert.NotContains(t, st.Description, "hunter2")
+	}
 }
