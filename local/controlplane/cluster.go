@@ -50,6 +50,10 @@ var DefaultControllers = []string{
 	"replicaset-controller",
 }
 
+// ServiceClusterIPRange is the Services' address range of the local control
+// plane, sized for thousands of environments.
+const ServiceClusterIPRange = "10.0.0.0/16"
+
 // Options configure a control plane.
 type Options struct {
 	// Dir holds the control plane's files and the local node's pods and logs;
@@ -175,6 +179,10 @@ func Start(opts Options) (_ *Cluster, err error) {
 		// Admission plugins a cluster runs, so Petri meets them here too.
 		Set("enable-admission-plugins", "NamespaceLifecycle,ServiceAccount,DefaultStorageClass,ResourceQuota,OwnerReferencesPermissionEnforcement").
 		Set("service-account-max-token-expiration", "48h").
+		// Every environment's Services take addresses from this range: a
+		// /16 holds 65,534, enough for 2,000 environments of several
+		// components (the default /24 filled up after about 85).
+		Set("service-cluster-ip-range", ServiceClusterIPRange).
 		Disable("disable-admission-plugins")
 	c.Config, err = c.env.Start()
 	if err != nil {

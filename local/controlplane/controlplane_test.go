@@ -13,7 +13,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/petri-dev/petri/local/controlplane"
 )
@@ -77,4 +81,29 @@ func TestControlPlaneReportsItsKubernetesVersion(t *testing.T) {
 	assert.Equal(t, wantMinor, out.ClientVersion.Minor)
 	assert.Equal(t, want, out.ServerVersion.GitVersion)
 	assert.NotContains(t, stderr.String(), "WARNING", "no version skew between kubectl and the server")
+}
+
+// The Services' address range is sized for scale: the API server's default
+// ServiceCIDR holds 65,534 addresses, not the 254 of envtest's default, and a
+// Service can take an address from its upper part.
+func TestServiceRangeFitsThousandsOfEnvironments(t *testing.T) {
+	c, err := controlplane.Start(controlplane.Options{Controllers: []string{"serviceaccount-controller"}})
+	require.NoError(t, err)
+	t.Cleanup(c.Stop)
+	ctx := context.Background()
+
+	var cidr networkingv1.ServiceCIDR
+	require.Eventually(t, func() bool {
+		return c.Client.Get(ctx, client.ObjectKey{Name: "kubernetes"}, &cidr) == nil
+	}, 30*time.Second, 100*time.Millisecond, "the default ServiceCIDR exists")
+	assert.Equal(t, []string{controlplane.ServiceClusterIPRange}, cidr.Spec.CIDRs)
+
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "high"},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: "10.0.200.17",
+			Ports:     []corev1.ServicePort{{Port: 80}},
+		},
+	}
+	require.NoError(t, c.Client.Create(ctx, svc), "an address beyond the first /24 is allocatable")
 }
