@@ -138,16 +138,34 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 	if bs.Phase == petriv1.ComponentPending {
 		return r.startBind(ctx, env, sw, bs, p)
 	}
-	st, err := r.observeJob(ctx, bs.Job)
+	st, err := r.observeJobLive(ctx, p, bs.Job)
 	if err != nil {
 		return err
-	}
-	if !st.exists || !st.done {
-		return nil
 	}
 	step := jobs.ActionProvision
 	if bs.Job == bindJob(env, sw.Name) {
 		step = jobs.ActionBind
+	}
+	if !st.exists {
+		// Gone before its outcome was seen (deleted by hand, or removed by
+		// its TTL while the operator was down): nothing will ever report
+		// it, so the step runs again. Both are idempotent: the binding
+		// Secret is written once, provision steps must tolerate a database
+		// that exists.
+		log.FromContext(ctx).Info("Job is gone before its outcome was seen, running the step again", "job", bs.Job, "sharedWorkload", sw.Name, "step", step)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindProgressing, "Bind", "%s of shared workload %s: job %s is gone before its outcome was seen; running it again", step, sw.Name, bs.Job)
+		switch {
+		case step == jobs.ActionBind:
+			return r.startBind(ctx, env, sw, bs, p)
+		case sw.Spec.Provision == nil:
+			// No longer provisioned at all: bound.
+			bs.Phase, bs.Message = petriv1.ComponentDeployed, ""
+			return nil
+		}
+		return r.createStepJob(ctx, env, sw, bs.Job, jobs.ActionProvision, sw.Spec.Provision, 1)
+	}
+	if !st.done {
+		return nil
 	}
 	if !st.succeeded {
 		bs.Phase, bs.FinishedAt, bs.LastError = petriv1.ComponentFailed, st.finished, oneLine(st.message)
@@ -265,7 +283,7 @@ func (r *EphemeralEnvironmentReconciler) deprovisionBindings(ctx context.Context
 	var problems []string
 	for i := range env.Status.SharedWorkloads {
 		bs := &env.Status.SharedWorkloads[i]
-		finished, err := r.deprovision(ctx, env, bs)
+		finished, err := r.deprovision(ctx, env, bs, p)
 		var later *retryLater
 		if errors.As(err, &later) {
 			p.requeueAfter(later.after)
@@ -283,7 +301,7 @@ func (r *EphemeralEnvironmentReconciler) deprovisionBindings(ctx context.Context
 	return done, nil
 }
 
-func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus) (bool, error) {
+func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus, p *pass) (bool, error) {
 	if bs.Phase == petriv1.ComponentUndeployed {
 		return true, nil
 	}
@@ -312,7 +330,7 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 		return true, nil
 	}
 	if bs.Phase == petriv1.ComponentUndeploying {
-		done, running, err := r.observeRetried(ctx, env, jobs.ActionDeprovision, bs.Name, bs.Job, bs.Attempt, &bs.FinishedAt, &bs.LastError)
+		done, running, err := r.observeRetried(ctx, env, p, jobs.ActionDeprovision, bs.Name, bs.Job, bs.Attempt, &bs.FinishedAt, &bs.LastError)
 		if done {
 			bs.Phase, bs.Message = petriv1.ComponentUndeployed, ""
 			return true, nil

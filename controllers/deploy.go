@@ -32,6 +32,28 @@ type jobState struct {
 	started, finished       *metav1.Time
 }
 
+// uncachedPoll is how often a running Job that only the API server knows is
+// looked at again: the cache sends no events for it.
+const uncachedPoll = 2 * time.Second
+
+// observeJobLive is observeJob for decisions that a Job missing from the
+// cache would make wrong (whether it still runs, whether it is gone). The
+// cache has not seen a Job created a moment ago, nor one that no longer
+// matches its label selector; a Job it does not know is looked up on the API
+// server before it counts as gone. One found only there, still running, is
+// polled (no watch event would announce its end).
+func (r *EphemeralEnvironmentReconciler) observeJobLive(ctx context.Context, p *pass, name string) (jobState, error) {
+	st, err := r.observeJob(ctx, name)
+	if err != nil || st.exists {
+		return st, err
+	}
+	st, err = observeJob(ctx, r.APIReader, r.Options.ManagementNamespace, name)
+	if err == nil && st.exists && !st.done {
+		p.requeueAfter(uncachedPoll)
+	}
+	return st, err
+}
+
 // observeJob reads a Job and, when it failed, the one-line reason its pod
 // wrote.
 func (r *EphemeralEnvironmentReconciler) observeJob(ctx context.Context, name string) (jobState, error) {
@@ -109,7 +131,7 @@ func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv
 		return nil
 	}
 
-	if err := r.undeployRemoved(ctx, env, inSpec); err != nil {
+	if err := r.undeployRemoved(ctx, env, inSpec, p); err != nil {
 		return err
 	}
 
@@ -389,14 +411,14 @@ func specValues(env *petriv1.EphemeralEnvironment, name string) *apiextensionsv1
 
 // undeployRemoved uninstalls the releases of components that left the spec,
 // then forgets them.
-func (r *EphemeralEnvironmentReconciler) undeployRemoved(ctx context.Context, env *petriv1.EphemeralEnvironment, inSpec map[string]bool) error {
+func (r *EphemeralEnvironmentReconciler) undeployRemoved(ctx context.Context, env *petriv1.EphemeralEnvironment, inSpec map[string]bool, p *pass) error {
 	var keep []petriv1.ComponentStatus
 	for _, cs := range env.Status.Components {
 		if inSpec[cs.Name] {
 			keep = append(keep, cs)
 			continue
 		}
-		done, err := r.runUndeploy(ctx, env, &cs, "")
+		done, err := r.runUndeploy(ctx, env, &cs, p)
 		if err != nil {
 			return err
 		}
@@ -409,13 +431,14 @@ func (r *EphemeralEnvironmentReconciler) undeployRemoved(ctx context.Context, en
 }
 
 // runUndeploy drives one component's undeploy Job; it reports done once the
-// release is gone. A failed Job is retried with a new attempt after a backoff.
-func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, cs *petriv1.ComponentStatus, problem string) (bool, error) {
+// release is gone. A failed Job is retried with a new attempt after a backoff,
+// a Job that is gone at once.
+func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, cs *petriv1.ComponentStatus, p *pass) (bool, error) {
 	if cs.Phase == petriv1.ComponentUndeployed {
 		return true, nil
 	}
 	if cs.Phase == petriv1.ComponentUndeploying {
-		done, running, err := r.observeRetried(ctx, env, jobs.ActionUndeploy, cs.Name, cs.Job, cs.Attempt, &cs.FinishedAt, &cs.LastError)
+		done, running, err := r.observeRetried(ctx, env, p, jobs.ActionUndeploy, cs.Name, cs.Job, cs.Attempt, &cs.FinishedAt, &cs.LastError)
 		if done {
 			cs.Phase, cs.Message = petriv1.ComponentUndeployed, ""
 			return true, nil
@@ -446,7 +469,7 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 	}
 	now := metav1.Now()
 	cs.Phase, cs.Job, cs.Attempt, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.LastError = petriv1.ComponentUndeploying, jobName, attempt, gen, &now, nil, ""
-	cs.Message = problem
+	cs.Message = ""
 	log.FromContext(ctx).Info("Started undeploy job", "component", cs.Name, "job", jobName, "attempt", attempt)
 	return false, nil
 }
@@ -456,13 +479,23 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 // is recorded once (reason, event, metric); until the backoff has passed it
 // returns a retryLater error, and afterwards nothing, which tells the caller
 // to start the next attempt.
-func (r *EphemeralEnvironmentReconciler) observeRetried(ctx context.Context, env *petriv1.EphemeralEnvironment, action, subject, job string, attempt int32, finishedAt **metav1.Time, lastError *string) (done, running bool, err error) {
-	st, err := r.observeJob(ctx, job)
+//
+// A Job that is gone (the API server does not know it either) was deleted by
+// hand, or removed by its TTL while the operator was down: its outcome is
+// unknown and nothing will ever report it. The caller starts the next attempt
+// at once; the steps are idempotent (an undeploy of an absent release
+// succeeds, deprovision steps must tolerate a database already dropped).
+func (r *EphemeralEnvironmentReconciler) observeRetried(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass, action, subject, job string, attempt int32, finishedAt **metav1.Time, lastError *string) (done, running bool, err error) {
+	st, err := r.observeJobLive(ctx, p, job)
 	if err != nil {
 		return false, false, err
 	}
 	switch {
-	case !st.exists || !st.done:
+	case !st.exists:
+		log.FromContext(ctx).Info("Job is gone before its outcome was seen, starting the next attempt", "job", job, "action", action, "subject", subject, "attempt", attempt)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownProgressing, action, "%s of %s: job %s is gone before its outcome was seen; starting attempt %d", action, subject, job, attempt+1)
+		return false, false, nil
+	case !st.done:
 		return false, true, nil
 	case st.succeeded:
 		*finishedAt, *lastError = st.finished, ""

@@ -68,7 +68,7 @@ func (r *EphemeralEnvironmentReconciler) undeployComponents(ctx context.Context,
 	states := map[string]graph.State{}
 	var problems []string
 	step := func(cs *petriv1.ComponentStatus) error {
-		_, err := r.runUndeploy(ctx, env, cs, "")
+		_, err := r.runUndeploy(ctx, env, cs, p)
 		var later *retryLater
 		if errors.As(err, &later) {
 			p.requeueAfter(later.after)

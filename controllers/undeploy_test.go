@@ -6,6 +6,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 )
@@ -47,4 +50,47 @@ func TestComponentRemovedTwiceIsUndeployedTwice(t *testing.T) {
 	setComponents(4, greeter("keep"))
 	assert.Empty(t, helmReleases(t, ns)["flip"], "the second removal uninstalled the release too")
 	assert.Equal(t, 2, je.count("undeploy/flip/"), "one undeploy Job per removal")
+}
+
+// An undeploy Job that disappears while it runs (deleted by hand, or removed
+// by its TTL while the operator was down) does not hold the teardown forever:
+// the next attempt starts and finishes the job.
+func TestTeardownGoesOnWhenAnUndeployJobIsGone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, newEnv("lost-undeploy", greeter("app"))))
+	e := waitFor(t, "lost-undeploy", "ready", ready)
+	ns := e.Status.TargetNamespace
+
+	// A finalizer on the release's ConfigMap keeps the uninstall waiting, so
+	// the undeploy Job is still running when it is deleted.
+	const hold = "petri.dev/test-hold"
+	cm := &corev1.ConfigMap{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-greeter"}, cm))
+	controllerutil.AddFinalizer(cm, hold)
+	require.NoError(t, env.Client.Update(ctx, cm))
+	release := func() {
+		cur := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cur); err == nil {
+			controllerutil.RemoveFinalizer(cur, hold)
+			_ = env.Client.Update(ctx, cur)
+		}
+	}
+	t.Cleanup(release)
+
+	require.NoError(t, env.Client.Delete(ctx, e))
+	e = waitFor(t, "lost-undeploy", "undeploy running", func(e *petriv1.EphemeralEnvironment) bool {
+		cs := componentNamed(e, "app")
+		return cs != nil && cs.Phase == petriv1.ComponentUndeploying && cs.Job != ""
+	})
+	first := componentNamed(e, "app").Job
+	deleteJob(t, runningJob(t, first))
+
+	e = waitFor(t, "lost-undeploy", "a new undeploy attempt", func(e *petriv1.EphemeralEnvironment) bool {
+		cs := componentNamed(e, "app")
+		return cs != nil && cs.Job != first && cs.Phase == petriv1.ComponentUndeploying
+	})
+	assert.Equal(t, int32(2), componentNamed(e, "app").Attempt)
+	release()
+	waitGone(t, e)
 }
