@@ -94,6 +94,11 @@ type Cluster struct {
 	nodeErr chan error
 	ownDir  bool
 	stopped sync.Once
+
+	// restartMu guards apiServer, the kube-apiserver RestartAPIServer
+	// started in place of envtest's (nil until then).
+	restartMu sync.Mutex
+	apiServer *apiServerProcess
 }
 
 // Scheme knows the built-in types and Petri's.
@@ -337,6 +342,7 @@ func (c *Cluster) Stop() {
 			_ = c.kcm.Process.Kill()
 			<-c.kcmDone
 		}
+		c.stopRestartedAPIServer()
 		if c.env != nil {
 			_ = c.env.Stop()
 		}

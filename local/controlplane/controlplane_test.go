@@ -107,3 +107,39 @@ func TestServiceRangeFitsThousandsOfEnvironments(t *testing.T) {
 	}
 	require.NoError(t, c.Client.Create(ctx, svc), "an address beyond the first /24 is allocatable")
 }
+
+// A restarted API server keeps every object (same etcd), its address and
+// its keys: a client made before the restart and a ServiceAccount token
+// minted before it both work after it.
+func TestRestartAPIServerKeepsStateAndClients(t *testing.T) {
+	c, err := controlplane.Start(controlplane.Options{Controllers: []string{"serviceaccount-controller"}})
+	require.NoError(t, err)
+	t.Cleanup(c.Stop)
+	ctx := context.Background()
+
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kept"}, Data: map[string]string{"k": "v"}}
+	require.NoError(t, c.Client.Create(ctx, cm))
+	require.Eventually(t, func() bool {
+		return c.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &corev1.ServiceAccount{}) == nil
+	}, 30*time.Second, 50*time.Millisecond)
+	saConfig, err := c.ServiceAccountConfig(ctx, "default", "default")
+	require.NoError(t, err)
+	saClient, err := client.New(saConfig, client.Options{Scheme: controlplane.Scheme()})
+	require.NoError(t, err)
+	host := c.Config.Host
+
+	require.NoError(t, c.RestartAPIServer(ctx, 500*time.Millisecond))
+	assert.Equal(t, host, c.Config.Host)
+	got := &corev1.ConfigMap{}
+	require.NoError(t, c.Client.Get(ctx, client.ObjectKeyFromObject(cm), got))
+	assert.Equal(t, "v", got.Data["k"])
+	assert.Equal(t, cm.UID, got.UID)
+	// The token authenticates (and is refused only by RBAC, not as unknown).
+	err = saClient.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "forbidden", "the ServiceAccount's token still authenticates")
+
+	// Twice in a row works too: the second restart replaces the first one's process.
+	require.NoError(t, c.RestartAPIServer(ctx, 0))
+	require.NoError(t, c.Client.Get(ctx, client.ObjectKeyFromObject(cm), got))
+}

@@ -345,6 +345,40 @@ func TestKillFailsThePod(t *testing.T) {
 	assert.Equal(t, int32(137), pod.Status.ContainerStatuses[0].State.Terminated.ExitCode)
 }
 
+// KillContainer kills a container's process the way SIGKILL on a node does:
+// the pod stays, and under restartPolicy Always the container starts again
+// with the kill (exit 137) as its last state.
+func TestKillContainerRestartsIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := namespace(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sigkilled"},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, Containers: []corev1.Container{{
+			Name: "main", Image: helperImage, Command: []string{"/petri-testhelper"}, Args: []string{"block"},
+		}}},
+	}
+	require.NoError(t, env.Client.Create(ctx, pod))
+	running := func(restarts int32) func() bool {
+		return func() bool {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil || len(pod.Status.ContainerStatuses) == 0 {
+				return false
+			}
+			cs := pod.Status.ContainerStatuses[0]
+			return cs.RestartCount == restarts && cs.State.Running != nil
+		}
+	}
+	require.Eventually(t, running(0), 30*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return env.Node.KillContainer(ctx, ns, pod.Name, "main") == nil }, 10*time.Second, 50*time.Millisecond)
+	require.Eventually(t, running(1), 30*time.Second, 50*time.Millisecond, "the killed container runs again")
+	assert.Equal(t, corev1.PodRunning, pod.Status.Phase)
+	last := pod.Status.ContainerStatuses[0].LastTerminationState.Terminated
+	require.NotNil(t, last)
+	assert.Equal(t, int32(137), last.ExitCode)
+	assert.Error(t, env.Node.KillContainer(ctx, ns, pod.Name, "other"), "a container that does not run cannot be killed")
+	require.NoError(t, env.Client.Delete(ctx, pod))
+}
+
 // A Deployment's pods each get their own local port, become Ready only when
 // their readiness probe passes, and are reached by Service name through the
 // node's proxy (as another pod does) and through an Ingress rule.

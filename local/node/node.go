@@ -121,6 +121,8 @@ type podRun struct {
 	mu     sync.Mutex
 	procs  []*os.Process
 	killed bool
+	// current is each container's running process (KillContainer).
+	current map[string]*os.Process
 	// stop is closed when the pod is killed.
 	stop   chan struct{}
 	exited chan struct{}
@@ -612,7 +614,9 @@ func (n *Node) runContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 		_ = cmd.Wait()
 		return result(137, "Killed", "killed before it started")
 	}
+	run.setCurrent(c.Name, cmd.Process)
 	waitErr := cmd.Wait()
+	run.setCurrent(c.Name, nil)
 	code := int32(0)
 	reason := "Completed"
 	if waitErr != nil {
