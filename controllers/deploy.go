@@ -43,15 +43,22 @@ const uncachedPoll = 2 * time.Second
 // server before it counts as gone. One found only there, still running, is
 // polled (no watch event would announce its end).
 func (r *EphemeralEnvironmentReconciler) observeJobLive(ctx context.Context, p *pass, name string) (jobState, error) {
-	st, err := r.observeJob(ctx, name)
-	if err != nil || st.exists {
-		return st, err
-	}
-	st, err = observeJob(ctx, r.APIReader, r.Options.ManagementNamespace, name)
-	if err == nil && st.exists && !st.done {
+	st, uncached, err := observeJobLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, name)
+	if err == nil && uncached && !st.done {
 		p.requeueAfter(uncachedPoll)
 	}
 	return st, err
+}
+
+// observeJobLive reads a Job from the cache and, when the cache does not know
+// it, from the API server; uncached says it was found only there.
+func observeJobLive(ctx context.Context, cache, api client.Reader, namespace, name string) (st jobState, uncached bool, err error) {
+	st, err = observeJob(ctx, cache, namespace, name)
+	if err != nil || st.exists {
+		return st, false, err
+	}
+	st, err = observeJob(ctx, api, namespace, name)
+	return st, st.exists, err
 }
 
 // observeJob reads a Job and, when it failed, the one-line reason its pod
@@ -514,11 +521,15 @@ func (r *EphemeralEnvironmentReconciler) observeRetried(ctx context.Context, env
 	return false, false, nil
 }
 
+func (r *EphemeralEnvironmentReconciler) retryDelay(attempt int32, finishedAt *metav1.Time) time.Duration {
+	return retryDelay(r.Options.TeardownBackoff, attempt, finishedAt)
+}
+
 // retryDelay is how long until the next attempt of a failed step: the
 // teardown backoff doubled per attempt, at most five minutes, counted from
 // the failure.
-func (r *EphemeralEnvironmentReconciler) retryDelay(attempt int32, finishedAt *metav1.Time) time.Duration {
-	d := r.Options.TeardownBackoff
+func retryDelay(backoff time.Duration, attempt int32, finishedAt *metav1.Time) time.Duration {
+	d := backoff
 	for i := int32(1); i < attempt && d < 5*time.Minute; i++ {
 		d *= 2
 	}

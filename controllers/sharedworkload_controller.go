@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -86,7 +87,7 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 	sw.Status.BoundEnvironments = int32(len(users))
 
 	if !sw.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, r.teardown(ctx, sw, users)
+		return r.teardown(ctx, sw, users)
 	}
 	if !controllerutil.ContainsFinalizer(sw, petriv1.Finalizer) {
 		patch := client.MergeFrom(sw.DeepCopy())
@@ -305,60 +306,91 @@ func (r *SharedWorkloadReconciler) summarize(sw *petriv1.SharedWorkload, reason,
 
 // teardown holds the deletion while environments use the shared workload,
 // then undeploys its release and releases the finalizer. The instance Secret
-// goes with it (owner reference).
-func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.SharedWorkload, users []string) error {
+// goes with it (owner reference). A failed undeploy is retried with backoff,
+// one Job per attempt, and reported; an undeploy Job that is gone before its
+// outcome was seen is followed by the next attempt at once.
+func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.SharedWorkload, users []string) (reconcile.Result, error) {
 	if !controllerutil.ContainsFinalizer(sw, petriv1.Finalizer) {
-		return nil
+		return reconcile.Result{}, nil
 	}
 	sw.Status.Phase = petriv1.EnvironmentDeleting
-	if len(users) > 0 && sw.Annotations[petriv1.AnnotationForceDelete] != "true" {
+	forced := sw.Annotations[petriv1.AnnotationForceDelete] == "true"
+	if len(users) > 0 && !forced {
 		msg := "deletion held: in use by environments " + strings.Join(users, ", ")
 		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonInUse, msg)
 		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonInUse, msg)
-		return nil
+		return reconcile.Result{}, nil
 	}
 	rel := sw.Status.Release
 	if rel != nil && rel.Phase == petriv1.ComponentDeploying {
 		st, err := observeJob(ctx, r.Client, r.Options.ManagementNamespace, rel.Job)
 		if err != nil {
-			return err
+			return reconcile.Result{}, err
 		}
 		if st.exists && !st.done {
-			return nil
+			return reconcile.Result{}, nil
 		}
-	}
-	if rel != nil && rel.Phase != petriv1.ComponentUndeploying && rel.Phase != petriv1.ComponentUndeployed {
-		name := naming.Job(sw.Name, sw.UID, jobs.ActionUndeploy, "release", 1)
-		args := []string{"undeploy", "--release", sw.Name, "--namespace", r.Options.SharedNamespace, "--termination-log", jobs.TerminationLogPath}
-		if err := r.createJob(ctx, sw, name, jobs.ActionUndeploy, 1, args, ""); err != nil {
-			return err
-		}
-		now := metav1.Now()
-		rel.Phase, rel.Job, rel.StartedAt, rel.FinishedAt = petriv1.ComponentUndeploying, name, &now, nil
-		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownProgressing, "undeploying")
-		return nil
 	}
 	if rel != nil && rel.Phase == petriv1.ComponentUndeploying {
-		st, err := observeJob(ctx, r.Client, r.Options.ManagementNamespace, rel.Job)
+		st, uncached, err := observeJobLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, rel.Job)
 		if err != nil {
-			return err
+			return reconcile.Result{}, err
 		}
-		if !st.exists || !st.done {
-			return nil
+		switch {
+		case st.exists && !st.done:
+			if uncached {
+				return reconcile.Result{RequeueAfter: uncachedPoll}, nil
+			}
+			return reconcile.Result{}, nil
+		case !st.exists:
+			// Gone before its outcome was seen: the next attempt runs
+			// now (an undeploy of an absent release succeeds).
+			log.FromContext(ctx).Info("Undeploy job is gone before its outcome was seen, starting the next attempt", "job", rel.Job, "attempt", rel.Attempt)
+		case st.succeeded || forced:
+			rel.Phase, rel.FinishedAt = petriv1.ComponentUndeployed, st.finished
+			recordJob(jobs.ActionUndeploy, st)
+		default:
+			if rel.LastError == "" || rel.FinishedAt == nil {
+				rel.LastError, rel.FinishedAt = oneLine(st.message), st.finished
+				recordJob(jobs.ActionUndeploy, st)
+			}
+			if wait := retryDelay(r.Options.TeardownBackoff, rel.Attempt, rel.FinishedAt); wait > 0 {
+				msg := fmt.Sprintf("undeploy failed (attempt %d): %s; retrying in %s", rel.Attempt, rel.LastError, wait.Round(time.Second))
+				setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownFailed, msg)
+				setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownFailed, msg)
+				return reconcile.Result{RequeueAfter: wait}, nil
+			}
 		}
-		if !st.succeeded && sw.Annotations[petriv1.AnnotationForceDelete] != "true" {
-			rel.LastError = oneLine(st.message)
-			setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownFailed, "undeploy failed: "+rel.LastError)
-			return fmt.Errorf("undeploy of shared workload %s failed: %s", sw.Name, rel.LastError)
+	}
+	if rel != nil && rel.Phase != petriv1.ComponentUndeployed {
+		// The first attempt, or the next one after a failure or a lost Job.
+		attempt, gen := rel.Attempt+1, rel.Generation
+		if rel.Phase != petriv1.ComponentUndeploying {
+			attempt, gen = 1, sw.Generation
 		}
-		rel.Phase = petriv1.ComponentUndeployed
+		name := naming.AttemptJob(sw.Name, sw.UID, jobs.ActionUndeploy, "release", gen, attempt)
+		args := []string{"undeploy", "--release", sw.Name, "--namespace", r.Options.SharedNamespace, "--termination-log", jobs.TerminationLogPath}
+		if err := r.createJob(ctx, sw, name, jobs.ActionUndeploy, gen, args, ""); err != nil {
+			return reconcile.Result{}, err
+		}
+		now := metav1.Now()
+		lastError := rel.LastError
+		rel.Phase, rel.Job, rel.Attempt, rel.Generation, rel.StartedAt, rel.FinishedAt, rel.LastError = petriv1.ComponentUndeploying, name, attempt, gen, &now, nil, ""
+		msg := "undeploying"
+		if attempt > 1 && lastError != "" {
+			msg = fmt.Sprintf("undeploying (attempt %d; attempt %d failed: %s)", attempt, attempt-1, lastError)
+		}
+		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownProgressing, msg)
+		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownProgressing, msg)
+		log.FromContext(ctx).Info("Started shared workload undeploy job", "job", name, "attempt", attempt)
+		return reconcile.Result{}, nil
 	}
 	patch := client.MergeFrom(sw.DeepCopy())
 	controllerutil.RemoveFinalizer(sw, petriv1.Finalizer)
 	if err := r.Patch(ctx, sw, patch); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("release finalizer: %w", err)
+		return reconcile.Result{}, fmt.Errorf("release finalizer: %w", err)
 	}
-	return nil
+	return reconcile.Result{}, nil
 }
 
 // SetupWithManager watches shared workloads, their Jobs, and the environments

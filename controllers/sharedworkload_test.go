@@ -12,12 +12,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/jobs"
 )
 
 // recordDir is where provision and deprovision containers record the
@@ -247,4 +249,50 @@ func TestSharedWorkloadDeletionIsHeldWhileInUse(t *testing.T) {
 	var rel corev1.SecretList
 	require.NoError(t, env.Client.List(ctx, &rel, client.InNamespace(sharedNS), client.MatchingLabels{"owner": "helm", "name": "held"}))
 	assert.Empty(t, rel.Items)
+}
+
+// A shared workload whose undeploy fails is retried with backoff, a new Job
+// per attempt, and reported; once the cause is gone, the next attempt
+// undeploys it and the deletion completes.
+func TestFailedSharedWorkloadUndeployIsRetried(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sw := sharedWorkload("retry-sw", recordDir(t))
+	require.NoError(t, env.Client.Create(ctx, sw))
+	swReady(t, "retry-sw")
+
+	// Corrupt the release record: every undeploy Job fails to read it.
+	var records corev1.SecretList
+	require.NoError(t, env.Client.List(ctx, &records, client.InNamespace(sharedNS), client.MatchingLabels{"owner": "helm", "name": "retry-sw"}))
+	require.Len(t, records.Items, 1)
+	record := &records.Items[0]
+	original := record.Data["release"]
+	record.Data["release"] = []byte("not a release")
+	require.NoError(t, env.Client.Update(ctx, record))
+
+	require.NoError(t, env.Client.Delete(ctx, sw))
+	cur := &petriv1.SharedWorkload{}
+	retried := eventually(60*time.Second, func() bool {
+		if env.Client.Get(ctx, client.ObjectKeyFromObject(sw), cur) != nil || cur.Status.Release == nil {
+			return false
+		}
+		c := apimeta.FindStatusCondition(cur.Status.Conditions, petriv1.ConditionReady)
+		return cur.Status.Release.Attempt >= 3 && c != nil && c.Reason == petriv1.ReasonTeardownFailed
+	})
+	require.True(t, retried, "undeploy retried: %+v", cur.Status)
+	msg := apimeta.FindStatusCondition(cur.Status.Conditions, petriv1.ConditionReady).Message
+	assert.Contains(t, msg, "undeploy failed (attempt")
+	assert.NotEmpty(t, cur.Status.Release.LastError)
+	assert.Contains(t, cur.Finalizers, petriv1.Finalizer, "held while its undeploy fails")
+	var list batchv1.JobList
+	require.NoError(t, env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{"petri.dev/shared-workload": "retry-sw", jobs.LabelAction: jobs.ActionUndeploy}))
+	assert.GreaterOrEqual(t, len(list.Items), 3, "one Job per attempt")
+
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(record), record))
+	record.Data["release"] = original
+	require.NoError(t, env.Client.Update(ctx, record))
+	waitGone(t, sw)
+	var rel corev1.SecretList
+	require.NoError(t, env.Client.List(ctx, &rel, client.InNamespace(sharedNS), client.MatchingLabels{"owner": "helm", "name": "retry-sw"}))
+	assert.Empty(t, rel.Items, "the release was undeployed")
 }
