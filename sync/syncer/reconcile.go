@@ -265,8 +265,26 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 	return errors.Join(errs...)
 }
 
+// snapshotWindow is how long a webhook's snapshot may be ahead of GitHub's
+// listing (the listing lags behind a push or a close by seconds); past it,
+// the listing has caught up and is the truth. snapshotSkew allows GitHub's
+// clock to be a little ahead of ours.
+const (
+	snapshotWindow = 10 * time.Minute
+	snapshotSkew   = time.Minute
+)
+
+// snapshotFresh tells whether a snapshot dated t may still be ahead of the
+// listing. One dated in the future (a forged delivery, a skewed clock) never
+// is: it would otherwise override every later listing.
+func snapshotFresh(t time.Time) bool {
+	age := time.Since(t)
+	return age < snapshotWindow && age > -snapshotSkew
+}
+
 // mergeSnapshots overlays webhook snapshots that are newer than the
-// listing. Snapshots the listing caught up with are dropped.
+// listing, while they are fresh. Snapshots the listing caught up with, and
+// stale ones, are dropped.
 func (s *Syncer) mergeSnapshots(rs *repoState, listed []provider.PullRequest) []provider.PullRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -275,7 +293,7 @@ func (s *Syncer) mergeSnapshots(rs *repoState, listed []provider.PullRequest) []
 	for _, pr := range listed {
 		seen[pr.Number] = true
 		if snap, ok := rs.snapshots[pr.Number]; ok {
-			if snap.UpdatedAt.After(pr.UpdatedAt) {
+			if snap.UpdatedAt.After(pr.UpdatedAt) && snapshotFresh(snap.UpdatedAt) {
 				if snap.Open() {
 					out = append(out, snap)
 				}
@@ -291,7 +309,7 @@ func (s *Syncer) mergeSnapshots(rs *repoState, listed []provider.PullRequest) []
 		}
 		// Not listed: an opened pull request the listing does not show yet
 		// is used; a closed one is confirmed through GetPullRequest.
-		if snap.Open() && time.Since(snap.UpdatedAt) < 10*time.Minute {
+		if snap.Open() && snapshotFresh(snap.UpdatedAt) {
 			out = append(out, snap)
 		} else {
 			delete(rs.snapshots, n)

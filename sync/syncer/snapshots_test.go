@@ -1,0 +1,39 @@
+package syncer
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/petri-dev/petri/sync/provider"
+)
+
+// A webhook's snapshot is preferred over the listing only while the listing
+// may lag behind it: a snapshot dated in the future (forged, or from a skewed
+// clock) or older than the lag window never overrides what GitHub lists.
+func TestSnapshotsOverrideTheListingOnlyWithinTheLagWindow(t *testing.T) {
+	now := time.Now()
+	listed := []provider.PullRequest{
+		{Number: 1, State: "open", HeadSHA: "listed1", UpdatedAt: now.Add(-time.Hour)},
+		{Number: 2, State: "open", HeadSHA: "listed2", UpdatedAt: now.Add(-time.Hour)},
+		{Number: 3, State: "open", HeadSHA: "listed3", UpdatedAt: now.Add(-time.Hour)},
+	}
+	rs := &repoState{snapshots: map[int]provider.PullRequest{
+		// A push a minute ago the listing has not caught up with: used.
+		1: {Number: 1, State: "open", HeadSHA: "pushed", UpdatedAt: now.Add(-time.Minute)},
+		// Dated a year ahead: it would win over every future listing.
+		2: {Number: 2, State: "closed", HeadSHA: "forged", UpdatedAt: now.Add(365 * 24 * time.Hour)},
+		// Newer than the listing but older than the window: the listing
+		// has had time to catch up, so it is stale, not ahead.
+		3: {Number: 3, State: "open", HeadSHA: "stale", UpdatedAt: now.Add(-30 * time.Minute)},
+	}}
+	s := &Syncer{}
+	got := map[int]string{}
+	for _, pr := range s.mergeSnapshots(rs, listed) {
+		got[pr.Number] = pr.HeadSHA
+	}
+	assert.Equal(t, map[int]string{1: "pushed", 2: "listed2", 3: "listed3"}, got)
+	assert.NotContains(t, rs.snapshots, 2, "the forged snapshot is dropped")
+	assert.NotContains(t, rs.snapshots, 3, "the stale snapshot is dropped")
+}
