@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,12 +38,24 @@ func bindingStaging(env *petriv1.EphemeralEnvironment, sw string) string {
 	return naming.Job(env.Name, env.UID, "binding", sw, 1)
 }
 
-func bindJob(env *petriv1.EphemeralEnvironment, sw string) string {
-	return naming.Job(env.Name, env.UID, jobs.ActionBind, sw, 1)
+// A binding's Jobs are named by the generation at which the binding started
+// (its epoch): a shared workload removed from the spec is deprovisioned, and
+// listed again it needs a bind and a provision of its own, not the finished
+// Jobs of the earlier binding. Bindings recorded before the epoch existed
+// have generation 0 and the names they always had (epoch 1).
+
+func bindingEpoch(bs *petriv1.BindingStatus) int64 { return max(bs.Generation, 1) }
+
+func bindJob(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus) string {
+	return naming.Job(env.Name, env.UID, jobs.ActionBind, bs.Name, bindingEpoch(bs))
 }
 
-func provisionJob(env *petriv1.EphemeralEnvironment, sw string) string {
-	return naming.Job(env.Name, env.UID, jobs.ActionProvision, sw, 1)
+func provisionJob(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus) string {
+	return naming.Job(env.Name, env.UID, jobs.ActionProvision, bs.Name, bindingEpoch(bs))
+}
+
+func deprovisionJob(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus, attempt int32) string {
+	return naming.AttemptJob(env.Name, env.UID, jobs.ActionDeprovision, bs.Name, bindingEpoch(bs), attempt)
 }
 
 func bindingStatus(env *petriv1.EphemeralEnvironment, name string) *petriv1.BindingStatus {
@@ -51,8 +64,22 @@ func bindingStatus(env *petriv1.EphemeralEnvironment, name string) *petriv1.Bind
 			return &env.Status.SharedWorkloads[i]
 		}
 	}
-	env.Status.SharedWorkloads = append(env.Status.SharedWorkloads, petriv1.BindingStatus{Name: name, Phase: petriv1.ComponentPending})
+	env.Status.SharedWorkloads = append(env.Status.SharedWorkloads, petriv1.BindingStatus{Name: name, Phase: petriv1.ComponentPending, Generation: env.Generation})
 	return &env.Status.SharedWorkloads[len(env.Status.SharedWorkloads)-1]
+}
+
+// boundSharedWorkloads are the shared workloads an environment uses: those
+// it lists, and those whose binding it still holds (removed from the spec,
+// not yet deprovisioned). Both count as users of the shared workload and
+// hold its deletion.
+func boundSharedWorkloads(env *petriv1.EphemeralEnvironment) []string {
+	out := slices.Clone(env.Spec.SharedWorkloads)
+	for _, bs := range env.Status.SharedWorkloads {
+		if bs.Phase != petriv1.ComponentUndeployed && !slices.Contains(out, bs.Name) {
+			out = append(out, bs.Name)
+		}
+	}
+	return out
 }
 
 // bindingBlocker names what keeps a component from starting because of the
@@ -79,16 +106,35 @@ func bindingBlocker(env *petriv1.EphemeralEnvironment, component string) (string
 
 // bind binds the environment to each shared workload it lists: stage the
 // binding, copy it into the workload namespace, then provision. Components
-// that use a binding start only once it is provisioned.
+// that use a binding start only once it is provisioned. A binding whose
+// shared workload left the spec is deprovisioned (as at teardown) before it
+// is forgotten; until then SharedWorkloadsBound is False.
 func (r *EphemeralEnvironmentReconciler) bind(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
-	if len(env.Spec.SharedWorkloads) == 0 {
+	removing, err := r.unbindRemoved(ctx, env, p)
+	if err != nil {
+		return err
+	}
+	if len(env.Spec.SharedWorkloads) == 0 && len(env.Status.SharedWorkloads) == 0 {
 		env.Status.SharedWorkloads = nil
 		apimeta.RemoveStatusCondition(&env.Status.Conditions, petriv1.ConditionSharedWorkloadsBound)
 		return nil
 	}
-	var waiting, failed []string
+	waiting, failed := removing, []string(nil)
 	for _, name := range env.Spec.SharedWorkloads {
 		bs := bindingStatus(env, name)
+		if bs.Phase == petriv1.ComponentUndeploying || bs.Phase == petriv1.ComponentUndeployed {
+			// Removed earlier and listed again: the removal's deprovision
+			// finishes first, then the binding starts anew.
+			done, msg, err := r.deprovisionRemoved(ctx, env, bs, p)
+			if err != nil {
+				return err
+			}
+			if !done {
+				waiting = append(waiting, msg)
+				continue
+			}
+			*bs = petriv1.BindingStatus{Name: name, Phase: petriv1.ComponentPending, Generation: env.Generation}
+		}
 		if bs.Phase == petriv1.ComponentDeployed {
 			continue
 		}
@@ -125,6 +171,9 @@ func (r *EphemeralEnvironmentReconciler) bind(ctx context.Context, env *petriv1.
 	switch {
 	case len(waiting) > 0:
 		setCondition(env, petriv1.ConditionSharedWorkloadsBound, metav1.ConditionFalse, petriv1.ReasonBindProgressing, "binding: "+strings.Join(waiting, ", "))
+	case len(env.Spec.SharedWorkloads) == 0:
+		// The last removed binding is deprovisioned; nothing is listed.
+		apimeta.RemoveStatusCondition(&env.Status.Conditions, petriv1.ConditionSharedWorkloadsBound)
 	case len(failed) > 0:
 		setCondition(env, petriv1.ConditionSharedWorkloadsBound, metav1.ConditionFalse, petriv1.ReasonBindFailed, "failed: "+strings.Join(failed, "; "))
 	default:
@@ -143,7 +192,7 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 		return err
 	}
 	step := jobs.ActionProvision
-	if bs.Job == bindJob(env, sw.Name) {
+	if bs.Job == bindJob(env, bs) {
 		step = jobs.ActionBind
 	}
 	if !st.exists {
@@ -162,7 +211,7 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 			bs.Phase, bs.Message = petriv1.ComponentDeployed, ""
 			return nil
 		}
-		return r.createStepJob(ctx, env, sw, bs.Job, jobs.ActionProvision, sw.Spec.Provision, 1)
+		return r.createStepJob(ctx, env, sw, bs.Job, jobs.ActionProvision, sw.Spec.Provision, bindingEpoch(bs))
 	}
 	if !st.done {
 		return nil
@@ -188,8 +237,8 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 		bs.Message = "waiting for shared workload " + sw.Name + " to be ready before provisioning"
 		return nil
 	}
-	name := provisionJob(env, sw.Name)
-	if err := r.createStepJob(ctx, env, sw, name, jobs.ActionProvision, sw.Spec.Provision, 1); err != nil {
+	name := provisionJob(env, bs)
+	if err := r.createStepJob(ctx, env, sw, name, jobs.ActionProvision, sw.Spec.Provision, bindingEpoch(bs)); err != nil {
 		return err
 	}
 	now := metav1.Now()
@@ -222,7 +271,7 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 	for k, v := range rendered {
 		data[k] = []byte(v)
 	}
-	labels := r.jobLabels(env, sw.Name, jobs.ActionBind, 1)
+	labels := r.jobLabels(env, sw.Name, jobs.ActionBind, bindingEpoch(bs))
 	staged := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: bindingStaging(env, sw.Name), Labels: labels},
 		Immutable:  ptrTo(true),
@@ -235,7 +284,7 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 	if err := r.Create(ctx, staged); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("stage binding of %s: %w", sw.Name, err)
 	}
-	name := bindJob(env, sw.Name)
+	name := bindJob(env, bs)
 	args := []string{"write-secret",
 		"--namespace", env.Status.TargetNamespace,
 		"--name", bindingSecretName(sw.Name),
@@ -253,7 +302,7 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 // createStepJob runs a shared workload's provision or deprovision container
 // as the environment's deployer identity, with the staged binding's keys in
 // its environment and as files under the values directory.
-func (r *EphemeralEnvironmentReconciler) createStepJob(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, name, action string, tmpl *petriv1.ContainerTemplate, attempt int32) error {
+func (r *EphemeralEnvironmentReconciler) createStepJob(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, name, action string, tmpl *petriv1.ContainerTemplate, epoch int64) error {
 	staged := bindingStaging(env, sw.Name)
 	envVars := append([]corev1.EnvVar{
 		{Name: "PETRI_ENVIRONMENT", Value: env.Name},
@@ -263,7 +312,7 @@ func (r *EphemeralEnvironmentReconciler) createStepJob(ctx context.Context, env 
 	}, tmpl.Env...)
 	return createJob(ctx, r.Client, r.Options, jobs.Spec{
 		Name:           name,
-		Labels:         r.jobLabels(env, sw.Name, action, int64(attempt)),
+		Labels:         r.jobLabels(env, sw.Name, action, epoch),
 		Owner:          *metav1.NewControllerRef(env, petriv1.GroupVersion.WithKind("EphemeralEnvironment")),
 		ServiceAccount: naming.DeployerServiceAccount(env.Name),
 		Image:          tmpl.Image,
@@ -315,7 +364,7 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 			return false, nil
 		}
 	}
-	provisioned := bs.Job == provisionJob(env, bs.Name) || bs.Phase == petriv1.ComponentDeployed || bs.Phase == petriv1.ComponentUndeploying
+	provisioned := bs.Job == provisionJob(env, bs) || bs.Phase == petriv1.ComponentDeployed || bs.Phase == petriv1.ComponentUndeploying
 	sw := &petriv1.SharedWorkload{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: bs.Name}, sw)
 	if apierrors.IsNotFound(err) {
@@ -343,12 +392,52 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 	if bs.Phase == petriv1.ComponentUndeploying {
 		attempt = bs.Attempt + 1
 	}
-	name := naming.Job(env.Name, env.UID, jobs.ActionDeprovision, bs.Name, int64(attempt))
-	if err := r.createStepJob(ctx, env, sw, name, jobs.ActionDeprovision, sw.Spec.Deprovision, attempt); err != nil {
+	name := deprovisionJob(env, bs, attempt)
+	if err := r.createStepJob(ctx, env, sw, name, jobs.ActionDeprovision, sw.Spec.Deprovision, bindingEpoch(bs)); err != nil {
 		return false, err
 	}
 	now := metav1.Now()
 	bs.Phase, bs.Job, bs.Attempt, bs.StartedAt, bs.FinishedAt, bs.LastError, bs.Message = petriv1.ComponentUndeploying, name, attempt, &now, nil, "", "deprovisioning"
 	log.FromContext(ctx).Info("Started deprovision job", "sharedWorkload", bs.Name, "job", name, "attempt", attempt)
 	return false, nil
+}
+
+// unbindRemoved deprovisions the bindings of shared workloads that left the
+// spec, with the credentials their provision used, and forgets each once it
+// is deprovisioned. It returns what it still waits for.
+func (r *EphemeralEnvironmentReconciler) unbindRemoved(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) ([]string, error) {
+	var keep []petriv1.BindingStatus
+	var waiting []string
+	for i := range env.Status.SharedWorkloads {
+		bs := &env.Status.SharedWorkloads[i]
+		if slices.Contains(env.Spec.SharedWorkloads, bs.Name) {
+			keep = append(keep, *bs)
+			continue
+		}
+		done, msg, err := r.deprovisionRemoved(ctx, env, bs, p)
+		if err != nil {
+			return nil, err
+		}
+		if !done {
+			keep = append(keep, *bs)
+			waiting = append(waiting, msg)
+		}
+	}
+	env.Status.SharedWorkloads = keep
+	return waiting, nil
+}
+
+// deprovisionRemoved moves the deprovision of one removed binding; a failure
+// is retried with backoff, as at teardown.
+func (r *EphemeralEnvironmentReconciler) deprovisionRemoved(ctx context.Context, env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus, p *pass) (bool, string, error) {
+	done, err := r.deprovision(ctx, env, bs, p)
+	var later *retryLater
+	if errors.As(err, &later) {
+		p.requeueAfter(later.after)
+		return false, bs.Name + " (removed; " + later.msg + ")", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("deprovision removed shared workload %s: %w", bs.Name, err)
+	}
+	return done, bs.Name + " (removed; deprovisioning)", nil
 }

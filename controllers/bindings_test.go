@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,6 +72,93 @@ func deleteJob(t *testing.T, job *batchv1.Job) {
 	require.True(t, eventually(30*time.Second, func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{}))
 	}), "job %s is gone", job.Name)
+}
+
+// A shared workload taken out of spec.sharedWorkloads is deprovisioned before
+// its binding is forgotten; until then the environment still counts as its
+// user (its deletion is held) and is not Ready.
+func TestRemovedSharedWorkloadIsDeprovisioned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := recordDir(t)
+	gate := filepath.Join(dir, "deprovision-may-finish")
+	sw := sharedWorkload("drop-sw", dir)
+	sw.Spec.Deprovision = waitFileStep(gate)
+	require.NoError(t, env.Client.Create(ctx, sw))
+	require.NoError(t, env.Client.Create(ctx, boundEnv("drop", "drop-sw")))
+	e := waitFor(t, "drop", "ready", ready)
+	require.Equal(t, petriv1.ComponentDeployed, bindingNamed(e, "drop-sw").Phase)
+
+	e.Spec.SharedWorkloads = nil
+	e.Spec.Components[0].Uses = nil
+	require.NoError(t, env.Client.Update(ctx, e))
+	deprovisioning := func(e *petriv1.EphemeralEnvironment) bool {
+		bs := bindingNamed(e, "drop-sw")
+		return bs != nil && bs.Phase == petriv1.ComponentUndeploying && bs.Job != ""
+	}
+	e = waitFor(t, "drop", "deprovisioning the removed binding (or wrongly done)", func(e *petriv1.EphemeralEnvironment) bool {
+		return e.Generation == 2 && (deprovisioning(e) || ready(e))
+	})
+	require.True(t, deprovisioning(e), "the removed binding is deprovisioned: %s", describe(e))
+	assert.False(t, ready(e), "not Ready while a removed binding is being deprovisioned")
+	job := bindingNamed(e, "drop-sw").Job
+
+	// The environment still uses the shared workload: its deletion is held.
+	require.NoError(t, env.Client.Delete(ctx, sw))
+	require.True(t, eventually(60*time.Second, func() bool {
+		cur := &petriv1.SharedWorkload{}
+		if env.Client.Get(ctx, client.ObjectKeyFromObject(sw), cur) != nil {
+			return false
+		}
+		c := apimeta.FindStatusCondition(cur.Status.Conditions, petriv1.ConditionReady)
+		return c != nil && c.Reason == petriv1.ReasonInUse && cur.Status.BoundEnvironments == 1
+	}), "deletion held while the binding is deprovisioned")
+
+	openGate(t, gate)
+	e = waitFor(t, "drop", "ready without the binding", func(e *petriv1.EphemeralEnvironment) bool {
+		return ready(e) && len(e.Status.SharedWorkloads) == 0
+	})
+	assert.Nil(t, apimeta.FindStatusCondition(e.Status.Conditions, petriv1.ConditionSharedWorkloadsBound))
+	done := &batchv1.Job{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: mgmtNS, Name: job}, done))
+	assert.NotNil(t, done.Status.CompletionTime, "deprovision job %s succeeded", job)
+	waitGone(t, sw)
+}
+
+// A shared workload removed and added back is provisioned again (its database
+// was dropped by the deprovision), and deprovisioned again at teardown.
+func TestSharedWorkloadAddedBackIsProvisionedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := recordDir(t)
+	require.NoError(t, env.Client.Create(ctx, sharedWorkload("again-sw", dir)))
+	require.NoError(t, env.Client.Create(ctx, boundEnv("again", "again-sw")))
+	e := waitFor(t, "again", "ready", ready)
+	provisioned := filepath.Join(dir, "again-provision.env")
+	deprovisioned := filepath.Join(dir, "again-deprovision.env")
+	require.FileExists(t, provisioned)
+
+	e.Spec.SharedWorkloads, e.Spec.Components[0].Uses = nil, nil
+	require.NoError(t, env.Client.Update(ctx, e))
+	e = waitFor(t, "again", "ready without the binding", func(e *petriv1.EphemeralEnvironment) bool {
+		return e.Generation == 2 && ready(e) && len(e.Status.SharedWorkloads) == 0
+	})
+	require.FileExists(t, deprovisioned, "removal deprovisioned the binding")
+	assert.Equal(t, readRecord(t, provisioned)["DATABASE"], readRecord(t, deprovisioned)["DATABASE"])
+	require.NoError(t, os.Remove(provisioned))
+	require.NoError(t, os.Remove(deprovisioned))
+
+	e.Spec.SharedWorkloads, e.Spec.Components[0].Uses = []string{"again-sw"}, []string{"again-sw"}
+	require.NoError(t, env.Client.Update(ctx, e))
+	e = waitFor(t, "again", "ready with the binding again", func(e *petriv1.EphemeralEnvironment) bool {
+		return e.Generation == 3 && ready(e)
+	})
+	require.FileExists(t, provisioned, "added back: provisioned again")
+	assert.Len(t, stepJobs(t, e.UID, jobs.ActionProvision), 2, "a provision Job per binding")
+
+	require.NoError(t, env.Client.Delete(ctx, e))
+	waitGone(t, e)
+	require.FileExists(t, deprovisioned, "teardown deprovisioned it again")
 }
 
 // A provision Job that disappears while it runs is started again instead of

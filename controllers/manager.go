@@ -192,7 +192,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &petriv1.EphemeralEnvironment{}, indexSharedWorkloads, func(obj client.Object) []string {
-		return obj.(*petriv1.EphemeralEnvironment).Spec.SharedWorkloads
+		return boundSharedWorkloads(obj.(*petriv1.EphemeralEnvironment))
 	}); err != nil {
 		return nil, fmt.Errorf("index environments by shared workload: %w", err)
 	}

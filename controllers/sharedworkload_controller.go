@@ -31,7 +31,8 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/values"
 )
 
-// indexSharedWorkloads indexes environments by the shared workloads they list.
+// indexSharedWorkloads indexes environments by the shared workloads they use:
+// those they list and those whose binding they still hold (boundSharedWorkloads).
 const indexSharedWorkloads = "spec.sharedWorkloads"
 
 // sharedDeployer is the identity that deploys shared workloads; it holds admin
@@ -118,7 +119,8 @@ func (r *SharedWorkloadReconciler) prepare(ctx context.Context, sw *petriv1.Shar
 	return instance, nil
 }
 
-// users lists the environments that list the shared workload.
+// users lists the environments that use the shared workload: that list it,
+// or still hold a binding to it that is not deprovisioned yet.
 func (r *SharedWorkloadReconciler) users(ctx context.Context, sw *petriv1.SharedWorkload) ([]string, error) {
 	var list petriv1.EphemeralEnvironmentList
 	if err := r.List(ctx, &list, client.InNamespace(sw.Namespace), client.MatchingFields{indexSharedWorkloads: sw.Name}); err != nil {
@@ -404,8 +406,9 @@ func (r *SharedWorkloadReconciler) SetupWithManager(mgr manager.Manager) error {
 			if !ok {
 				return nil
 			}
-			out := make([]reconcile.Request, 0, len(e.Spec.SharedWorkloads))
-			for _, name := range e.Spec.SharedWorkloads {
+			names := boundSharedWorkloads(e)
+			out := make([]reconcile.Request, 0, len(names))
+			for _, name := range names {
 				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: name}})
 			}
 			return out

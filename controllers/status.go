@@ -53,7 +53,7 @@ func setCondition(env *petriv1.EphemeralEnvironment, typ string, status metav1.C
 // Ready, in the order they are reached.
 func requiredConditions(env *petriv1.EphemeralEnvironment) []string {
 	out := []string{petriv1.ConditionNamespaceBound}
-	if len(env.Spec.SharedWorkloads) > 0 {
+	if len(env.Spec.SharedWorkloads) > 0 || len(env.Status.SharedWorkloads) > 0 {
 		out = append(out, petriv1.ConditionSharedWorkloadsBound)
 	}
 	return append(out, petriv1.ConditionComponentsDeployed)

@@ -175,6 +175,11 @@ type BindingStatus struct {
 	// Phase of the binding: Pending, Deploying (provisioning), Deployed
 	// (provisioned), Failed, Undeploying (deprovisioning), Undeployed.
 	Phase ComponentPhase `json:"phase"`
+	// Generation of the environment at which this binding started. It names
+	// the binding's Jobs, so a shared workload removed from the spec
+	// (deprovisioned) and listed again is bound and provisioned anew.
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
 	// Secret is the binding Secret's name in the workload namespace.
 	// +optional
 	Secret string `json:"secret,omitempty"`
