@@ -77,12 +77,25 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs, RBAC and the API 
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=petri-operator paths=./controllers/... output:rbac:artifacts:config=config/rbac/generated
 	go run ./hack/apidocs -crds config/crd/bases -out docs/api-reference.md
+	$(MAKE) -s chart-copies
+
+# charts/petri installs what config/ installs: its CRDs, the operator's RBAC,
+# sync's Roles and the admission fences are copies of config/ (tests/chart
+# proves the rest renders the same objects).
+.PHONY: chart-copies
+chart-copies:
+	@rm -rf charts/petri/crds charts/petri/files
+	@mkdir -p charts/petri/crds charts/petri/files/fences charts/petri/files/sync
+	@cp config/crd/bases/*.yaml charts/petri/crds/
+	@cp config/rbac/generated/role.yaml charts/petri/files/operator-rbac.yaml
+	@cp $(filter-out %/kustomization.yaml,$(wildcard config/fences/*.yaml)) charts/petri/files/fences/
+	@cp $(wildcard config/sync/*role*.yaml) charts/petri/files/sync/
 
 .PHONY: docs
 docs: ## Regenerate docs/api-reference.md from the CRDs (make generate does it too).
 	go run ./hack/apidocs -crds config/crd/bases -out docs/api-reference.md
 
-GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/generated docs/api-reference.md
+GENERATED := api/v1alpha1/zz_generated.deepcopy.go config/crd/bases config/rbac/generated docs/api-reference.md charts/petri/crds charts/petri/files
 
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files are stale.

@@ -66,7 +66,7 @@ func main() {
 
 // common are the flags of demo and run.
 type common struct {
-	dir, bin, ingress, config string
+	dir, bin, ingress, config, install string
 }
 
 func (c *common) bind(fs *flag.FlagSet, dirName string) {
@@ -74,6 +74,7 @@ func (c *common) bind(fs *flag.FlagSet, dirName string) {
 	fs.StringVar(&c.dir, "dir", filepath.Join(root, ".petri-local", dirName), "directory of this run: control plane, pods, logs, config repository (emptied first)")
 	fs.StringVar(&c.bin, "bin", filepath.Join(root, "bin"), "directory holding petri-operator, petri-sync, petri-deployer, petri-example-app and kubectl")
 	fs.StringVar(&c.ingress, "ingress", stack.DefaultIngressAddress, "address serving the cluster's Ingress rules (environment URLs, the webhook)")
+	fs.StringVar(&c.install, "install", stack.InstallKustomize, "how Petri is installed: "+stack.InstallKustomize+" (kubectl apply -k config/default) or "+stack.InstallChart+" (helm install charts/petri)")
 	c.config = filepath.Join(root, "examples", "app", "config-repo")
 }
 
@@ -94,7 +95,7 @@ func (c *common) start(ctx context.Context, report *stack.Report) (*stack.Stack,
 	for _, b := range []string{stack.BinOperator, stack.BinSync, stack.BinDeployer, stack.BinExampleApp, stack.BinKubectl} {
 		bins[b] = filepath.Join(c.bin, b)
 	}
-	return stack.Start(ctx, stack.Options{Dir: c.dir, Binaries: bins, IngressAddress: c.ingress, ConfigSource: c.config, Report: report})
+	return stack.Start(ctx, stack.Options{Dir: c.dir, Binaries: bins, IngressAddress: c.ingress, ConfigSource: c.config, Install: c.install, Report: report})
 }
 
 func demo(args []string) error {

@@ -87,6 +87,10 @@ type Options struct {
 	ConfigSource string
 	// Report receives progress; nil discards it.
 	Report *Report
+	// Install is how Petri is installed: InstallKustomize (kubectl apply -k
+	// of config/default and an overlay, the default) or InstallChart (helm
+	// install of charts/petri).
+	Install string
 }
 
 // Stack is Petri running on this machine.
@@ -153,6 +157,13 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.IngressAddress == "" {
 		opts.IngressAddress = DefaultIngressAddress
 	}
+	switch opts.Install {
+	case "":
+		opts.Install = InstallKustomize
+	case InstallKustomize, InstallChart:
+	default:
+		return nil, fmt.Errorf("install %q: want %q or %q", opts.Install, InstallKustomize, InstallChart)
+	}
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return nil, err
@@ -195,7 +206,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.Client = s.Cluster.Client
 	step.Done(s.Cluster.Config.Host)
 
-	step = r.Begin("Petri's manifests: kubectl kustomize")
+	step = r.Begin("Petri's manifests: " + map[string]string{InstallKustomize: "kubectl kustomize", InstallChart: "helm template charts/petri"}[opts.Install])
 	s.token = randomHex(20)
 	s.GitHub = githubapi.New(githubapi.Options{Tokens: []string{s.token}})
 	s.WebhookSecret = []byte(randomHex(32))
@@ -206,11 +217,15 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.writeOverlay(); err != nil {
 		return nil, step.Fail(err)
 	}
-	manifests, err := s.kubectl(ctx, "kustomize", s.Overlay)
-	if err != nil {
-		return nil, step.Fail(err)
+	var objs []*unstructured.Unstructured
+	if opts.Install == InstallChart {
+		objs, err = s.renderChart()
+	} else {
+		var manifests string
+		if manifests, err = s.kubectl(ctx, "kustomize", s.Overlay); err == nil {
+			objs, err = decodeManifests([]byte(manifests))
+		}
 	}
-	objs, err := decodeManifests([]byte(manifests))
 	if err != nil {
 		return nil, step.Fail(err)
 	}
@@ -239,8 +254,14 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	go func() { _ = s.ingress.Serve(l) }()
 	step.Done(fmt.Sprintf("%d images", len(images)))
 
-	step = r.Begin("Install Petri: kubectl apply -k config/default (+ this machine's settings)")
-	out, err := s.kubectl(ctx, "apply", "-k", s.Overlay)
+	var out string
+	if opts.Install == InstallChart {
+		step = r.Begin("Install Petri: helm install " + ChartRelease + " charts/petri (+ this machine's values)")
+		out, err = s.installChart(ctx)
+	} else {
+		step = r.Begin("Install Petri: kubectl apply -k config/default (+ this machine's settings)")
+		out, err = s.kubectl(ctx, "apply", "-k", s.Overlay)
+	}
 	if err != nil {
 		return nil, step.Fail(err)
 	}
@@ -582,5 +603,9 @@ func (s *Stack) WriteLogIndex(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "  kube-controller-manager: %s\n", s.ControlPlaneLog())
-	fmt.Fprintf(w, "  the installation (kustomize overlay of config/default): %s\n", s.Overlay)
+	if s.opts.Install == InstallChart {
+		fmt.Fprintf(w, "  the installation (helm release %s of charts/petri, values): %s\n", ChartRelease, filepath.Join(s.Overlay, "values.yaml"))
+	} else {
+		fmt.Fprintf(w, "  the installation (kustomize overlay of config/default): %s\n", s.Overlay)
+	}
 }
