@@ -19,53 +19,50 @@ import (
 
 // bindNamespace gives the environment its workload namespace. The name is
 // chosen once, committed to status.targetNamespace before the namespace is
-// created, and never recomputed: not after a restart, not after a spec change,
-// not when a shorter hash becomes free. A namespace that exists under that
-// name without the environment's ownership marks is never adopted.
+// created, and never recomputed once NamespaceBound has been True: not after a
+// restart, not after a spec change, not when a shorter hash becomes free. A
+// namespace that exists under that name without the environment's ownership
+// marks is never adopted.
+//
+// Between the commit and the first bind the name is only reserved
+// (NamespaceBound False, reason NamespaceReserved): the namespace may not
+// exist yet, and another environment whose name and short hash collide, or
+// anyone else, may create it first. Nothing of the environment has been
+// created under a reserved name, so one found taken is given up and the next
+// free candidate reserved instead; after the first bind the environment
+// stalls with NamespaceNotOwned as before.
 func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
 	logger := log.FromContext(ctx)
 	if env.Status.TargetNamespace == "" {
-		name, err := r.chooseNamespace(ctx, env)
-		if err != nil {
-			setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, petriv1.ReasonNamespaceBindFailed, err.Error())
+		if err := r.reserveNamespace(ctx, env, ""); err != nil {
 			return err
 		}
-		// Commit the choice first, with optimistic locking: a conflict means
-		// someone else moved, and the next reconcile re-reads instead of
-		// guessing.
-		base := env.DeepCopy()
-		env.Status.TargetNamespace = name
-		setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, petriv1.ReasonProgressing, "namespace "+name+" chosen, creating it")
-		if err := r.Status().Patch(ctx, env, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			env.Status.TargetNamespace = ""
-			return fmt.Errorf("commit target namespace %s: %w", name, err)
+	}
+	var ns *corev1.Namespace
+	for given := 0; ; given++ {
+		var err error
+		if ns, err = r.getOrCreateNamespace(ctx, env); err != nil {
+			return err
 		}
-		logger.Info("Committed target namespace", "namespace", name)
+		why := ownershipProblem(ns, env)
+		if why == "" {
+			break
+		}
+		name := env.Status.TargetNamespace
+		if !namespaceReserved(env) || given >= maxNamespacesGivenUp {
+			msg := fmt.Sprintf("namespace %s exists but is not this environment's (%s); Petri never adopts it", name, why)
+			setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, petriv1.ReasonNamespaceNotOwned, msg)
+			p.stalled(petriv1.ReasonNamespaceNotOwned, msg)
+			return nil
+		}
+		logger.Info("Reserved namespace was taken before it was created, reserving another", "namespace", name)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonNamespaceReserved, "Bind",
+			"namespace %s was created by someone else before this environment could create it (%s); reserving another name", name, why)
+		if err := r.reserveNamespace(ctx, env, name); err != nil {
+			return err
+		}
 	}
 	name := env.Status.TargetNamespace
-
-	ns := &corev1.Namespace{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns)
-	switch {
-	case apierrors.IsNotFound(err):
-		ns = newOwnedNamespace(env)
-		if err := r.Create(ctx, ns); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("create namespace %s: it appeared meanwhile, verifying on the next pass: %w", name, err)
-			}
-			setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, petriv1.ReasonNamespaceBindFailed, fmt.Sprintf("create namespace %s: %v", name, err))
-			return fmt.Errorf("create namespace %s: %w", name, err)
-		}
-		logger.Info("Created workload namespace", "namespace", name)
-	case err != nil:
-		return fmt.Errorf("get namespace %s: %w", name, err)
-	}
-	if why := ownershipProblem(ns, env); why != "" {
-		msg := fmt.Sprintf("namespace %s exists but is not this environment's (%s); Petri never adopts it", name, why)
-		setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, petriv1.ReasonNamespaceNotOwned, msg)
-		p.stalled(petriv1.ReasonNamespaceNotOwned, msg)
-		return nil
-	}
 	if !ns.DeletionTimestamp.IsZero() {
 		// Someone deleted our namespace; wait until it is gone, then it is
 		// created again under the same, locked name (the namespace watch
@@ -78,6 +75,78 @@ func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env 
 		setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionTrue, petriv1.ReasonNamespaceBindSucceeded, "bound to namespace "+name)
 	}
 	return nil
+}
+
+// maxNamespacesGivenUp bounds how many reserved names one pass gives up
+// before it reports the last one as not owned; it only takes more when
+// namespaces keep appearing under the very names being reserved.
+const maxNamespacesGivenUp = 3
+
+// namespaceReserved reports whether the environment's target namespace is
+// still only reserved: committed, never bound.
+func namespaceReserved(env *petriv1.EphemeralEnvironment) bool {
+	c := apimeta.FindStatusCondition(env.Status.Conditions, petriv1.ConditionNamespaceBound)
+	return env.Status.TargetNamespace != "" && c != nil && c.Status == metav1.ConditionFalse && c.Reason == petriv1.ReasonNamespaceReserved
+}
+
+// reserveNamespace chooses the first free candidate and commits it to
+// status.targetNamespace, with optimistic locking: a conflict means someone
+// else moved, and the next reconcile re-reads instead of guessing. taken is
+// the reserved name just given up, if any.
+func (r *EphemeralEnvironmentReconciler) reserveNamespace(ctx context.Context, env *petriv1.EphemeralEnvironment, taken string) error {
+	name, err := r.chooseNamespace(ctx, env)
+	if err != nil {
+		setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, petriv1.ReasonNamespaceBindFailed, err.Error())
+		return err
+	}
+	base := env.DeepCopy()
+	env.Status.TargetNamespace = name
+	msg := "namespace " + name + " reserved, creating it"
+	if taken != "" {
+		msg = fmt.Sprintf("namespace %s reserved (%s was taken before it could be created), creating it", name, taken)
+	}
+	setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, petriv1.ReasonNamespaceReserved, msg)
+	if err := r.Status().Patch(ctx, env, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		env.Status = base.Status
+		return fmt.Errorf("commit target namespace %s: %w", name, err)
+	}
+	log.FromContext(ctx).Info("Committed target namespace", "namespace", name)
+	return nil
+}
+
+// getOrCreateNamespace reads the target namespace from the API server and
+// creates it when it does not exist. A namespace that appears between the
+// read and the create is read again, for the ownership check.
+func (r *EphemeralEnvironmentReconciler) getOrCreateNamespace(ctx context.Context, env *petriv1.EphemeralEnvironment) (*corev1.Namespace, error) {
+	name := env.Status.TargetNamespace
+	ns := &corev1.Namespace{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns)
+	if err == nil {
+		return ns, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("get namespace %s: %w", name, err)
+	}
+	ns = newOwnedNamespace(env)
+	err = r.Create(ctx, ns)
+	switch {
+	case err == nil:
+		log.FromContext(ctx).Info("Created workload namespace", "namespace", name)
+		return ns, nil
+	case apierrors.IsAlreadyExists(err):
+		ns = &corev1.Namespace{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+			return nil, fmt.Errorf("get namespace %s: %w", name, err)
+		}
+		return ns, nil
+	}
+	reason, msg := petriv1.ReasonNamespaceBindFailed, fmt.Sprintf("create namespace %s: %v", name, err)
+	if namespaceReserved(env) {
+		// Still only reserved: the reason says so, for the next pass.
+		reason, msg = petriv1.ReasonNamespaceReserved, fmt.Sprintf("namespace %s reserved; creating it failed: %v", name, err)
+	}
+	setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, reason, msg)
+	return nil, fmt.Errorf("create namespace %s: %w", name, err)
 }
 
 func conditionGeneration(env *petriv1.EphemeralEnvironment, typ string) int64 {

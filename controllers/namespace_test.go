@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,11 +10,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
@@ -245,4 +248,77 @@ func findCondition(e *petriv1.EphemeralEnvironment, typ string) metav1.Condition
 		}
 	}
 	return metav1.Condition{}
+}
+
+// A name committed to status.targetNamespace but taken by someone else before
+// the environment could create it is given up while NamespaceBound has never
+// been True: the environment reserves the next free name instead of stalling,
+// and the namespace it lost is neither adopted nor deleted.
+func TestNamespaceTakenBeforeItWasCreatedIsGivenUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	taken := "taken-" + hashPrefix[:4]
+	// Keep the operator from creating the first candidate until the test
+	// has taken it: an admission policy refuses it to the operator only.
+	operator := "system:serviceaccount:" + mgmtNS + ":petri-operator"
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "petri-test-hold-" + taken},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"namespaces"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: fmt.Sprintf("object.metadata.name != %q || request.userInfo.username != %q", taken, operator),
+				Message:    "held by the test",
+			}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	require.NoError(t, env.Client.Create(ctx, policy))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, policy) })
+	require.NoError(t, env.Client.Create(ctx, binding))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, binding) })
+	cfg, err := env.ServiceAccountConfig(ctx, mgmtNS, "petri-operator")
+	require.NoError(t, err)
+	asOperator, err := client.New(cfg, client.Options{})
+	require.NoError(t, err)
+	require.True(t, eventually(30*time.Second, func() bool {
+		err := asOperator.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: taken}}, client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "held by the test")
+	}), "the admission policy is in force")
+
+	require.NoError(t, env.Client.Create(ctx, newEnv("taken", greeter("app"))))
+	waitFor(t, "taken", "the first candidate committed", func(e *petriv1.EphemeralEnvironment) bool {
+		return e.Status.TargetNamespace == taken
+	})
+	// Someone else takes the committed name before the environment could
+	// create it.
+	squat := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: taken, Labels: map[string]string{"owner": "someone-else"}}}
+	require.NoError(t, env.Client.Create(ctx, squat))
+	require.NoError(t, env.Client.Delete(ctx, binding))
+
+	stalled := func(e *petriv1.EphemeralEnvironment) bool {
+		return conditionIs(e, petriv1.ConditionStalled, metav1.ConditionTrue, "")
+	}
+	e := waitFor(t, "taken", "bound (or stalled)", func(e *petriv1.EphemeralEnvironment) bool { return bound(e) || stalled(e) })
+	require.True(t, bound(e), "a name lost before it was bound is given up: %s", describe(e))
+	assert.Equal(t, "taken-"+hashPrefix[:5], e.Status.TargetNamespace, "the next free candidate")
+	waitFor(t, "taken", "ready", ready)
+
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(squat), squat))
+	assert.Equal(t, map[string]string{"owner": "someone-else", "kubernetes.io/metadata.name": taken}, squat.Labels, "not adopted")
+	require.NoError(t, env.Client.Delete(ctx, e))
+	waitGone(t, e)
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(squat), squat))
+	assert.True(t, squat.DeletionTimestamp.IsZero(), "not deleted")
 }

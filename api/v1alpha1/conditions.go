@@ -38,6 +38,11 @@ const (
 	// unknown shared workload); the message names the problem.
 	ReasonInvalidSpec = "InvalidSpec"
 
+	// ReasonNamespaceReserved: the namespace name is committed to
+	// status.targetNamespace and the namespace is being created. Until
+	// NamespaceBound has been True once, a name that someone else takes
+	// meanwhile is given up for the next free one; after that, never.
+	ReasonNamespaceReserved = "NamespaceReserved"
 	// ReasonNamespaceBindSucceeded: the namespace exists and carries the
 	// environment's ownership labels and UID annotation.
 	ReasonNamespaceBindSucceeded = "NamespaceBindSucceeded"
