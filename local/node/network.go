@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -219,6 +220,10 @@ func (n *Node) ServiceProxy() http.Handler {
 		ErrorHandler: proxyError,
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodConnect {
+			n.connect(w, r)
+			return
+		}
 		if !r.URL.IsAbs() || r.URL.Scheme != "http" {
 			http.Error(w, "local node proxy: only http://host/path requests are proxied", http.StatusBadRequest)
 			return
@@ -242,6 +247,63 @@ func (n *Node) ServiceProxy() http.Handler {
 		}
 		proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, addr)))
 	})
+}
+
+// connect tunnels "CONNECT NAME.NAMESPACE.svc:PORT" to a ready pod behind
+// that Service: how a TCP client (a database driver) reaches a Service here,
+// where pods share the machine's network and there is no cluster DNS.
+// Clients take the proxy from HTTP_PROXY, as they take it for HTTP. Only
+// Service hosts are tunnelled.
+func (n *Node) connect(w http.ResponseWriter, r *http.Request) {
+	host, portText, err := net.SplitHostPort(r.Host)
+	ns, name, ok := serviceHost(host)
+	if err != nil || !ok {
+		http.Error(w, "local node proxy: CONNECT reaches only NAME.NAMESPACE.svc:PORT, not "+r.Host, http.StatusBadRequest)
+		return
+	}
+	port, err := strconv.ParseInt(portText, 10, 32)
+	if err != nil {
+		http.Error(w, "local node proxy: bad port "+portText, http.StatusBadRequest)
+		return
+	}
+	addr, err := n.ServiceAddress(r.Context(), ns, name, intstr.FromInt32(int32(port)))
+	if err != nil {
+		http.Error(w, "local node proxy: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	upstream, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(r.Context(), "tcp", addr)
+	if err != nil {
+		http.Error(w, "local node proxy: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		_ = upstream.Close()
+		http.Error(w, "local node proxy: cannot tunnel this connection", http.StatusInternalServerError)
+		return
+	}
+	conn, rw, err := hj.Hijack()
+	if err != nil {
+		_ = upstream.Close()
+		return
+	}
+	defer conn.Close()
+	defer upstream.Close()
+	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		// Bytes the client sent after the request line are buffered in rw.
+		_, _ = io.Copy(upstream, rw)
+		if tc, ok := upstream.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		close(done)
+	}()
+	_, _ = io.Copy(conn, upstream)
+	_ = conn.Close()
+	<-done
 }
 
 // upstreamKey carries the resolved upstream address from the handler to the

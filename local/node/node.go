@@ -41,8 +41,10 @@
 //   - Services: every process gets HTTP_PROXY pointing at the node's service
 //     proxy, which sends http://NAME.NAMESPACE.svc[.cluster.local][:PORT]/ to a
 //     ready pod behind that Service (any other host is reached directly;
-//     loopback addresses never use a proxy). Ingress serves Ingress rules the
-//     same way, for people and tests outside the "cluster".
+//     loopback addresses never use a proxy). TCP clients reach a Service with
+//     "CONNECT NAME.NAMESPACE.svc:PORT" to the same proxy (a database driver
+//     dialing through HTTP_PROXY). Ingress serves Ingress rules the same way,
+//     for people and tests outside the "cluster".
 //   - Tokens: the kubeconfig names the token file, which is renewed while the
 //     pod runs; clients re-read it, as they do in a cluster.
 //   - Logs: every container's output goes to a file (LogPath), and the node
