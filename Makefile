@@ -38,7 +38,7 @@ all: build
 ##@ Build
 
 .PHONY: build
-build: ## Build Petri's binaries and the example application into bin/.
+build: ## Build Petri's binaries (kubectl-petri too) and the example application into bin/.
 	go build -o $(BIN)/ ./cmd/...
 	go build -o $(BIN)/petri-example-app ./examples/app
 
@@ -119,8 +119,25 @@ fmt-check:
 vet:
 	go vet ./...
 
+# The web page's browser tests (sync/ui) drive headless Chromium; they are
+# never skipped, so make test installs Debian's package when it can.
+CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
+
+.PHONY: chromium
+chromium: ## Make sure headless Chromium is installed (apt-get install -y chromium when run as root).
+	@for b in $(CHROMIUM_NAMES); do if command -v $$b >/dev/null 2>&1; then exit 0; fi; done; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing Chromium for the web page's browser tests: apt-get install -y chromium"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y --no-install-recommends chromium || { apt-get update && apt-get install -y --no-install-recommends chromium; }; \
+	else \
+	  echo "the web page's browser tests need headless Chromium, which is not installed:"; \
+	  echo "  sudo apt-get install -y chromium    (Debian, Ubuntu; or put chromium or google-chrome on PATH)"; \
+	  exit 1; \
+	fi
+
 .PHONY: test
-test: verify-generated fmt-check vet controlplane ## Everything CI checks: generated code, gofmt, vet, the control plane, go test.
+test: verify-generated fmt-check vet controlplane chromium ## Everything CI checks: generated code, gofmt, vet, the control plane, go test.
 	go test $(GO_TEST_FLAGS) ./...
 
 # Each fuzz target runs for FUZZTIME; make test runs their seed corpora.
@@ -137,6 +154,10 @@ fuzz: ## Fuzz webhook and config parsing, the deploy graph and naming, FUZZTIME 
 	  echo "== $${t#*:} ($${t%%:*}) for $(FUZZTIME)"; \
 	  go test "$${t%%:*}" -run '^$$' -fuzz="^$${t#*:}$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZETIME); \
 	done
+
+.PHONY: ui-screenshots
+ui-screenshots: controlplane chromium ## Retake docs/ui-desktop.png and docs/ui-phone.png (sync/ui's browser test).
+	PETRI_UPDATE_DOCS=1 go test -count=1 -run TestBrowserScreenshots ./sync/ui/
 
 .PHONY: security-docs
 security-docs: controlplane ## Rewrite docs/security.md's table from the API server's answers (tests/security).

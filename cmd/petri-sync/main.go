@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -27,6 +28,7 @@ import (
 	ghprovider "github.com/petri-dev/petri/sync/provider/github"
 	"github.com/petri-dev/petri/sync/resolve"
 	"github.com/petri-dev/petri/sync/syncer"
+	"github.com/petri-dev/petri/sync/ui"
 	"github.com/petri-dev/petri/sync/webhook"
 )
 
@@ -58,7 +60,7 @@ func run() error {
 		githubTimeout  = flag.Duration("github-timeout", 15*time.Second, "Timeout of one GitHub API request.")
 		secretFile     = flag.String("webhook-secret-file", "", "File holding the webhook secret (required).")
 		resyncInterval = flag.Duration("resync-interval", 5*time.Minute, "How often every repository's open pull requests are listed again (conditional requests).")
-		listen         = flag.String("listen", ":8080", "Address of the HTTP server: webhooks, read API, probes, metrics.")
+		listen         = flag.String("listen", ":8080", "Address of the HTTP server: webhooks, read API, web page, probes, metrics.")
 		workers        = flag.Int("workers", 4, "Repositories reconciled in parallel.")
 		eventQueue     = flag.Int("event-queue", 1024, "Accepted webhook events waiting for processing; a full queue answers 503.")
 		webhookMaxBody = flag.Int64("webhook-max-body", webhook.DefaultMaxBody, "Largest webhook body accepted, in bytes; a larger one is refused with 413 (from Content-Length, before reading, when it is declared).")
@@ -67,6 +69,7 @@ func run() error {
 		chartCacheTTL  = flag.Duration("chart-index-ttl", time.Minute, "How long a chart repository index or tag list is trusted.")
 		chartPlainHTTP = flag.Bool("chart-plain-http", false, "Talk to OCI registries over plain http.")
 		chartTimeout   = flag.Duration("chart-timeout", resolve.DefaultTimeout, "Timeout of one chart repository index or OCI tag list fetch.")
+		servePage      = flag.Bool("ui", true, "Serve the read-only web page of the environments at / (docs/ui.md).")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -147,9 +150,29 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	hook := &webhook.Handler{Secret: secret, Queue: s.Events(), Metrics: m, MaxBody: *webhookMaxBody, MaxConcurrent: *webhookReads, ReadTimeout: *webhookTimeout}
-	srv := api.Server(*listen, api.Handler(s, hook, m))
-	errc := make(chan error, 2)
+	mux := http.NewServeMux()
+	mux.Handle("/", api.Handler(s, hook, m))
+	var page *ui.UI
+	if *servePage {
+		pods, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		if page, err = ui.New(ui.Options{Cache: s.Cache(), Namespace: *namespace, Pods: pods.CoreV1(), Log: log.WithName("ui")}); err != nil {
+			return err
+		}
+		page.Register(mux)
+	}
+	srv := api.Server(*listen, mux)
+	errc := make(chan error, 3)
 	go func() { errc <- s.Start(ctx) }()
+	if page != nil {
+		go func() {
+			if err := page.Run(ctx); err != nil {
+				errc <- err
+			}
+		}()
+	}
 	go func() {
 		log.Info("Serving", "address", *listen)
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {

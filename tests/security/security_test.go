@@ -339,6 +339,13 @@ func checks() []check {
 			e.Name = "web-pr-1"
 			return c.Status().Update(ctx, e, client.DryRunAll)
 		}},
+		{who: syncer, what: "list the pods of Jobs in " + mgmtNS + " (web page)", allowed: true, do: func(ctx context.Context, c client.Client) error {
+			return c.List(ctx, &corev1.PodList{}, client.InNamespace(mgmtNS))
+		}},
+		{who: syncer, what: "read a Job pod's log in " + mgmtNS + " (web page)", allowed: true, do: readPodLog(syncer, mgmtNS)},
+		{who: syncer, what: "read a pod's log in a workload namespace", do: readPodLog(syncer, workloadNS)},
+		{who: syncer, what: "exec into a pod in " + mgmtNS, do: execInPod(syncer, mgmtNS)},
+		{who: syncer, what: "delete a pod in " + mgmtNS, do: del(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: "absent"}})},
 		// An environment's deployer.
 		{who: deployer, what: "create a Deployment in its workload namespace", allowed: true, do: create(deployment(workloadNS))},
 		{who: deployer, what: "read and write Secrets (Helm releases) in its workload namespace", allowed: true, do: create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: workloadNS, Name: "sh.helm.release.v1.web.v1"}})},

@@ -1,0 +1,159 @@
+package ui
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// keepAlive is how often an idle event stream gets a comment line, so that
+// proxies do not close it.
+const keepAlive = 25 * time.Second
+
+// hub hands the latest rendering to every open stream. A slow reader never
+// holds the others up: it only ever gets the newest rendering.
+type hub struct {
+	max int
+
+	mu      sync.Mutex
+	version uint64
+	latest  []byte
+	subs    map[chan struct{}]struct{}
+	closed  bool
+}
+
+func newHub(max int) *hub {
+	return &hub{max: max, subs: map[chan struct{}]struct{}{}}
+}
+
+func (h *hub) publish(html []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if bytes.Equal(html, h.latest) {
+		return
+	}
+	h.version++
+	h.latest = bytes.Clone(html)
+	for c := range h.subs {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// subscribe registers a stream; false when there are too many.
+func (h *hub) subscribe() (chan struct{}, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || len(h.subs) >= h.max {
+		return nil, false
+	}
+	c := make(chan struct{}, 1)
+	h.subs[c] = struct{}{}
+	return c, true
+}
+
+func (h *hub) unsubscribe(c chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.subs, c)
+}
+
+func (h *hub) current() (uint64, []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.version, h.latest
+}
+
+// close ends every stream.
+func (h *hub) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for c := range h.subs {
+		close(c)
+		delete(h.subs, c)
+	}
+}
+
+// serveEvents streams the environments section: the current rendering at
+// once (the page may have been rendered before a change), then each new
+// one. Each event replaces the section.
+func (u *UI) serveEvents(w http.ResponseWriter, r *http.Request) {
+	c, ok := u.hub.subscribe()
+	if !ok {
+		http.Error(w, "too many open pages; try again later", http.StatusServiceUnavailable)
+		return
+	}
+	defer u.hub.unsubscribe(c)
+	rc := http.NewResponseController(w)
+	// The server's write timeout is for requests, not for a stream.
+	_ = rc.SetWriteDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if _, err := fmt.Fprint(w, "retry: 2000\n\n"); err != nil {
+		return
+	}
+	var sent uint64
+	send := func() error {
+		v, html := u.hub.current()
+		if v == 0 || v == sent {
+			return nil
+		}
+		sent = v
+		if err := writeEvent(w, "environments", strconv.FormatUint(v, 10), html); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	if err := send(); err != nil {
+		return
+	}
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	ping := time.NewTicker(keepAlive)
+	defer ping.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case _, open := <-c:
+			if !open {
+				return
+			}
+			if err := send(); err != nil {
+				return
+			}
+		case <-ping.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// writeEvent writes one server-sent event; every line of data gets its own
+// data field, which the browser joins with newlines again.
+func writeEvent(w http.ResponseWriter, event, id string, data []byte) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "event: %s\nid: %s\n", event, id)
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		b.WriteString("data: ")
+		b.Write(bytes.TrimSuffix(line, []byte("\r")))
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	_, err := w.Write(b.Bytes())
+	return err
+}

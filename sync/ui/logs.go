@@ -1,0 +1,166 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/sync/render"
+)
+
+// Which logs the page shows. sync may read every pod's log in the
+// management namespace (config/sync/logs_role.yaml), the operator's
+// included; the page shows only the log of a Job that an environment sync
+// wrote names in its status, and only of the Jobs that run Petri's own
+// deployer (deploy, undeploy, bind). Provision and deprovision Jobs run a
+// shared workload's own image with the binding's credentials in their
+// environment; what they print is never shown.
+
+// Labels of Petri's Job pods (controllers/internal/jobs).
+const (
+	labelAction  = "petri.dev/action"
+	jobContainer = "main"
+)
+
+// deployerActions are the Jobs that run Petri's deployer.
+var deployerActions = map[string]bool{"deploy": true, "undeploy": true, "bind": true}
+
+// maxLogBytes bounds one log tail.
+const maxLogBytes = 64 * 1024
+
+// logReader reads log tails through the API server, a few at a time, and
+// keeps those of pods that have finished (they no longer change).
+type logReader struct {
+	pods      corev1client.PodsGetter
+	namespace string
+	tail      int64
+	slots     chan struct{}
+
+	mu       sync.Mutex
+	finished map[string][]byte
+}
+
+func newLogReader(pods corev1client.PodsGetter, namespace string, tail int64) *logReader {
+	return &logReader{pods: pods, namespace: namespace, tail: tail, slots: make(chan struct{}, 4), finished: map[string][]byte{}}
+}
+
+// errNotShown is a log the page does not show.
+var errNotShown = errors.New("not shown")
+
+// jobOf reports whether the environment names job in its status, as a
+// component's or a binding's latest Job.
+func jobOf(e *petriv1.EphemeralEnvironment, job string) bool {
+	for _, c := range e.Status.Components {
+		if c.Job == job {
+			return true
+		}
+	}
+	for _, b := range e.Status.SharedWorkloads {
+		if b.Job == job {
+			return true
+		}
+	}
+	return false
+}
+
+func (u *UI) serveLog(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if u.logs == nil {
+		http.Error(w, "logs are not shown here", http.StatusNotFound)
+		return
+	}
+	envName, job := r.PathValue("env"), r.PathValue("job")
+	e := &petriv1.EphemeralEnvironment{}
+	err := u.opts.Cache.Get(r.Context(), client.ObjectKey{Namespace: u.opts.Namespace, Name: envName}, e)
+	if err != nil || !render.Owned(e.Labels) || !jobOf(e, job) {
+		http.Error(w, fmt.Sprintf("environment %s has no job %s", envName, job), http.StatusNotFound)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+	defer cancel()
+	text, err := u.logs.tailOf(ctx, envName, job)
+	switch {
+	case errors.Is(err, errNotShown):
+		http.Error(w, "the log of a provision or deprovision step is not shown here: it runs the shared workload's own image, with credentials; read it with kubectl logs", http.StatusForbidden)
+		return
+	case err != nil:
+		u.opts.Log.Info("Read a job's log", "job", job, "error", err.Error())
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	_, _ = w.Write(text)
+}
+
+// tailOf returns the last lines of the newest pod of the Job.
+func (l *logReader) tailOf(ctx context.Context, env, job string) ([]byte, error) {
+	select {
+	case l.slots <- struct{}{}:
+		defer func() { <-l.slots }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("too many log reads at once: %w", ctx.Err())
+	}
+	pods, err := l.pods.Pods(l.namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{batchv1.JobNameLabel: job, petriv1.LabelEnvironment: env}).String(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the pods of job %s: %w", job, err)
+	}
+	var pod *corev1.Pod
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if pod == nil || pod.CreationTimestamp.Before(&p.CreationTimestamp) {
+			pod = p
+		}
+	}
+	if pod == nil {
+		return []byte("(the job has no pod: not started yet, or removed after it finished)\n"), nil
+	}
+	if !deployerActions[pod.Labels[labelAction]] {
+		return nil, errNotShown
+	}
+	done := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+	key := string(pod.UID)
+	if done {
+		l.mu.Lock()
+		text, ok := l.finished[key]
+		l.mu.Unlock()
+		if ok {
+			return text, nil
+		}
+	}
+	text, err := l.pods.Pods(l.namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
+		Container: jobContainer, TailLines: &l.tail, LimitBytes: ptr(int64(maxLogBytes)),
+	}).DoRaw(ctx)
+	if err != nil {
+		if pod.Status.Phase == corev1.PodPending {
+			return []byte("(the pod has not started yet)\n"), nil
+		}
+		return nil, fmt.Errorf("read the log of pod %s: %w", pod.Name, err)
+	}
+	if len(text) == 0 {
+		text = []byte("(no output yet)\n")
+	}
+	if done {
+		l.mu.Lock()
+		if len(l.finished) >= 512 {
+			clear(l.finished)
+		}
+		l.finished[key] = text
+		l.mu.Unlock()
+	}
+	return text, nil
+}
+
+func ptr[T any](v T) *T { return &v }
