@@ -159,6 +159,7 @@ Petri is running on this machine. Ctrl-C stops it.
                  kubectl petri redeploy ENV                deploy every component again
                  kubectl petri open ENV                    print its URL
   webhook URL    %s   (secret: %s)
+  web page       %s/   (every environment, live)
   read API       %s/api/v1/environments
   config repo    %s   (commit to it; sync fetches it every minute)
   GitHub         %s   (a local stand-in; repository %s)
@@ -168,7 +169,7 @@ Petri is running on this machine. Ctrl-C stops it.
     %s pr push NUMBER
     %s pr close NUMBER
 `, s.Kubeconfig(), kubectl, stack.ManagementNamespace, c.bin, s.WebhookURL, filepath.Join(s.Overlay, "webhook-secret"),
-		s.IngressURL, s.ConfigRepo, s.GitHub.URL, stack.DemoRepository, self, self, self)
+		s.IngressURL, s.IngressURL, s.ConfigRepo, s.GitHub.URL, stack.DemoRepository, self, self, self)
 	s.WriteLogIndex(os.Stdout)
 	<-ctx.Done()
 	fmt.Println("\nStopping.")

@@ -474,7 +474,8 @@ secretGenerator:
       - webhook-secret
       - github-token
 `, base, SyncNamespace, s.ConfigRepo, s.GitHub.URL, ManagementNamespace, ExampleAppImage, SyncNamespace),
-		"webhook-ingress.yaml": fmt.Sprintf(`# GitHub's webhooks and the read API reach petri-sync through the ingress.
+		"webhook-ingress.yaml": fmt.Sprintf(`# GitHub's webhooks, the read API and the web page (/ and /ui/) reach
+# petri-sync through the ingress.
 apiVersion: networking.k8s.io/v1
 kind: Ingress
 metadata:
@@ -492,6 +493,20 @@ spec:
                 port:
                   name: http
           - path: /api/
+            pathType: Prefix
+            backend:
+              service:
+                name: petri-sync
+                port:
+                  name: http
+          - path: /
+            pathType: Exact
+            backend:
+              service:
+                name: petri-sync
+                port:
+                  name: http
+          - path: /ui/
             pathType: Prefix
             backend:
               service:
