@@ -251,7 +251,9 @@ func checks() []check {
 	del := func(obj client.Object) func(context.Context, client.Client) error {
 		return func(ctx context.Context, c client.Client) error { return c.Delete(ctx, obj, dryDelete) }
 	}
-	ns := func(name string) *corev1.Namespace { return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+	ns := func(name string) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	}
 	deployment := func(namespace string) *appsv1.Deployment {
 		return &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web"},
