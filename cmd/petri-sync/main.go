@@ -69,6 +69,12 @@ func run() error {
 		chartCacheTTL  = flag.Duration("chart-index-ttl", time.Minute, "How long a chart repository index or tag list is trusted.")
 		chartPlainHTTP = flag.Bool("chart-plain-http", false, "Talk to OCI registries over plain http.")
 		chartTimeout   = flag.Duration("chart-timeout", resolve.DefaultTimeout, "Timeout of one chart repository index or OCI tag list fetch.")
+		leaderElect    = flag.Bool("leader-elect", true, "Run as one of several replicas: only the holder of a Lease writes and reports; the others answer webhooks and hand them to it (docs/sync.md#high-availability).")
+		leNamespace    = flag.String("leader-election-namespace", "petri-sync", "sync's own namespace: the Lease and the hand-over ConfigMap live there.")
+		leIdentity     = flag.String("leader-election-id", "", "This replica's identity in the Lease (default: $POD_NAME, else the host name with a random suffix).")
+		leaseDuration  = flag.Duration("leader-election-lease-duration", syncer.DefaultLeaseDuration, "How long a Lease that is not renewed keeps others from taking it.")
+		renewDeadline  = flag.Duration("leader-election-renew-deadline", syncer.DefaultRenewDeadline, "How long the leader tries to renew before it stops acting (and exits).")
+		retryPeriod    = flag.Duration("leader-election-retry-period", syncer.DefaultRetryPeriod, "How often the Lease is tried and renewed.")
 		servePage      = flag.Bool("ui", true, "Serve the read-only web page of the environments at / (docs/ui.md).")
 	)
 	zapOpts := zap.Options{}
@@ -138,11 +144,17 @@ func run() error {
 	if configRepo == "" {
 		configRepo = *repoURL
 	}
+	var election *syncer.LeaderElection
+	if *leaderElect {
+		election = &syncer.LeaderElection{Namespace: *leNamespace, Identity: *leIdentity,
+			LeaseDuration: *leaseDuration, RenewDeadline: *renewDeadline, RetryPeriod: *retryPeriod}
+	}
 	s, err := syncer.New(syncer.Options{
 		RESTConfig: cfg, Scheme: scheme, Namespace: *namespace, Provider: prov,
 		Resolver: &resolve.Resolver{TTL: *chartCacheTTL, PlainHTTP: *chartPlainHTTP, Timeout: *chartTimeout},
 		Config:   repo, ConfigRepository: configRepo, Metrics: m, Log: log.WithName("sync"),
 		ConfigInterval: *repoInterval, ResyncInterval: *resyncInterval, Workers: *workers, EventQueue: *eventQueue,
+		LeaderElection: election,
 	})
 	if err != nil {
 		return err
@@ -165,7 +177,11 @@ func run() error {
 	}
 	srv := api.Server(*listen, mux)
 	errc := make(chan error, 3)
-	go func() { errc <- s.Start(ctx) }()
+	syncDone := make(chan struct{})
+	go func() {
+		defer close(syncDone)
+		errc <- s.Start(ctx)
+	}()
 	if page != nil {
 		go func() {
 			if err := page.Run(ctx); err != nil {
@@ -186,5 +202,11 @@ func run() error {
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdown)
+	// A leader stops acting and releases its Lease before the process
+	// ends, so that another replica takes over at once.
+	select {
+	case <-syncDone:
+	case <-shutdown.Done():
+	}
 	return err
 }

@@ -26,6 +26,12 @@ type Metrics struct {
 	Environments         *prometheus.GaugeVec
 	ConfigErrors         prometheus.Gauge
 	Writes               *prometheus.CounterVec
+	// Leader is 1 on the replica that holds sync's lease and acts, 0 on
+	// the others.
+	Leader prometheus.Gauge
+	// Handovers counts webhook events a replica that does not lead hands
+	// to the leader through the hand-over ConfigMap, by outcome.
+	Handovers *prometheus.CounterVec
 }
 
 // New registers every metric on a new registry.
@@ -62,9 +68,15 @@ func New() *Metrics {
 		Writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "petri_sync_writes_total", Help: "Objects written or deleted by sync, by kind and operation.",
 		}, []string{"kind", "operation"}),
+		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "petri_sync_leader", Help: "1 while this replica holds sync's lease and acts (writes, reports), 0 while it only answers webhooks and hands them over.",
+		}),
+		Handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "petri_sync_handover_events_total", Help: "Webhook events handed from a replica that does not lead to the leader, by outcome (recorded, merged, overflow, failed, taken).",
+		}, []string{"result"}),
 	}
 	m.Registry.MustRegister(m.WebhookEvents, m.WebhookReadsInFlight, m.Reconciles, m.ReconcileDuration, m.WebhookToWrite, m.GitHubRequests,
-		m.RateLimit, m.Environments, m.ConfigErrors, m.Writes,
+		m.RateLimit, m.Environments, m.ConfigErrors, m.Writes, m.Leader, m.Handovers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -1,7 +1,8 @@
 // Intake: what puts repositories on the work queue. The config repository
 // is fetched on a ticker or on a push to it, every repository is resynced
 // periodically, and accepted webhooks are recorded (pull request snapshots,
-// passed gates) before their repository is queued.
+// passed gates) before their repository is queued; a replica that does not
+// lead hands them over instead (handover.go).
 
 package syncer
 
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/petri-dev/petri/sync/config"
+	"github.com/petri-dev/petri/sync/configrepo"
 	"github.com/petri-dev/petri/sync/provider"
 	"github.com/petri-dev/petri/sync/webhook"
 )
@@ -37,22 +39,61 @@ func (s *Syncer) configLoop(ctx context.Context) {
 	}
 }
 
+// loadConfig fetches the config repository and keeps its current revision.
+// Every replica does, for the read API and to know which events matter;
+// only the leader applies it: the shared workloads are written and every
+// repository is queued when the revision changed, or when a full resync is
+// due (a new leader), even with the last revision when the fetch fails.
 func (s *Syncer) loadConfig(ctx context.Context) {
+	full := s.fullResync.Swap(false)
 	snap, err := s.opts.Config.Fetch(ctx)
+	var cfg *config.Config
+	var old []string
 	if err != nil {
 		s.log.Error(err, "Fetching the config repository failed; keeping the last revision")
 		s.mu.Lock()
 		s.configErr = err
+		cfg = s.cfg
 		s.mu.Unlock()
-		return
+		if !full || cfg == nil {
+			// Without any revision a new leader's full resync waits for the
+			// first one, which is applied as a change anyway.
+			return
+		}
+		old = cfg.Repositories()
+	} else {
+		s.mu.Lock()
+		s.configErr = nil
+		same := s.cfg != nil && s.cfg.Revision == snap.Revision
+		cfg = s.cfg
+		s.mu.Unlock()
+		if same && !full {
+			return
+		}
+		if same {
+			old = cfg.Repositories()
+		} else {
+			cfg, old = s.setConfig(snap)
+		}
 	}
-	s.mu.Lock()
-	s.configErr = nil
-	same := s.cfg != nil && s.cfg.Revision == snap.Revision
-	s.mu.Unlock()
-	if same {
-		return
-	}
+	s.asLeader(func(ctx context.Context) {
+		// Bounded like a reconcile, so that a chart repository or an API
+		// server that does not answer cannot hold up the config loop.
+		actx, cancel := context.WithTimeout(ctx, s.opts.ReconcileTimeout)
+		err := s.applySharedWorkloads(actx, cfg)
+		cancel()
+		if err != nil {
+			s.log.Error(err, "Applying shared workloads failed")
+		}
+		for _, r := range append(old, cfg.Repositories()...) {
+			s.queue.Add(r)
+		}
+	})
+}
+
+// setConfig parses and keeps a new revision; it returns it and the
+// repositories of the one before.
+func (s *Syncer) setConfig(snap *configrepo.Snapshot) (*config.Config, []string) {
 	cfg := config.Load(snap.Files)
 	cfg.Revision = snap.Revision
 	for _, e := range cfg.Errors {
@@ -84,17 +125,7 @@ func (s *Syncer) loadConfig(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	s.log.Info("Loaded config revision", "revision", snap.Revision, "applications", len(cfg.Applications), "sharedWorkloads", len(cfg.SharedWorkloads), "errors", len(cfg.Errors))
-	// Bounded like a reconcile, so that a chart repository or an API
-	// server that does not answer cannot hold up the config loop.
-	actx, cancel := context.WithTimeout(ctx, s.opts.ReconcileTimeout)
-	err = s.applySharedWorkloads(actx, cfg)
-	cancel()
-	if err != nil {
-		s.log.Error(err, "Applying shared workloads failed")
-	}
-	for _, r := range append(old, cfg.Repositories()...) {
-		s.queue.Add(r)
-	}
+	return cfg, old
 }
 
 func (s *Syncer) resyncLoop(ctx context.Context) {
@@ -137,7 +168,13 @@ func (s *Syncer) eventLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case ev := <-s.events:
-			s.handleEvent(ev)
+			// The leader acts on what it receives; another replica hands
+			// it over.
+			if s.Leader() {
+				s.handleEvent(ev)
+			} else {
+				s.handOver(ev)
+			}
 		}
 	}
 }

@@ -95,7 +95,7 @@ components:
 	cmd := exec.CommandContext(ctx, bins["petri-sync"],
 		"-namespace", ns, "-config-repo", gitDir, "-config-repo-github", "acme/petri-config",
 		"-github-api-url", gh.URL, "-github-token-file", tokenFile, "-webhook-secret-file", secretFile,
-		"-listen", addr, "-kubeconfig", kubeconfig)
+		"-listen", addr, "-kubeconfig", kubeconfig, "-leader-election-namespace", ns)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	require.NoError(t, cmd.Start())
 	exited := make(chan struct{})

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,10 @@ func (s *Syncer) processRepo(ctx context.Context) bool {
 		return false
 	}
 	defer s.queue.Done(key)
+	if ctx.Err() != nil {
+		// The leadership ended: what is left in the queue is not acted on.
+		return true
+	}
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, s.opts.ReconcileTimeout)
 	err := s.reconcileRepo(rctx, key)
@@ -95,6 +100,8 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 	rs := s.repo(repo)
 	since := rs.pendingSince
 	rs.pendingSince = time.Time{}
+	hints := rs.hints
+	rs.hints = map[int]bool{}
 	s.mu.Unlock()
 	log := s.log.WithValues("repository", repo)
 
@@ -106,6 +113,7 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 		if rs.pendingSince.IsZero() || (!since.IsZero() && since.Before(rs.pendingSince)) {
 			rs.pendingSince = since
 		}
+		maps.Copy(rs.hints, hints)
 		s.mu.Unlock()
 		return err
 	}
@@ -161,7 +169,38 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 		}
 	}
 
+	// Pull requests named by events another replica handed over, which the
+	// listing does not show as open, are read on their own: the hand-over
+	// carries no payload to stand in for a listing that lags.
 	var errs []error
+	for n := range hints {
+		if _, ok := openBy[n]; ok {
+			continue
+		}
+		if _, ok := closed[n]; ok {
+			continue
+		}
+		pr, err := s.opts.Provider.GetPullRequest(ctx, repo, n)
+		switch {
+		case errors.Is(err, provider.ErrNotFound):
+		case err != nil:
+			// Kept for the retry of this repository.
+			s.mu.Lock()
+			rs.hints[n] = true
+			s.mu.Unlock()
+			var rle *provider.RateLimitError
+			if errors.As(err, &rle) {
+				return err
+			}
+			errs = append(errs, fmt.Errorf("read pull request %s#%d: %w", repo, n, err))
+		case pr.Open():
+			openBy[n] = pr
+			open = append(open, pr)
+		default:
+			closed[n] = pr
+		}
+	}
+
 	touched := map[int]bool{}
 	for _, app := range apps {
 		existing := byApp[app.Name]

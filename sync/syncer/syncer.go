@@ -8,6 +8,11 @@
 // not be listed is not reconciled at all, and render.Decide deletes only on
 // evidence read successfully from GitHub (a closed or merged pull request,
 // or an open one that no longer matches).
+//
+// With Options.LeaderElection several replicas run side by side: each
+// serves webhooks and the read API, one holds a Lease and acts (election.go);
+// the others hand the events they receive to it through a ConfigMap
+// (handover.go).
 package syncer
 
 import (
@@ -16,11 +21,13 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -69,6 +76,10 @@ type Options struct {
 	EventQueue int
 	// ReconcileTimeout bounds one repository reconcile; 2m when zero.
 	ReconcileTimeout time.Duration
+	// LeaderElection, when set, makes this Syncer one of several replicas:
+	// only the holder of the Lease writes and reports. Nil: it acts alone,
+	// at once.
+	LeaderElection *LeaderElection
 }
 
 // Syncer is sync's engine.
@@ -91,6 +102,22 @@ type Syncer struct {
 	appStatus  map[string]*appStatus
 	cacheReady bool
 	configErr  error
+
+	// kube reaches the Lease and the hand-over ConfigMap; set with
+	// LeaderElection only.
+	kube kubernetes.Interface
+	// leadMu guards leadCtx, the context of the current leadership (nil
+	// while this replica does not lead). leadWork counts the writes running
+	// under it; a leadership ends only after they have returned.
+	leadMu   sync.Mutex
+	leadCtx  context.Context
+	leadWork sync.WaitGroup
+	// fullResync makes the next config load apply everything and queue
+	// every repository, even when the revision did not change: the first
+	// thing a new leader does.
+	fullResync atomic.Bool
+	leaderID   atomic.Value // string: the identity holding the Lease
+	handover   handoverOutbox
 }
 
 type prKey struct {
@@ -121,6 +148,10 @@ type repoState struct {
 	closed map[int]bool
 	// pendingSince is when the oldest unprocessed webhook arrived.
 	pendingSince time.Time
+	// hints are pull requests named by events another replica handed over
+	// (without their payload): the reconcile reads those the listing does
+	// not show as open.
+	hints map[int]bool
 }
 
 type appStatus struct {
@@ -155,6 +186,17 @@ func New(opts Options) (*Syncer, error) {
 	if opts.ReconcileTimeout == 0 {
 		opts.ReconcileTimeout = 2 * time.Minute
 	}
+	var kube kubernetes.Interface
+	if opts.LeaderElection != nil {
+		le, err := opts.LeaderElection.withDefaults()
+		if err != nil {
+			return nil, err
+		}
+		opts.LeaderElection = le
+		if kube, err = kubernetes.NewForConfig(opts.RESTConfig); err != nil {
+			return nil, err
+		}
+	}
 	c, err := client.New(opts.RESTConfig, client.Options{Scheme: opts.Scheme})
 	if err != nil {
 		return nil, err
@@ -181,13 +223,19 @@ func New(opts Options) (*Syncer, error) {
 		gates:         map[gateKey]bool{},
 		statuses:      map[statusKey]provider.CommitStatus{},
 		appStatus:     map[string]*appStatus{},
+		kube:          kube,
+		handover:      handoverOutbox{signal: make(chan struct{}, 1)},
 	}, nil
 }
 
 // Events is where the webhook handler puts accepted events.
 func (s *Syncer) Events() chan<- webhook.Event { return s.events }
 
-// Start runs until ctx ends.
+// Start runs until ctx ends. Without LeaderElection it acts at once; with
+// it, it serves (the cache, the config view, webhooks handed over) and acts
+// only while it holds the Lease. It returns an error when it loses a Lease
+// it held: the process ends and starts afresh, with nothing in memory from
+// its leadership.
 func (s *Syncer) Start(ctx context.Context) error {
 	inf, err := s.cache.GetInformer(ctx, &petriv1.EphemeralEnvironment{})
 	if err != nil {
@@ -204,6 +252,10 @@ func (s *Syncer) Start(ctx context.Context) error {
 	defer wg.Wait()
 	defer s.queue.ShutDown()
 	defer s.feedback.ShutDown()
+	// Whatever ends Start (ctx, a lost Lease, the cache) ends everything it
+	// started before it returns.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	cacheErr := make(chan error, 1)
 	wg.Go(func() { cacheErr <- s.cache.Start(ctx) })
 	if !s.cache.WaitForCacheSync(ctx) {
@@ -213,27 +265,26 @@ func (s *Syncer) Start(ctx context.Context) error {
 	s.cacheReady = true
 	s.mu.Unlock()
 
+	if s.opts.LeaderElection == nil {
+		// Leading before the config loop starts makes its first load the
+		// full one.
+		s.takeLead(ctx)
+		wg.Go(func() { s.act(ctx) })
+		wg.Go(func() { s.configLoop(ctx) })
+		wg.Go(func() { s.eventLoop(ctx) })
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-cacheErr:
+			return err
+		}
+	}
+	// Every replica keeps the config (the read API, and which events are
+	// worth handing over) and hands over the events it receives.
 	wg.Go(func() { s.configLoop(ctx) })
-	wg.Go(func() { s.resyncLoop(ctx) })
 	wg.Go(func() { s.eventLoop(ctx) })
-	for range s.opts.Workers {
-		wg.Go(func() {
-			for s.processRepo(ctx) {
-			}
-		})
-	}
-	for range 2 {
-		wg.Go(func() {
-			for s.processFeedback(ctx) {
-			}
-		})
-	}
-	select {
-	case <-ctx.Done():
-		return nil
-	case err := <-cacheErr:
-		return err
-	}
+	wg.Go(func() { s.handoverLoop(ctx) })
+	return s.elect(ctx, cacheErr)
 }
 
 // Ready is nil once the environment cache is synced and a config revision
@@ -257,7 +308,7 @@ func (s *Syncer) Ready() error {
 func (s *Syncer) repo(key string) *repoState {
 	r := s.repos[key]
 	if r == nil {
-		r = &repoState{snapshots: map[int]provider.PullRequest{}, prs: map[int]map[string]*render.PRState{}, closed: map[int]bool{}}
+		r = &repoState{snapshots: map[int]provider.PullRequest{}, prs: map[int]map[string]*render.PRState{}, closed: map[int]bool{}, hints: map[int]bool{}}
 		s.repos[key] = r
 	}
 	return r
@@ -333,7 +384,7 @@ func (s *Syncer) forgetPullRequest(key prKey) {
 // open pull request or a repository of the current config, so these stay
 // bounded by what is open.
 type stateSize struct {
-	Repositories, Snapshots, PullRequests, Gates, Statuses, Applications int
+	Repositories, Snapshots, Hints, PullRequests, Gates, Statuses, Applications int
 }
 
 func (s *Syncer) stateSize() stateSize {
@@ -342,6 +393,7 @@ func (s *Syncer) stateSize() stateSize {
 	n := stateSize{Repositories: len(s.repos), Gates: len(s.gates), Statuses: len(s.statuses), Applications: len(s.appStatus)}
 	for _, rs := range s.repos {
 		n.Snapshots += len(rs.snapshots)
+		n.Hints += len(rs.hints)
 		n.PullRequests += len(rs.prs)
 	}
 	return n

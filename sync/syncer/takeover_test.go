@@ -1,0 +1,182 @@
+package syncer_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/local/controlplane"
+	"github.com/petri-dev/petri/local/githubapi"
+	"github.com/petri-dev/petri/sync/api"
+	"github.com/petri-dev/petri/sync/render"
+	"github.com/petri-dev/petri/sync/syncer"
+)
+
+// TestKilledLeaderProcessIsReplaced runs two petri-sync processes with
+// their default Lease timings against the real control plane and SIGKILLs
+// the one that leads, so that it releases nothing. While nobody leads, a
+// webhook delivered to the survivor waits in the hand-over ConfigMap and
+// another pull request's webhook is lost altogether. The survivor takes the
+// Lease once it expires (about 15 s), and both pull requests get their
+// environment; every pull request carries one comment, posted once.
+func TestKilledLeaderProcessIsReplaced(t *testing.T) {
+	require.NoError(t, controlplane.RegisterInputs("sync", "cmd/petri-sync"))
+	dir := t.TempDir()
+	bins, err := controlplane.Build(filepath.Join(dir, "bin"), "./cmd/petri-sync")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ns, err := env.CreateNamespace(ctx, "synckill")
+	require.NoError(t, err)
+	leaseNS, err := env.CreateNamespace(ctx, "petri-sync")
+	require.NoError(t, err)
+	kubeconfig, err := env.WriteKubeconfig("petri-sync-takeover", "system:masters")
+	require.NoError(t, err)
+
+	gh := githubapi.New(githubapi.Options{Tokens: []string{"ghp_test"}})
+	t.Cleanup(gh.Close)
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	tokenFile := write("token", "ghp_test\n")
+	secretFile := write("secret", secret+"\n")
+	gitDir := filepath.Join(dir, "config")
+	repo, err := git.PlainInitWithOptions(gitDir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.Main}})
+	require.NoError(t, err)
+	write("config/applications/shop.yaml", `apiVersion: petri.dev/v1alpha1
+kind: Application
+name: shop
+repository: acme/shop
+trigger:
+  labels: [preview]
+components:
+  - name: api
+    chart:
+      repository: /charts/api
+      name: api
+      version: 1.0.0
+`)
+	wt, err := repo.Worktree()
+	require.NoError(t, err)
+	_, err = wt.Add("applications/shop.yaml")
+	require.NoError(t, err)
+	_, err = wt.Commit("shop", &git.CommitOptions{Author: &object.Signature{Name: "test", Email: "test@example.com", When: time.Now()}})
+	require.NoError(t, err)
+
+	type process struct {
+		cmd    *exec.Cmd
+		base   string
+		exited chan struct{}
+	}
+	start := func(id string) *process {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := l.Addr().String()
+		require.NoError(t, l.Close())
+		logFile, err := os.Create(filepath.Join(dir, id+".log"))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = logFile.Close() })
+		cmd := exec.CommandContext(ctx, bins["petri-sync"],
+			"-namespace", ns, "-config-repo", gitDir, "-config-repo-github", "acme/petri-config",
+			"-github-api-url", gh.URL, "-github-token-file", tokenFile, "-webhook-secret-file", secretFile,
+			"-listen", addr, "-kubeconfig", kubeconfig, "-resync-interval", "1h",
+			"-leader-election-namespace", leaseNS, "-leader-election-id", id)
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		require.NoError(t, cmd.Start())
+		p := &process{cmd: cmd, base: "http://" + addr, exited: make(chan struct{})}
+		go func() { _ = cmd.Wait(); close(p.exited) }()
+		t.Cleanup(func() { cancel(); <-p.exited })
+		require.Eventually(t, func() bool {
+			resp, err := http.Get(p.base + "/readyz")
+			if err != nil {
+				return false
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		}, time.Minute, 20*time.Millisecond, "%s not ready; see %s", id, logFile.Name())
+		return p
+	}
+	holder := func() string {
+		var l coordinationv1.Lease
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: leaseNS, Name: syncer.DefaultLeaseName}, &l); err != nil {
+			return ""
+		}
+		return ptr.Deref(l.Spec.HolderIdentity, "")
+	}
+	deliver := func(p *process, number int) {
+		d, err := gh.PullRequestEvent(ghRepo, number, "opened")
+		require.NoError(t, err)
+		resp, err := d.Send(ctx, nil, p.base+api.WebhookPath, []byte(secret))
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	}
+	environment := func(number int) func() bool {
+		return func() bool {
+			var e petriv1.EphemeralEnvironment
+			return env.Client.Get(ctx, client_key(ns, render.EnvironmentName("shop", ghRepo, number)), &e) == nil
+		}
+	}
+	pending := func() int {
+		var cm corev1.ConfigMap
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: leaseNS, Name: syncer.DefaultHandoverConfigMap}, &cm); err != nil {
+			return 0
+		}
+		return len(cm.Data)
+	}
+
+	first := start("sync-1")
+	require.Eventually(t, func() bool { return holder() == "sync-1" }, 30*time.Second, 20*time.Millisecond)
+	second := start("sync-2")
+
+	pr := gh.OpenPullRequest(ghRepo, githubapi.PullRequest{Labels: []string{"preview"}})
+	deliver(first, pr.Number)
+	require.Eventually(t, environment(pr.Number), 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return len(gh.Comments(ghRepo, pr.Number)) == 1 }, 30*time.Second, 20*time.Millisecond)
+
+	killed := time.Now()
+	require.NoError(t, first.cmd.Process.Kill())
+	<-first.exited
+	handed := gh.OpenPullRequest(ghRepo, githubapi.PullRequest{Labels: []string{"preview"}})
+	deliver(second, handed.Number)
+	require.Eventually(t, func() bool { return pending() == 1 }, 10*time.Second, 20*time.Millisecond, "the follower hands the event over while nobody leads")
+	lost := gh.OpenPullRequest(ghRepo, githubapi.PullRequest{Labels: []string{"preview"}})
+	assert.Equal(t, "sync-1", holder(), "the killed leader's Lease has not expired yet")
+
+	require.Eventually(t, func() bool { return holder() == "sync-2" }, 30*time.Second, 50*time.Millisecond)
+	takeover := time.Since(killed)
+	t.Logf("sync-2 took the Lease %s after sync-1 was SIGKILLed (Lease %s, retry %s)", takeover.Round(100*time.Millisecond), syncer.DefaultLeaseDuration, syncer.DefaultRetryPeriod)
+	assert.Less(t, takeover, syncer.DefaultLeaseDuration+3*syncer.DefaultRetryPeriod, "about one Lease duration")
+
+	require.Eventually(t, environment(handed.Number), 30*time.Second, 20*time.Millisecond, "the handed-over event is acted on")
+	require.Eventually(t, environment(lost.Number), 30*time.Second, 20*time.Millisecond, "the first resync closes the gap")
+	require.Eventually(t, func() bool { return pending() == 0 }, 10*time.Second, 20*time.Millisecond)
+	for _, n := range []int{pr.Number, handed.Number, lost.Number} {
+		require.Eventually(t, func() bool { return len(gh.Comments(ghRepo, n)) == 1 }, 30*time.Second, 20*time.Millisecond, "comment on #%d", n)
+		assert.Equal(t, 1, commentPosts(gh, n), "comments posted on #%d", n)
+	}
+	select {
+	case <-second.exited:
+		t.Fatal("the new leader exited")
+	default:
+	}
+}
