@@ -175,6 +175,13 @@ demo: controlplane build ## Run Petri end to end on this machine: one pull reque
 run: controlplane build ## Start Petri on this machine and keep it running (kubectl, webhooks, pull requests).
 	$(BIN)/petri-local run $(RUN_FLAGS)
 
+# BENCH_FLAGS passes flags to petri-bench (go run ./cmd/petri-bench -h), e.g.
+# BENCH_FLAGS="-only scale -scale-noop 1000 -scale-real=". The full run takes
+# about an hour on 2 cores; -smoke runs every measurement at a tiny size.
+.PHONY: bench
+bench: controlplane ## Measure sync, the operator's overhead, the deployer and 100 to 1,000 environments on the local control plane; print a table and rewrite docs/benchmarks.md.
+	go run ./cmd/petri-bench -write docs/benchmarks.md $(BENCH_FLAGS)
+
 ##@ Images
 
 IMAGE_REGISTRY ?= ghcr.io/petri-dev

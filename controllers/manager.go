@@ -57,6 +57,8 @@ type Options struct {
 	MetricsAddr    string
 	ProbeAddr      string
 	LeaderElection bool
+	// PprofAddr serves net/http/pprof for profiling; off when empty.
+	PprofAddr string
 	// LeaderElectionID names the lease; one per installation.
 	LeaderElectionID string
 
@@ -105,6 +107,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.TeardownBackoff, "teardown-backoff", o.TeardownBackoff, "first retry delay of a failed teardown step")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint (0 disables)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "address of the healthz and readyz endpoints")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", o.PprofAddr, "address of the net/http/pprof endpoints (empty disables)")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect a leader so only one replica reconciles")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the leader election lease")
 }
@@ -147,11 +150,13 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = countAPIRequests(cfg)
 	owned := labels.SelectorFromSet(labels.Set{petriv1.LabelManagedBy: petriv1.ManagedByOperator})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        Scheme(),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
+		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.ManagementNamespace,

@@ -1,0 +1,4 @@
+package controllers
+
+// RequestKind is requestKind, for the table test.
+var RequestKind = requestKind

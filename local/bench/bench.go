@@ -1,0 +1,201 @@
+// Package bench measures Petri on the real local control plane (make bench):
+// sync's webhook-to-write latency under load and the GitHub requests of an
+// unchanged resync; the operator's create-to-Ready of one environment in
+// no-op mode beside the floor (the same API writes issued by a plain
+// client); what one deploy Job's process costs beside Helm in-process; and
+// many environments created at once, with the real deployer and in no-op
+// mode, with the operator's memory, CPU and API requests.
+//
+// The operator runs as its own process (bin/petri-operator, as its
+// ServiceAccount, with config/'s RBAC and admission fences), so /proc gives
+// its resident memory and CPU time and its metrics endpoint its API
+// requests (petri_api_requests_total). No-op mode is an operator whose
+// deployer image is NoopDeployerImage, which the local node plays with
+// local/bench/cmd/noop-deployer: every Job completes at once and says
+// "NoOp" in its termination message; nothing in the operator changes.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Options choose the measurements and their sizes.
+type Options struct {
+	// Dir holds the control plane, the binaries, the logs and profiles; a
+	// temporary directory (removed afterwards) when empty.
+	Dir string
+	// Log receives progress lines; discarded when nil.
+	Log io.Writer
+	// Only runs these measurements (sync, resync, overhead, deployer,
+	// scale); all when empty.
+	Only []string
+
+	SyncLoad SyncLoadOptions
+	Resync   ResyncOptions
+	// OverheadRuns and DeployerRuns are the repetitions.
+	OverheadRuns int
+	DeployerRuns int
+	// ScaleNoop and ScaleReal are the numbers of environments of the scale
+	// runs in each mode.
+	ScaleNoop []int
+	ScaleReal []int
+	// ScaleTimeout bounds each phase (to Ready, to gone) of a scale run.
+	ScaleTimeout time.Duration
+	// Concurrency is the operator's --concurrency; its default when zero.
+	Concurrency int
+	// ProfileDir receives the operator's CPU and heap profiles of every
+	// scale run when set.
+	ProfileDir string
+	// Smoke marks the figures of a smoke run (tiny sizes) as such.
+	Smoke bool
+}
+
+// Defaults are make bench's sizes: those of the targets.
+func Defaults() Options {
+	return Options{
+		SyncLoad:     SyncLoadOptions{Rate: 50, Duration: 60 * time.Second, Repos: 20, PullRequests: 5},
+		Resync:       ResyncOptions{Repos: 10, PullRequests: 100, Runs: 5},
+		OverheadRuns: 20,
+		DeployerRuns: 10,
+		ScaleNoop:    []int{100, 500, 1000},
+		ScaleReal:    []int{100, 500, 1000},
+		ScaleTimeout: 30 * time.Minute,
+	}
+}
+
+// Smoke runs every measurement at a tiny size, in about a minute.
+func Smoke() Options {
+	return Options{
+		SyncLoad:     SyncLoadOptions{Rate: 10, Duration: 2 * time.Second, Repos: 2, PullRequests: 2},
+		Resync:       ResyncOptions{Repos: 2, PullRequests: 3, Runs: 2},
+		OverheadRuns: 2,
+		DeployerRuns: 1,
+		ScaleNoop:    []int{3},
+		ScaleReal:    []int{2},
+		ScaleTimeout: 3 * time.Minute,
+		Smoke:        true,
+	}
+}
+
+// Results are the figures of one run.
+type Results struct {
+	Machine  Machine
+	Options  Options
+	Smoke    bool
+	SyncLoad *SyncLoadResult
+	Resync   *ResyncResult
+	Overhead *OverheadResult
+	Deployer *DeployerResult
+	Scale    []ScaleResult
+	// Took is the whole run's wall time.
+	Took time.Duration
+}
+
+func (o Options) runs(name string) bool {
+	if len(o.Only) == 0 {
+		return true
+	}
+	for _, n := range o.Only {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Run starts the control plane, runs the measurements and returns the
+// figures.
+func Run(ctx context.Context, o Options) (*Results, error) {
+	start := time.Now()
+	logw := o.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(logw, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	dir := o.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "petri-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	res := &Results{Machine: thisMachine(), Options: o, Smoke: o.Smoke}
+	e, err := startEnv(ctx, dir, logf)
+	if err != nil {
+		return nil, err
+	}
+	defer e.stop()
+
+	if o.runs("sync") {
+		logf("sync: %d webhooks/s for %s over %d repositories × %d pull requests", o.SyncLoad.Rate, o.SyncLoad.Duration, o.SyncLoad.Repos, o.SyncLoad.PullRequests)
+		r, err := e.syncLoad(ctx, o.SyncLoad)
+		if err != nil {
+			return res, fmt.Errorf("sync load: %w", err)
+		}
+		res.SyncLoad = &r
+		logf("sync: webhook to write p50 %s p99 %s (%d events, %d lost)", ms(r.Latency.Median), ms(r.Latency.P99), r.Events, r.Lost)
+	}
+	if o.runs("resync") {
+		logf("resync: %d repositories × %d open pull requests, %d rounds", o.Resync.Repos, o.Resync.PullRequests, o.Resync.Runs)
+		r, err := e.resync(ctx, o.Resync)
+		if err != nil {
+			return res, fmt.Errorf("resync: %w", err)
+		}
+		res.Resync = &r
+		logf("resync: %.0f GitHub requests per unchanged resync, %.0f answered 304", r.Requests.Median, r.NotModified.Median)
+	}
+	if o.runs("deployer") {
+		logf("deployer: %d installs and no-op upgrades, as a process and in-process", o.DeployerRuns)
+		r, err := e.deployerFloor(ctx, o.DeployerRuns)
+		if err != nil {
+			return res, fmt.Errorf("deployer floor: %w", err)
+		}
+		res.Deployer = &r
+		logf("deployer: install %s wall, %s CPU", ms(r.ProcessInstall.Median), ms(r.ProcessInstallCPU.Median))
+	}
+	if o.runs("overhead") {
+		logf("overhead: %d environments one at a time, operator (no-op mode) and floor", o.OverheadRuns)
+		r, err := e.overhead(ctx, o.OverheadRuns, o.Concurrency)
+		if err != nil {
+			return res, fmt.Errorf("operator overhead: %w", err)
+		}
+		res.Overhead = &r
+		logf("overhead: operator %s, floor %s, ratio %.2f", ms(r.Operator.Median), ms(r.Floor.Median), r.Ratio)
+	}
+	if o.runs("scale") {
+		type run struct {
+			mode string
+			n    int
+		}
+		var runs []run
+		for _, n := range o.ScaleNoop {
+			runs = append(runs, run{ModeNoop, n})
+		}
+		for _, n := range o.ScaleReal {
+			runs = append(runs, run{ModeReal, n})
+		}
+		for _, r := range runs {
+			logf("scale: %d environments, %s", r.n, r.mode)
+			sr, err := e.scale(ctx, ScaleOptions{Mode: r.mode, Environments: r.n, Concurrency: o.Concurrency, Timeout: o.ScaleTimeout, ProfileDir: o.ProfileDir})
+			if err != nil {
+				return res, fmt.Errorf("scale %d %s: %w", r.n, r.mode, err)
+			}
+			res.Scale = append(res.Scale, sr)
+			logf("scale: %d %s: all Ready %s, all gone %s, operator peak RSS %d MiB, CPU %s %s",
+				r.n, r.mode, secs(sr.AllReady), secs(sr.AllGone), sr.PeakRSS>>20, secs(sr.CPU), sr.Error)
+		}
+	}
+	res.Took = time.Since(start)
+	return res, nil
+}
+
+func ms(d time.Duration) string   { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }

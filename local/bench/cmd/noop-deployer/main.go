@@ -1,0 +1,41 @@
+// Command noop-deployer is the benchmarks' no-op deployer: it stands in for
+// petri-deployer in the Jobs of an operator started with the deployer image
+// bench.NoopDeployerImage, and does nothing. It accepts the deployer's
+// command line, writes a termination message that says it did nothing
+// ("NoOp: ...") and exits 0 at once, so every Job completes as soon as its
+// pod runs. make bench uses it to measure the operator's own overhead and
+// its scale without Helm; it is never part of an installation.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+func main() {
+	args := os.Args[1:]
+	command, release, namespace, termLog := "(none)", "", "", "/dev/termination-log"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		command = args[0]
+	}
+	for i := 0; i < len(args); i++ {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !hasValue && i+1 < len(args) && strings.HasPrefix(args[i], "-") {
+			value = args[i+1]
+		}
+		switch name {
+		case "release":
+			release = value
+		case "namespace":
+			namespace = value
+		case "termination-log":
+			termLog = value
+		}
+	}
+	msg := fmt.Sprintf("NoOp: %s of release %q in namespace %q skipped by the benchmarks' no-op deployer; nothing was installed or removed", command, release, namespace)
+	fmt.Println(msg)
+	if err := os.WriteFile(termLog, []byte(msg), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "noop-deployer: write termination message:", err)
+	}
+}

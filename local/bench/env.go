@@ -1,0 +1,134 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/petri-dev/petri/local/controlplane"
+)
+
+// Images the local node of the benchmarks knows.
+const (
+	// DeployerImage is played by the real petri-deployer, carrying
+	// examples/charts under /charts.
+	DeployerImage = "petri.dev/deployer:bench"
+	// NoopDeployerImage is played by local/bench/cmd/noop-deployer: every
+	// Job completes at once and says "NoOp" in its termination message. An
+	// operator started with it as its deployer image runs in no-op mode.
+	NoopDeployerImage = "petri.dev/deployer-noop:bench"
+	// imageCharts is where the deployer image carries the charts.
+	imageCharts = "/charts"
+)
+
+// Namespaces of the installation, as config/default names them.
+const (
+	managementNamespace = "petri-system"
+	sharedNamespace     = "petri-shared"
+)
+
+// env is the control plane the benchmarks run against, with Petri's
+// namespaces, RBAC and admission fences installed from config/ and the
+// binaries built from this checkout.
+type env struct {
+	cluster *controlplane.Cluster
+	bins    map[string]string
+	root    string
+	dir     string
+	log     func(format string, args ...any)
+}
+
+func startEnv(ctx context.Context, dir string, logf func(string, ...any)) (_ *env, err error) {
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	logf("building petri-operator, petri-deployer and the no-op deployer")
+	bins, err := controlplane.Build(filepath.Join(dir, "bin"), "./cmd/petri-operator", "./cmd/petri-deployer", "./local/bench/cmd/noop-deployer")
+	if err != nil {
+		return nil, err
+	}
+	logf("starting the local control plane")
+	if err := os.MkdirAll(filepath.Join(dir, "cluster"), 0o755); err != nil {
+		return nil, err
+	}
+	c, err := controlplane.Start(controlplane.Options{
+		Dir: filepath.Join(dir, "cluster"),
+		Images: map[string]string{
+			imageName(DeployerImage):     bins["petri-deployer"],
+			imageName(NoopDeployerImage): bins["noop-deployer"],
+		},
+		ImageFiles: map[string]map[string]string{imageName(DeployerImage): {imageCharts: filepath.Join(root, "examples", "charts")}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	e := &env{cluster: c, bins: bins, root: root, dir: dir, log: logf}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	if err := e.install(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *env) stop() { e.cluster.Stop() }
+
+// install applies what config/default installs apart from the Deployments
+// (the benchmarks start the operator themselves): the namespaces, the
+// operator's ServiceAccount and RBAC, and the admission fences with their
+// settings.
+func (e *env) install(ctx context.Context) error {
+	cfg := filepath.Join(e.root, "config")
+	files := []string{
+		filepath.Join(cfg, "default", "namespaces.yaml"),
+		filepath.Join(cfg, "rbac", "service_account.yaml"),
+		filepath.Join(cfg, "rbac", "generated", "role.yaml"),
+		filepath.Join(cfg, "rbac", "cluster_role_binding.yaml"),
+		filepath.Join(cfg, "rbac", "role_binding.yaml"),
+	}
+	fences, err := filepath.Glob(filepath.Join(cfg, "fences", "*.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, f := range fences {
+		if filepath.Base(f) != "kustomization.yaml" {
+			files = append(files, f)
+		}
+	}
+	if err := e.cluster.Apply(ctx, files...); err != nil {
+		return fmt.Errorf("install Petri's namespaces, RBAC and fences: %w", err)
+	}
+	return e.setDeployerImage(ctx, DeployerImage)
+}
+
+// setDeployerImage writes the ConfigMap petri-operator that the operator and
+// the fences share.
+func (e *env) setDeployerImage(ctx context.Context, image string) error {
+	cm := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: managementNamespace, Name: "petri-operator"},
+		Data:       map[string]string{"deployer-image": image, "step-images": "", "shared-namespace": sharedNamespace},
+	}
+	if err := e.cluster.Client.Patch(ctx, cm, client.Apply, client.FieldOwner("petri-bench"), client.ForceOwnership); err != nil {
+		return fmt.Errorf("set deployer-image in ConfigMap petri-operator: %w", err)
+	}
+	return nil
+}
+
+// imageName strips the tag from an image reference.
+func imageName(image string) string {
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		return image[:i]
+	}
+	return image
+}

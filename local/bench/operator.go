@@ -1,0 +1,284 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// operator is petri-operator running as its own process, as its
+// ServiceAccount, so that /proc tells its memory and CPU apart from the
+// control plane's and the benchmark's.
+type operator struct {
+	cmd        *exec.Cmd
+	done       chan struct{}
+	metricsURL string
+	pprofURL   string
+	logPath    string
+	startCPU   time.Duration
+}
+
+// startOperator starts petri-operator with the production flags of
+// config/manager, deployerImage as its deployer image (NoopDeployerImage
+// for no-op mode) and concurrency environments reconciled at once (the
+// default when zero).
+func (e *env) startOperator(ctx context.Context, name, deployerImage string, concurrency int) (*operator, error) {
+	if err := e.setDeployerImage(ctx, deployerImage); err != nil {
+		return nil, err
+	}
+	kubeconfig, err := e.cluster.WriteServiceAccountKubeconfig(ctx, managementNamespace, "petri-operator")
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	o := &operator{
+		done:       make(chan struct{}),
+		metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]),
+		pprofURL:   fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", ports[2]),
+		logPath:    filepath.Join(e.dir, "operator-"+name+".log"),
+	}
+	logFile, err := os.Create(o.logPath)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--management-namespace=" + managementNamespace,
+		"--shared-namespace=" + sharedNamespace,
+		"--deployer-image=" + deployerImage,
+		"--leader-elect",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]),
+		fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", ports[2]),
+		"--zap-encoder=json",
+	}
+	if concurrency > 0 {
+		args = append(args, fmt.Sprintf("--concurrency=%d", concurrency))
+	}
+	o.cmd = exec.Command(e.bins["petri-operator"], args...)
+	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	o.cmd.Stdout, o.cmd.Stderr = logFile, logFile
+	if err := o.cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start petri-operator: %w", err)
+	}
+	go func() { _ = o.cmd.Wait(); logFile.Close(); close(o.done) }()
+
+	// Ready once its metrics answer and it holds the lease (a fresh
+	// operator after a stopped one that released it).
+	readyz := fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1])
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		if resp, err := http.Get(readyz); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				if o.leading() {
+					break
+				}
+			}
+		}
+		select {
+		case <-o.done:
+			return nil, fmt.Errorf("petri-operator exited at start; see %s", o.logPath)
+		case <-ctx.Done():
+			o.stop()
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			o.stop()
+			return nil, fmt.Errorf("petri-operator not ready and leading within 90s; see %s", o.logPath)
+		}
+	}
+	o.startCPU, _ = o.cpu()
+	return o, nil
+}
+
+// leading reports whether the operator's metrics say it holds the lease.
+func (o *operator) leading() bool {
+	m, err := o.metrics()
+	if err != nil {
+		return false
+	}
+	for k, v := range m {
+		if strings.HasPrefix(k, "leader_election_master_status") && v > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// stop ends the operator with SIGTERM (it releases its lease) and waits.
+func (o *operator) stop() {
+	select {
+	case <-o.done:
+		return
+	default:
+	}
+	_ = o.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-o.done:
+	case <-time.After(20 * time.Second):
+		_ = o.cmd.Process.Kill()
+		<-o.done
+	}
+}
+
+// cpu is the CPU time (user and system) the process has used.
+func (o *operator) cpu() (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", o.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses.
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("short /proc stat: %q", s)
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	// USER_HZ is 100 on Linux.
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
+// peakRSS is the process's resident set high-water mark (VmHWM).
+func (o *operator) peakRSS() (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", o.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, errors.New("VmHWM not found in /proc status")
+}
+
+var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? ([0-9.eE+-]+)$`)
+
+// metrics scrapes the operator's metrics endpoint into "name{labels}" ->
+// value (labels as the endpoint writes them, sorted by name).
+func (o *operator) metrics() (map[string]float64, error) {
+	resp, err := http.Get(o.metricsURL)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		m := sampleLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[3], 64)
+		if err != nil {
+			continue
+		}
+		out[m[1]+m[2]] = v
+	}
+	return out, sc.Err()
+}
+
+var (
+	verbLabel     = regexp.MustCompile(`[{,]verb="([^"]*)"`)
+	resourceLabel = regexp.MustCompile(`[{,]resource="([^"]*)"`)
+)
+
+// apiRequests reads petri_api_requests_total by verb and resource.
+func (o *operator) apiRequests() (map[[2]string]float64, error) {
+	m, err := o.metrics()
+	if err != nil {
+		return nil, err
+	}
+	out := map[[2]string]float64{}
+	for k, v := range m {
+		if !strings.HasPrefix(k, "petri_api_requests_total{") {
+			continue
+		}
+		verb, resource := verbLabel.FindStringSubmatch(k), resourceLabel.FindStringSubmatch(k)
+		if verb != nil && resource != nil {
+			out[[2]string{verb[1], resource[1]}] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("the operator's metrics have no petri_api_requests_total")
+	}
+	return out, nil
+}
+
+// profileCPU records the operator's CPU profile for d into path.
+func (o *operator) profileCPU(ctx context.Context, d time.Duration, path string) error {
+	return fetch(ctx, fmt.Sprintf("%s/profile?seconds=%d", o.pprofURL, int(d.Seconds())), path)
+}
+
+// profileHeap writes the operator's heap profile into path.
+func (o *operator) profileHeap(ctx context.Context, path string) error {
+	return fetch(ctx, o.pprofURL+"/heap", path)
+}
+
+func fetch(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

@@ -1,0 +1,291 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+)
+
+// Modes of the scale and overhead measurements.
+const (
+	ModeReal = "real deployer"
+	ModeNoop = "no-op deployer"
+)
+
+// benchEnvironment is the benchmarks' environment: three components of the
+// example chart (replicas 0, one Service each), a chain (db, then api) and
+// a parallel branch (web).
+func benchEnvironment(namespace, name string) *petriv1.EphemeralEnvironment {
+	values := apiextensionsv1.JSON{Raw: []byte(`{"replicas":0}`)}
+	chart := petriv1.ChartReference{Repository: imageCharts, Name: "example-app", Version: "0.1.0"}
+	return &petriv1.EphemeralEnvironment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"petri.dev/bench": "true"}},
+		Spec: petriv1.EphemeralEnvironmentSpec{Components: []petriv1.Component{
+			{Name: "db", Chart: chart, Values: &values},
+			{Name: "api", Chart: chart, Values: &values, DependsOn: []string{"db"}},
+			{Name: "web", Chart: chart, Values: &values},
+		}},
+	}
+}
+
+// ScaleResult is one scale run: N environments created at once.
+type ScaleResult struct {
+	Mode         string
+	Environments int
+	// Created is how long the creates themselves took.
+	Created time.Duration
+	// AllReady is from the first create to the last environment Ready.
+	AllReady time.Duration
+	// AllGone is from the first delete to the last environment gone.
+	AllGone time.Duration
+	// NotReady and NotGone count environments that missed the timeout.
+	NotReady, NotGone int
+	// PeakRSS is the operator's resident set high-water mark, in bytes.
+	PeakRSS int64
+	// CPU is the operator's CPU time over the run.
+	CPU time.Duration
+	// Requests is the operator's API requests per environment lifecycle
+	// by verb, and ByResource the same by verb and resource.
+	Requests   map[string]float64
+	ByResource map[[2]string]float64
+	// NoopMessage is a termination message of a no-op Job (no-op mode).
+	NoopMessage string
+	LoadBefore  string
+	LoadAfter   string
+	Error       string
+}
+
+// ScaleOptions configure one scale run.
+type ScaleOptions struct {
+	Mode         string
+	Environments int
+	Concurrency  int
+	Timeout      time.Duration
+	// ProfileDir, when set, receives the operator's CPU profile of the
+	// create-to-Ready phase and a heap profile at Ready.
+	ProfileDir string
+}
+
+// scale runs one scale measurement with a fresh operator process.
+func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err error) {
+	res = ScaleResult{Mode: o.Mode, Environments: o.Environments, LoadBefore: loadavg()}
+	image := DeployerImage
+	if o.Mode == ModeNoop {
+		image = NoopDeployerImage
+	}
+	name := fmt.Sprintf("scale-%s-%d", map[string]string{ModeReal: "real", ModeNoop: "noop"}[o.Mode], o.Environments)
+	op, err := e.startOperator(ctx, name, image, o.Concurrency)
+	if err != nil {
+		return res, err
+	}
+	defer op.stop()
+	c := e.cluster.Client
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tracker := trackEnvironments(tctx, c, managementNamespace)
+	before, err := op.apiRequests()
+	if err != nil {
+		return res, err
+	}
+
+	names := make([]string, o.Environments)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%04d", name, i)
+	}
+	tracker.forget(names)
+	var profileDone chan error
+	if o.ProfileDir != "" {
+		profileDone = make(chan error, 1)
+		// Long enough to cover the create-to-Ready phase at the sizes of
+		// make bench; pprof ends it early when the operator stops.
+		d := min(max(o.Timeout/2, 10*time.Second), 300*time.Second)
+		go func() {
+			profileDone <- op.profileCPU(ctx, d, filepath.Join(o.ProfileDir, name+".cpu.pprof"))
+		}()
+	}
+	start := time.Now()
+	if err := forEach(ctx, names, 16, func(n string) error {
+		return c.Create(ctx, benchEnvironment(managementNamespace, n))
+	}); err != nil {
+		return res, fmt.Errorf("create environments: %w", err)
+	}
+	res.Created = time.Since(start)
+	readyAt, missing, waitErr := tracker.waitAll(ctx, names, false, o.Timeout)
+	res.AllReady = latest(readyAt).Sub(start)
+	res.NotReady = missing
+	if waitErr != nil {
+		res.Error = waitErr.Error()
+		res.AllReady = time.Since(start)
+	}
+	if o.ProfileDir != "" {
+		_ = op.profileHeap(ctx, filepath.Join(o.ProfileDir, name+".heap.pprof"))
+	}
+	if o.Mode == ModeNoop {
+		res.NoopMessage = e.noopMessage(ctx, names[0])
+	}
+
+	start = time.Now()
+	if err := forEach(ctx, names, 16, func(n string) error {
+		err := c.Delete(ctx, &petriv1.EphemeralEnvironment{ObjectMeta: metav1.ObjectMeta{Namespace: managementNamespace, Name: n}})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}); err != nil {
+		return res, fmt.Errorf("delete environments: %w", err)
+	}
+	goneAt, missing, waitErr := tracker.waitAll(ctx, names, true, o.Timeout)
+	res.AllGone = latest(goneAt).Sub(start)
+	res.NotGone = missing
+	if waitErr != nil {
+		if res.Error != "" {
+			res.Error += "; "
+		}
+		res.Error += waitErr.Error()
+		res.AllGone = time.Since(start)
+	}
+	if profileDone != nil {
+		<-profileDone
+	}
+
+	after, err := op.apiRequests()
+	if err != nil {
+		return res, err
+	}
+	res.Requests, res.ByResource = perEnvironment(before, after, o.Environments)
+	cpu, err := op.cpu()
+	if err != nil {
+		return res, err
+	}
+	res.CPU = cpu - op.startCPU
+	if res.PeakRSS, err = op.peakRSS(); err != nil {
+		return res, err
+	}
+	res.LoadAfter = loadavg()
+	if res.NotGone > 0 {
+		// The next run starts from a clean slate: force what is left.
+		e.forceDeleteAll(ctx, names)
+	}
+	return res, nil
+}
+
+// perEnvironment divides the difference of two request counts by n, by verb
+// and by verb and resource.
+func perEnvironment(before, after map[[2]string]float64, n int) (map[string]float64, map[[2]string]float64) {
+	byVerb := map[string]float64{}
+	byRes := map[[2]string]float64{}
+	for k, v := range after {
+		d := (v - before[k]) / float64(n)
+		if d <= 0 {
+			continue
+		}
+		byVerb[k[0]] += d
+		byRes[k] = d
+	}
+	return byVerb, byRes
+}
+
+// noopMessage reads the termination message of a deploy Job's pod of an
+// environment in no-op mode, to show what the no-op deployer reported.
+func (e *env) noopMessage(ctx context.Context, envName string) string {
+	var pods corev1.PodList
+	if err := e.cluster.Client.List(ctx, &pods, client.InNamespace(managementNamespace), client.MatchingLabels{petriv1.LabelEnvironment: envName}); err != nil {
+		return ""
+	}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.Message != "" {
+				return t.Message
+			}
+		}
+	}
+	return ""
+}
+
+// forceDeleteAll releases environments that did not go away in time, with
+// the force-delete annotation.
+func (e *env) forceDeleteAll(ctx context.Context, names []string) {
+	_ = forEach(ctx, names, 16, func(n string) error {
+		ee := &petriv1.EphemeralEnvironment{}
+		if err := e.cluster.Client.Get(ctx, client.ObjectKey{Namespace: managementNamespace, Name: n}, ee); err != nil {
+			return nil
+		}
+		patch := client.MergeFrom(ee.DeepCopy())
+		if ee.Annotations == nil {
+			ee.Annotations = map[string]string{}
+		}
+		ee.Annotations[petriv1.AnnotationForceDelete] = "true"
+		_ = e.cluster.Client.Patch(ctx, ee, patch)
+		return nil
+	})
+}
+
+func latest(times map[string]time.Time) time.Time {
+	var t time.Time
+	for _, at := range times {
+		if at.After(t) {
+			t = at
+		}
+	}
+	return t
+}
+
+// forEach runs fn for every item with at most workers at once and returns
+// the first error.
+func forEach[T any](ctx context.Context, items []T, workers int, fn func(T) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  int
+	)
+	for range min(workers, len(items)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if next >= len(items) || first != nil || ctx.Err() != nil {
+					mu.Unlock()
+					return
+				}
+				it := items[next]
+				next++
+				mu.Unlock()
+				if err := fn(it); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,117 @@
+// Package bench_test runs make bench's measurements at tiny sizes (the smoke
+// run of cmd/petri-bench -smoke) against the real local control plane, and
+// checks that every figure is produced and makes sense. It asserts no
+// timing thresholds: the targets are make bench's business.
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/petri-dev/petri/local/bench"
+	"github.com/petri-dev/petri/local/controlplane"
+)
+
+func TestSmoke(t *testing.T) {
+	ctrllog.SetLogger(logr.Discard())
+	// The binaries the benchmarks build and the manifests they install.
+	require.NoError(t, controlplane.RegisterInputs("local/bench", "cmd/petri-operator", "cmd/petri-deployer", "controllers", "deployer", "sync", "local/node", "config", "examples/charts"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	o := bench.Smoke()
+	var progress bytes.Buffer
+	o.Log = &progress
+	o.Dir = t.TempDir()
+	res, err := bench.Run(ctx, o)
+	require.NoError(t, err, "progress:\n%s", progress.String())
+	t.Log("\n" + progress.String())
+
+	// sync: every webhook was written, and the figures are ordered.
+	s := res.SyncLoad
+	require.NotNil(t, s)
+	assert.Equal(t, int(o.SyncLoad.Duration/(time.Second/time.Duration(o.SyncLoad.Rate))), s.Events)
+	assert.Zero(t, s.Lost, "webhooks never written")
+	assert.Equal(t, s.Events-s.Superseded, s.Latency.N)
+	assert.Positive(t, s.Latency.Median)
+	assert.GreaterOrEqual(t, s.Latency.P99, s.Latency.Median)
+	assert.Positive(t, s.GitHubRequests)
+
+	// resync: one conditional listing per repository, answered 304.
+	r := res.Resync
+	require.NotNil(t, r)
+	assert.Equal(t, float64(o.Resync.Repos), r.Requests.Median)
+	assert.Equal(t, r.Requests.Max, r.NotModified.Max)
+	assert.Zero(t, r.Charged.Max)
+
+	// deployer: the process and in-process figures exist.
+	d := res.Deployer
+	require.NotNil(t, d)
+	for name, v := range map[string]time.Duration{
+		"process install": d.ProcessInstall.Median, "process install CPU": d.ProcessInstallCPU.Median,
+		"process upgrade": d.ProcessUpgrade.Median, "process upgrade CPU": d.ProcessUpgradeCPU.Median,
+		"in-process install": d.InProcessInstall.Median, "in-process upgrade": d.InProcessUpgrade.Median,
+	} {
+		assert.Positive(t, v, name)
+	}
+	assert.Positive(t, res.DeployerFloor(500))
+
+	// overhead: both sides ran every time; the floor issued its 11 writes
+	// (environment, namespace, ServiceAccount, RoleBinding, 3 Secrets, 3
+	// Jobs, status).
+	ov := res.Overhead
+	require.NotNil(t, ov)
+	assert.Equal(t, o.OverheadRuns, ov.Operator.N)
+	assert.Equal(t, o.OverheadRuns, ov.Floor.N)
+	assert.Equal(t, 11, ov.FloorWrites)
+	assert.Positive(t, ov.Ratio)
+	assert.GreaterOrEqual(t, ov.Operator.P99, ov.Operator.Median)
+
+	// scale: every environment came and went; the operator's process was
+	// measured and counted its requests; no-op mode says so.
+	require.Len(t, res.Scale, len(o.ScaleNoop)+len(o.ScaleReal))
+	for _, sc := range res.Scale {
+		assert.Empty(t, sc.Error, "%d %s", sc.Environments, sc.Mode)
+		assert.Zero(t, sc.NotReady, sc.Mode)
+		assert.Zero(t, sc.NotGone, sc.Mode)
+		assert.Positive(t, sc.AllReady, sc.Mode)
+		assert.Positive(t, sc.AllGone, sc.Mode)
+		assert.Positive(t, sc.PeakRSS, sc.Mode)
+		assert.Positive(t, sc.CPU, sc.Mode)
+		// Three deploy and three undeploy Jobs per environment, at least.
+		assert.GreaterOrEqual(t, sc.ByResource[[2]string{"create", "jobs"}], 6.0, sc.Mode)
+		assert.GreaterOrEqual(t, sc.ByResource[[2]string{"create", "namespaces"}], 1.0, sc.Mode)
+		assert.Positive(t, sc.Requests["get"], sc.Mode)
+		if sc.Mode == bench.ModeNoop {
+			assert.True(t, strings.HasPrefix(sc.NoopMessage, "NoOp: "), "no-op Job message %q", sc.NoopMessage)
+		} else {
+			assert.Empty(t, sc.NoopMessage)
+		}
+	}
+
+	// The table and the document.
+	var table bytes.Buffer
+	res.WriteTable(&table)
+	for _, want := range []string{"smoke run", "webhook → environment written", "operator overhead", "no-op deployer", "real deployer"} {
+		assert.Contains(t, table.String(), want)
+	}
+	doc := filepath.Join(t.TempDir(), "benchmarks.md")
+	require.NoError(t, os.WriteFile(doc, []byte("# Benchmarks\n\nWritten by hand.\n\n"+bench.BeginMarker+"\nold figures\n"+bench.EndMarker+"\n\n## History\n\nKept.\n"), 0o644))
+	require.NoError(t, res.UpdateDoc(doc))
+	got, err := os.ReadFile(doc)
+	require.NoError(t, err)
+	assert.Contains(t, string(got), "Written by hand.")
+	assert.Contains(t, string(got), "## History\n\nKept.\n")
+	assert.NotContains(t, string(got), "old figures")
+	assert.Contains(t, string(got), "| 3 × 3 components, no-op deployer |")
+	assert.Equal(t, 1, strings.Count(string(got), bench.BeginMarker))
+}
