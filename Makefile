@@ -41,6 +41,7 @@ all: build
 build: ## Build Petri's binaries (kubectl-petri too) and the example application into bin/.
 	go build -o $(BIN)/ ./cmd/...
 	go build -o $(BIN)/petri-example-app ./examples/app
+	go build -o $(BIN)/ ./examples/postgres/cmd/...
 
 .PHONY: controlplane
 controlplane: $(BIN)/.controlplane-$(CONTROLPLANE_STAMP) ## Build etcd, kube-apiserver, kube-controller-manager and kubectl into bin/.
@@ -123,6 +124,19 @@ vet:
 # never skipped, so make test installs Debian's package when it can.
 CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
 
+.PHONY: postgres
+postgres: ## Make sure PostgreSQL's server binaries are installed (apt-get install -y postgresql when run as root).
+	@if command -v postgres >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing PostgreSQL for the PostgreSQL shared workload's end-to-end test: apt-get install -y postgresql"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y --no-install-recommends postgresql || { apt-get update && apt-get install -y --no-install-recommends postgresql; }; \
+	else \
+	  echo "the PostgreSQL shared workload's end-to-end test (tests/postgres) needs PostgreSQL's server binaries, which are not installed:"; \
+	  echo "  sudo apt-get install -y postgresql    (Debian, Ubuntu; or put postgres and initdb on PATH)"; \
+	  exit 1; \
+	fi
+
 .PHONY: chromium
 chromium: ## Make sure headless Chromium is installed (apt-get install -y chromium when run as root).
 	@for b in $(CHROMIUM_NAMES); do if command -v $$b >/dev/null 2>&1; then exit 0; fi; done; \
@@ -137,7 +151,7 @@ chromium: ## Make sure headless Chromium is installed (apt-get install -y chromi
 	fi
 
 .PHONY: test
-test: verify-generated fmt-check vet controlplane chromium ## Everything CI checks: generated code, gofmt, vet, the control plane, go test.
+test: verify-generated fmt-check vet controlplane chromium postgres ## Everything CI checks: generated code, gofmt, vet, the control plane, go test.
 	go test $(GO_TEST_FLAGS) ./...
 
 # Each fuzz target runs for FUZZTIME; make test runs their seed corpora.

@@ -66,7 +66,7 @@ func main() {
 
 // common are the flags of demo and run.
 type common struct {
-	dir, bin, ingress, config, install string
+	dir, bin, ingress, config, install, database string
 }
 
 func (c *common) bind(fs *flag.FlagSet, dirName string) {
@@ -74,6 +74,7 @@ func (c *common) bind(fs *flag.FlagSet, dirName string) {
 	fs.StringVar(&c.dir, "dir", filepath.Join(root, ".petri-local", dirName), "directory of this run: control plane, pods, logs, config repository (emptied first)")
 	fs.StringVar(&c.bin, "bin", filepath.Join(root, "bin"), "directory holding petri-operator, petri-sync, petri-deployer, petri-example-app and kubectl")
 	fs.StringVar(&c.ingress, "ingress", stack.DefaultIngressAddress, "address serving the cluster's Ingress rules (environment URLs, the webhook)")
+	fs.StringVar(&c.database, "database", "store", "the shared workload the demo application binds to: store (the example application's stand-in) or postgres (a PostgreSQL server, examples/postgres; needs PostgreSQL installed)")
 	fs.StringVar(&c.install, "install", stack.InstallKustomize, "how Petri is installed: "+stack.InstallKustomize+" (kubectl apply -k config/default) or "+stack.InstallChart+" (helm install charts/petri)")
 	c.config = filepath.Join(root, "examples", "app", "config-repo")
 }
@@ -95,7 +96,20 @@ func (c *common) start(ctx context.Context, report *stack.Report) (*stack.Stack,
 	for _, b := range []string{stack.BinOperator, stack.BinSync, stack.BinDeployer, stack.BinExampleApp, stack.BinKubectl} {
 		bins[b] = filepath.Join(c.bin, b)
 	}
-	return stack.Start(ctx, stack.Options{Dir: c.dir, Binaries: bins, IngressAddress: c.ingress, ConfigSource: c.config, Install: c.install, Report: report})
+	opts := stack.Options{Dir: c.dir, Binaries: bins, IngressAddress: c.ingress, ConfigSource: c.config, Install: c.install, Report: report}
+	switch c.database {
+	case "store":
+	case "postgres":
+		for _, b := range []string{stack.BinPostgres, stack.BinPostgresTools, stack.BinPostgresNotes} {
+			bins[b] = filepath.Join(c.bin, b)
+		}
+		if err := stack.WithPostgres(&opts, bins); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("--database %q: want store or postgres", c.database)
+	}
+	return stack.Start(ctx, opts)
 }
 
 func demo(args []string) error {
@@ -112,6 +126,15 @@ func demo(args []string) error {
 		return err
 	}
 	defer s.Stop()
+	if c.database == "postgres" {
+		res, err := (&stack.PostgresScenario{Stack: s, Report: report, StepTimeout: *timeout}).Run(ctx)
+		stack.WritePostgresSummary(os.Stdout, res, err)
+		s.WriteLogIndex(os.Stdout)
+		if err != nil {
+			return errors.New("demo failed")
+		}
+		return nil
+	}
 	res, err := (&stack.Scenario{Stack: s, Report: report, Number: *number, StepTimeout: *timeout}).Run(ctx)
 	stack.WriteSummary(os.Stdout, res, err)
 	s.WriteLogIndex(os.Stdout)

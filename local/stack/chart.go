@@ -80,10 +80,14 @@ func RenderChart(values map[string]any, kubeVersion string) ([]*unstructured.Uns
 // credentials the kustomize overlay (writeOverlay) gives, as a user of the
 // chart gives them.
 func (s *Stack) chartValues() map[string]any {
+	var stepImages []any
+	for _, p := range s.stepImages() {
+		stepImages = append(stepImages, p)
+	}
 	return map[string]any{
 		"operator": map[string]any{
 			// The example shared workload provisions with the example application.
-			"stepImages": []any{ExampleAppImage + ":"},
+			"stepImages": stepImages,
 		},
 		"sync": map[string]any{
 			"configRepo": map[string]any{"url": "file://" + s.ConfigRepo},

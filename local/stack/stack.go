@@ -91,6 +91,15 @@ type Options struct {
 	// of config/default and an overlay, the default) or InstallChart (helm
 	// install of charts/petri).
 	Install string
+	// Images maps more images to binaries for the local node, such as a
+	// shared workload's server and steps.
+	Images map[string]string
+	// DeployerFiles maps more directories inside the deployer image to
+	// directories here, such as charts beside examples/charts.
+	DeployerFiles map[string]string
+	// StepImages are more image prefixes provision and deprovision Jobs may
+	// run (step-images of the ConfigMap petri-operator).
+	StepImages []string
 }
 
 // Stack is Petri running on this machine.
@@ -233,6 +242,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, step.Fail(err)
 	}
+	for image, bin := range opts.Images {
+		images[image] = bin
+	}
 	step.Done(fmt.Sprintf("%d objects", len(objs)))
 	rel, _ := filepath.Rel(root, opts.ConfigSource)
 	r.Event("config repository: %s (git, made from %s)", s.ConfigRepo, rel)
@@ -242,7 +254,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	s.Node, err = node.New(s.Cluster.Config, node.Options{
 		Images:     images,
 		Dir:        filepath.Join(opts.Dir, "node"),
-		ImageFiles: map[string]map[string]string{imageName(deployerImage): {DeployerCharts: filepath.Join(root, "examples", "charts")}},
+		ImageFiles: map[string]map[string]string{imageName(deployerImage): s.deployerFiles(root)},
 	})
 	if err != nil {
 		return nil, step.Fail(err)
@@ -464,7 +476,7 @@ configMapGenerator:
     namespace: %s
     behavior: merge
     literals:
-      - "step-images=%s:"
+      - "step-images=%s"
 secretGenerator:
   - name: petri-sync
     namespace: %s
@@ -473,7 +485,7 @@ secretGenerator:
     files:
       - webhook-secret
       - github-token
-`, base, SyncNamespace, s.ConfigRepo, s.GitHub.URL, ManagementNamespace, ExampleAppImage, SyncNamespace),
+`, base, SyncNamespace, s.ConfigRepo, s.GitHub.URL, ManagementNamespace, strings.Join(s.stepImages(), ","), SyncNamespace),
 		"webhook-ingress.yaml": fmt.Sprintf(`# GitHub's webhooks, the read API and the web page (/ and /ui/) reach
 # petri-sync through the ingress.
 apiVersion: networking.k8s.io/v1
