@@ -54,8 +54,21 @@ type Application struct {
 	Components []Component `json:"components"`
 	// SharedWorkloads the environment binds to.
 	SharedWorkloads []string `json:"sharedWorkloads"`
-	// TTL deletes an environment this long after it was created.
+	// TTL deletes an environment this long after it first became Ready for
+	// the pull request's head commit (a push starts it again); sync
+	// remembers the expiry in its comment, so an expired environment stays
+	// gone until a push or a command brings it back.
 	TTL *Duration `json:"ttl"`
+	// KeepLabel, on a pull request, suspends expiry; DefaultKeepLabel when
+	// empty.
+	KeepLabel string `json:"keepLabel"`
+	// SleepAfter puts an environment to sleep (its Deployments and
+	// StatefulSets scaled to zero) after this long without a push or a
+	// command; nil: never.
+	SleepAfter *Duration `json:"sleepAfter"`
+	// Deployments makes each environment a GitHub deployment of its head
+	// commit, with deployment statuses.
+	Deployments bool `json:"deployments"`
 	// MaxEnvironments caps the environments of this application; 0 means no cap.
 	MaxEnvironments int `json:"maxEnvironments"`
 	// URL is a template of the address shown to reviewers.
@@ -212,6 +225,18 @@ var (
 	exactVersion = regexp.MustCompile(`^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 )
 
+// DefaultKeepLabel is the pull request label that suspends expiry when an
+// application names none.
+const DefaultKeepLabel = "petri/keep"
+
+// Keep returns the label that suspends expiry.
+func (a *Application) Keep() string {
+	if a.KeepLabel == "" {
+		return DefaultKeepLabel
+	}
+	return a.KeepLabel
+}
+
 // MaxApplicationName keeps environment names (name, pull request number and
 // hash) short enough for the namespace names derived from them.
 const MaxApplicationName = 30
@@ -351,6 +376,9 @@ func validateApplication(d *decoder, a *Application) {
 	}
 	if a.MaxEnvironments < 0 {
 		d.errorf("maxEnvironments", "must be 0 (no cap) or more")
+	}
+	if l := a.KeepLabel; l != "" && (len([]rune(l)) > 50 || strings.TrimSpace(l) != l) {
+		d.errorf("keepLabel", "%q must be a GitHub label: at most 50 characters, no leading or trailing space", l)
 	}
 	for i, s := range a.SharedWorkloads {
 		if !swName.MatchString(s) || len(s) > 253 {

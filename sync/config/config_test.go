@@ -88,6 +88,9 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 		{"two documents", good + "---\nkind: Application\n", []string{"apps/x.yaml:26: a config file holds exactly one document"}},
 		{"unknown kind", "kind: App\nname: x\n", []string{`apps/x.yaml:1: kind: unknown kind "App"`}},
 		{"cycle", strings.Replace(strings.Replace(good, "    pullRequestValues:", "    dependsOn: [web]\n    pullRequestValues:", 1), "", "", 1), []string{"components: dependsOn has a cycle: api -> web -> api"}},
+		{"sleepAfter", strings.Replace(good, "ttl: 72h", "ttl: 72h\nsleepAfter: -2h", 1), []string{`apps/x.yaml:24: sleepAfter: duration "-2h" must be positive`}},
+		{"keepLabel", strings.Replace(good, "ttl: 72h", "ttl: 72h\nkeepLabel: ' keep'", 1), []string{`apps/x.yaml:24: keepLabel: " keep" must be a GitHub label`}},
+		{"deployments", strings.Replace(good, "ttl: 72h", "ttl: 72h\ndeployments: yes please", 1), []string{`apps/x.yaml:24: deployments: expected true or false`}},
 		{"two errors", strings.Replace(strings.Replace(good, "  lables", "", 1), "drafts", "drafts", 1) + "color: blue\n", []string{"apps/x.yaml:26: color: unknown field"}},
 	}
 	for _, tt := range tests {
@@ -106,6 +109,22 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 			assert.Contains(t, cfg.BrokenFiles, "apps/x.yaml")
 		})
 	}
+}
+
+func TestLifecycleSettings(t *testing.T) {
+	cfg := config.Load(map[string][]byte{"a.yaml": []byte(good)})
+	require.Empty(t, cfg.Errors)
+	app := cfg.Applications[0]
+	assert.Nil(t, app.SleepAfter, "no sleep unless asked")
+	assert.False(t, app.Deployments)
+	assert.Equal(t, "petri/keep", app.Keep(), "the default keep label")
+
+	cfg = config.Load(map[string][]byte{"a.yaml": []byte(good + "sleepAfter: 90m\nkeepLabel: preview/keep\ndeployments: true\n")})
+	require.Empty(t, cfg.Errors)
+	app = cfg.Applications[0]
+	assert.Equal(t, 90*time.Minute, app.SleepAfter.Duration)
+	assert.Equal(t, "preview/keep", app.Keep())
+	assert.True(t, app.Deployments)
 }
 
 func TestDuplicateApplicationNamesKeepTheFirst(t *testing.T) {
