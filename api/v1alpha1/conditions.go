@@ -84,6 +84,19 @@ const (
 	ReasonExpired = "Expired"
 	// ReasonInUse: a SharedWorkload deletion waits for bound environments.
 	ReasonInUse = "InUse"
+
+	// ReasonSleeping: the environment is asleep (its Deployments and
+	// StatefulSets scaled to zero) or its sleep Job is running. Ready is
+	// False with it; an asleep environment is never Stalled.
+	ReasonSleeping = "Sleeping"
+	// ReasonWaking: a wake Job restores the replicas the sleep recorded.
+	ReasonWaking = "Waking"
+	// ReasonSleepFailed: a sleep Job failed; the next attempt follows after a
+	// backoff.
+	ReasonSleepFailed = "SleepFailed"
+	// ReasonWakeFailed: a wake Job failed; the next attempt follows after a
+	// backoff.
+	ReasonWakeFailed = "WakeFailed"
 )
 
 // Well-known labels, annotations and the finalizer.
@@ -108,6 +121,23 @@ const (
 	// one deployer ServiceAccount (in the management namespace) that may be
 	// bound to admin there; the admission fences check RoleBindings against it.
 	AnnotationDeployerServiceAccount = "petri.dev/deployer-serviceaccount"
+	// AnnotationSleepRequested, an RFC 3339 time, asks the operator to put the
+	// environment to sleep: a Job running as the environment's deployer
+	// identity scales every Deployment and StatefulSet of its namespace to
+	// zero. The environment sleeps while this time is later than both
+	// AnnotationWakeRequested and the start of the current generation's
+	// deploy; a value that is not an RFC 3339 time is ignored. Sync writes
+	// it after the application's sleepAfter; kubectl petri sleep writes the
+	// current time.
+	AnnotationSleepRequested = "petri.dev/sleep-requested"
+	// AnnotationWakeRequested, an RFC 3339 time, asks the operator to wake
+	// the environment: a Job restores the replicas the sleep recorded. A new
+	// generation (a push) or a redeploy wakes it too.
+	AnnotationWakeRequested = "petri.dev/wake-requested"
+	// AnnotationReplicasBeforeSleep is written by the sleep Job on each
+	// Deployment and StatefulSet it scaled to zero, with the replica count
+	// it had; the wake Job restores exactly that count and removes it.
+	AnnotationReplicasBeforeSleep = "petri.dev/replicas-before-sleep"
 	// LabelManagedBy marks objects that Petri's operator created.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// ManagedByOperator is the LabelManagedBy value of the operator.

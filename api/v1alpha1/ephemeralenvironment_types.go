@@ -109,7 +109,7 @@ type EphemeralEnvironmentSpec struct {
 const AnnotationRedeploy = "petri.dev/redeploy"
 
 // EnvironmentPhase is the one-word state shown by kubectl get.
-// +kubebuilder:validation:Enum=Pending;Deploying;Ready;Failed;Stalled;Deleting
+// +kubebuilder:validation:Enum=Pending;Deploying;Ready;Failed;Stalled;Deleting;Sleeping
 type EnvironmentPhase string
 
 // Environment phases.
@@ -120,6 +120,9 @@ const (
 	EnvironmentFailed    EnvironmentPhase = "Failed"
 	EnvironmentStalled   EnvironmentPhase = "Stalled"
 	EnvironmentDeleting  EnvironmentPhase = "Deleting"
+	// EnvironmentSleeping: asleep (status.sleep.asleep, Reconciling False),
+	// or a sleep or wake Job is running (Reconciling True).
+	EnvironmentSleeping EnvironmentPhase = "Sleeping"
 )
 
 // ComponentPhase is where one component's release stands.
@@ -238,6 +241,64 @@ type EphemeralEnvironmentStatus struct {
 	// deploy the operator started; another value asks for one more.
 	// +optional
 	LastRedeploy string `json:"lastRedeploy,omitempty"`
+	// Sleep records the sleep and wake requests the operator honoured and
+	// the Job that carries out the latest one; absent until the first sleep.
+	// +optional
+	Sleep *SleepStatus `json:"sleep,omitempty"`
+}
+
+// Sleep and wake actions, the values of status.sleep.action.
+const (
+	SleepActionSleep = "sleep"
+	SleepActionWake  = "wake"
+)
+
+// SleepStatus is where an environment stands between asleep and awake. The
+// replica counts a wake restores are not kept here but on the workloads
+// themselves (the petri.dev/replicas-before-sleep annotation), where the
+// sleep Job, running as the environment's deployer identity, wrote them.
+type SleepStatus struct {
+	// Asleep is true from the moment a sleep Job succeeded until a wake Job
+	// succeeded: the environment's Deployments and StatefulSets are scaled
+	// to zero.
+	Asleep bool `json:"asleep"`
+	// Since is when Asleep took its current value.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+	// SleepRequested is the petri.dev/sleep-requested value the latest sleep
+	// honoured.
+	// +optional
+	SleepRequested string `json:"sleepRequested,omitempty"`
+	// WakeRequested is the petri.dev/wake-requested value the latest wake
+	// honoured; empty when a deploy (a new generation, a redeploy) woke the
+	// environment.
+	// +optional
+	WakeRequested string `json:"wakeRequested,omitempty"`
+	// Action is what the latest Job does: sleep or wake.
+	// +optional
+	// +kubebuilder:validation:Enum=sleep;wake
+	Action string `json:"action,omitempty"`
+	// Job is the latest sleep or wake Job, in the management namespace; its
+	// pod keeps the log.
+	// +optional
+	Job string `json:"job,omitempty"`
+	// Generation of the environment when the Job started; with the request it
+	// goes into the Job's name.
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
+	// Attempt counts the Jobs run for the current action; a failed one is
+	// retried with a new Job after a backoff.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+	// StartedAt is when the latest Job started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// FinishedAt is when the latest Job finished; unset while it runs.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// LastError is the one-line reason the latest Job failed.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
 }
 
 // EphemeralEnvironment is one running copy of an application, usually for one
