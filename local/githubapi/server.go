@@ -5,12 +5,17 @@
 // does (a 304 costs no rate limit), records every request, fails on demand,
 // and builds signed webhook deliveries from GitHub's real example payloads.
 //
+// It also serves what the pull-request lifecycle uses (comment listings
+// with since, reactions, collaborator permissions, deployments and their
+// statuses; lifecycle.go).
+//
 // It keeps state in memory only and implements only what Petri calls: no
-// repositories' contents, no users or permissions beyond the token or App
-// check, no GraphQL.
+// repositories' contents, no users beyond the collaborator permissions a
+// test sets, no GraphQL.
 package githubapi
 
 import (
+	"cmp"
 	"crypto"
 	"crypto/rsa"
 	"crypto/sha256"
@@ -68,6 +73,10 @@ type Comment struct {
 	Body   string
 	Author string
 	Edits  int
+	// Number is the pull request the comment is on.
+	Number    int
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Request is one recorded HTTP request and the status it was answered with.
@@ -116,6 +125,9 @@ type Options struct {
 	// InstallationTokenTTL is the lifetime of issued installation tokens;
 	// one hour when zero.
 	InstallationTokenTTL time.Duration
+	// RateLimit is the requests per hour the server allows (answers other
+	// than 304 spend it); GitHub's 5,000 of a personal token when zero.
+	RateLimit int
 }
 
 type repo struct {
@@ -142,6 +154,8 @@ type Server struct {
 	remain   int
 	reset    time.Time
 	now      func() time.Time
+	// more holds reactions, permissions and deployments (lifecycle.go).
+	more more
 }
 
 // New starts a server on a loopback port.
@@ -151,7 +165,7 @@ func New(opts Options) *Server {
 		repos:  map[string]*repo{},
 		tokens: map[string]time.Time{},
 		nextID: 1000,
-		remain: 5000,
+		remain: cmp.Or(opts.RateLimit, 5000),
 		reset:  time.Now().Add(time.Hour),
 		now:    time.Now,
 	}
@@ -283,13 +297,16 @@ func (s *Server) Comments(repository string, number int) []Comment {
 	return out
 }
 
-// AddComment adds a comment as a person would.
-func (s *Server) AddComment(repository string, number int, author, body string) {
+// AddComment adds a comment as a person would and returns it.
+func (s *Server) AddComment(repository string, number int, author, body string) Comment {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextID++
 	r := s.repo(repository)
-	r.comments[number] = append(r.comments[number], &Comment{ID: s.nextID, Body: body, Author: author})
+	now := s.now().UTC().Truncate(time.Second)
+	c := &Comment{ID: s.nextID, Body: body, Author: author, Number: number, CreatedAt: now, UpdatedAt: now}
+	r.comments[number] = append(r.comments[number], c)
+	return *c
 }
 
 // SetFault makes the server misbehave; nil restores normal service.
@@ -475,6 +492,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, path string, empt
 	}
 	repository := seg[1] + "/" + seg[2]
 	rest := seg[3:]
+	if s.routeMore(w, r, repository, rest) {
+		return
+	}
 	switch {
 	case r.Method == http.MethodGet && len(rest) == 1 && rest[0] == "pulls":
 		s.listPulls(w, r, repository, emptyList)
@@ -554,22 +574,17 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, path string, empt
 			}
 			s.mu.Lock()
 			s.nextID++
-			c := &Comment{ID: s.nextID, Body: in.Body, Author: "petri[bot]"}
+			now := s.now().UTC().Truncate(time.Second)
+			c := &Comment{ID: s.nextID, Body: in.Body, Author: "petri[bot]", Number: n, CreatedAt: now, UpdatedAt: now}
 			rp := s.repo(repository)
 			rp.comments[n] = append(rp.comments[n], c)
-			out := commentJSON(*c)
+			out := commentJSON(repository, *c)
 			s.mu.Unlock()
 			s.charge(w)
 			writeJSON(w, http.StatusCreated, out)
 			return
 		}
-		s.mu.Lock()
-		out := []any{}
-		for _, c := range s.repo(repository).comments[n] {
-			out = append(out, commentJSON(*c))
-		}
-		s.mu.Unlock()
-		s.paginate(w, r, out)
+		s.listComments(w, r, repository, n)
 	case r.Method == http.MethodPatch && len(rest) == 3 && rest[0] == "issues" && rest[1] == "comments":
 		id, _ := strconv.ParseInt(rest[2], 10, 64)
 		var in struct {
@@ -591,6 +606,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, path string, empt
 		if found != nil {
 			found.Body = in.Body
 			found.Edits++
+			found.UpdatedAt = s.now().UTC().Truncate(time.Second)
 		}
 		s.mu.Unlock()
 		if found == nil {
@@ -598,7 +614,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, path string, empt
 			return
 		}
 		s.charge(w)
-		writeJSON(w, http.StatusOK, commentJSON(*found))
+		writeJSON(w, http.StatusOK, commentJSON(repository, *found))
 	default:
 		writeError(w, http.StatusNotFound, "Not Found")
 	}
@@ -720,7 +736,7 @@ func (s *Server) writeCached(w http.ResponseWriter, r *http.Request, body any) {
 func (s *Server) charge(w http.ResponseWriter) {
 	s.mu.Lock()
 	if s.now().After(s.reset) {
-		s.remain, s.reset = 5000, s.now().Add(time.Hour)
+		s.remain, s.reset = s.limit(), s.now().Add(time.Hour)
 	}
 	if s.remain > 0 {
 		s.remain--
@@ -733,12 +749,15 @@ func (s *Server) rateHeaders(w http.ResponseWriter) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := w.Header()
-	h.Set("X-RateLimit-Limit", "5000")
+	h.Set("X-RateLimit-Limit", strconv.Itoa(s.limit()))
 	h.Set("X-RateLimit-Remaining", strconv.Itoa(s.remain))
-	h.Set("X-RateLimit-Used", strconv.Itoa(5000-s.remain))
+	h.Set("X-RateLimit-Used", strconv.Itoa(s.limit()-s.remain))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(s.reset.Unix(), 10))
 	h.Set("X-RateLimit-Resource", "core")
 }
+
+// limit is the requests per hour.
+func (s *Server) limit() int { return cmp.Or(s.opts.RateLimit, 5000) }
 
 func writeJSON(w http.ResponseWriter, status int, body any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
@@ -790,8 +809,20 @@ func statusJSON(st Status) map[string]any {
 	return map[string]any{"id": st.ID, "context": st.Context, "state": st.State, "description": st.Description, "target_url": st.TargetURL, "created_at": st.CreatedAt.UTC().Format(time.RFC3339)}
 }
 
-func commentJSON(c Comment) map[string]any {
-	return map[string]any{"id": c.ID, "body": c.Body, "user": map[string]any{"login": c.Author}}
+func commentJSON(repository string, c Comment) map[string]any {
+	userType := "User"
+	if strings.HasSuffix(c.Author, "[bot]") {
+		userType = "Bot"
+	}
+	return map[string]any{
+		"id": c.ID, "body": c.Body, "user": map[string]any{"login": c.Author, "type": userType},
+		"url":                fmt.Sprintf("https://api.github.com/repos/%s/issues/comments/%d", repository, c.ID),
+		"html_url":           fmt.Sprintf("https://github.com/%s/pull/%d#issuecomment-%d", repository, c.Number, c.ID),
+		"issue_url":          fmt.Sprintf("https://api.github.com/repos/%s/issues/%d", repository, c.Number),
+		"created_at":         c.CreatedAt.UTC().Format(time.RFC3339),
+		"updated_at":         c.UpdatedAt.UTC().Format(time.RFC3339),
+		"author_association": "NONE",
+	}
 }
 
 // SHA returns a deterministic 40-character hex commit id for a seed.

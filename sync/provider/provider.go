@@ -86,6 +86,71 @@ type Provider interface {
 	// UpsertComment makes the pull request carry exactly one comment with
 	// marker in its body, creating it once and editing it in place after.
 	UpsertComment(ctx context.Context, repository string, number int, marker, body string) error
+
+	// ListComments returns every comment of a pull request, oldest first:
+	// sync's own (with its state) and the commands people wrote.
+	ListComments(ctx context.Context, repository string, number int) ([]Comment, error)
+	// ListRepositoryComments returns the comments on every pull request and
+	// issue of a repository updated at or after since, oldest first: the
+	// resync's way to find commands whose webhook never arrived.
+	ListRepositoryComments(ctx context.Context, repository string, since time.Time) ([]Comment, error)
+	// React leaves a reaction (ReactionAccepted, ReactionRefused) on a
+	// comment; leaving the same one again changes nothing.
+	React(ctx context.Context, repository string, commentID int64, reaction string) error
+	// Permission is a user's permission on a repository: PermissionAdmin,
+	// PermissionWrite (which a maintainer has too), PermissionRead or
+	// PermissionNone.
+	Permission(ctx context.Context, repository, user string) (string, error)
+
+	// FindDeployment returns the newest deployment of a commit to an
+	// environment; 0 when there is none.
+	FindDeployment(ctx context.Context, repository, sha, environment string) (int64, error)
+	// CreateDeployment creates a deployment and returns its id.
+	CreateDeployment(ctx context.Context, repository string, d Deployment) (int64, error)
+	// SetDeploymentStatus posts a status of a deployment.
+	SetDeploymentStatus(ctx context.Context, repository string, id int64, st DeploymentStatus) error
+}
+
+// Comment is one comment on a pull request.
+type Comment struct {
+	ID int64
+	// Number is the pull request (or issue) it is on.
+	Number    int
+	Author    string
+	Body      string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Permissions a user can have on a repository, as GitHub names them.
+const (
+	PermissionAdmin = "admin"
+	PermissionWrite = "write"
+	PermissionRead  = "read"
+	PermissionNone  = "none"
+)
+
+// Reactions sync leaves on a command: accepted or refused.
+const (
+	ReactionAccepted = "+1"
+	ReactionRefused  = "-1"
+)
+
+// Deployment is a deployment of a commit to an environment, transient
+// (it goes away with the pull request) and never production.
+type Deployment struct {
+	SHA         string
+	Environment string
+	Description string
+}
+
+// DeploymentStatus is one state of a deployment: in_progress, success
+// (with EnvironmentURL), failure or inactive.
+type DeploymentStatus struct {
+	State          string
+	Description    string
+	EnvironmentURL string
+	LogURL         string
 }
 
 // Forgetter is a Provider that remembers something per pull request (the
