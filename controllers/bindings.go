@@ -355,7 +355,9 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 		return true, nil
 	}
 	if bs.Phase == petriv1.ComponentDeploying {
-		st, err := r.observeJob(ctx, bs.Job)
+		// A bind or provision still running finishes first; a provision and
+		// its deprovision never overlap.
+		st, err := r.observeJobLive(ctx, p, bs.Job)
 		if err != nil {
 			return false, err
 		}

@@ -2,8 +2,10 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +50,30 @@ func stepJobs(t *testing.T, uid types.UID, action string) []batchv1.Job {
 	return list.Items
 }
 
+// jobsOf describes an environment's Jobs and its events, for failure messages.
+func jobsOf(t *testing.T, uid types.UID) string {
+	t.Helper()
+	var b strings.Builder
+	for _, action := range []string{jobs.ActionDeploy, jobs.ActionUndeploy, jobs.ActionBind, jobs.ActionProvision, jobs.ActionDeprovision} {
+		for _, j := range stepJobs(t, uid, action) {
+			fmt.Fprintf(&b, " [%s active=%d", j.Name, j.Status.Active)
+			for _, c := range j.Status.Conditions {
+				fmt.Fprintf(&b, " %s=%s", c.Type, c.Status)
+			}
+			b.WriteString("]")
+		}
+	}
+	var events corev1.EventList
+	if err := env.Client.List(context.Background(), &events, client.InNamespace(mgmtNS)); err == nil {
+		for _, ev := range events.Items {
+			if ev.InvolvedObject.UID == uid {
+				fmt.Fprintf(&b, " {%s %s: %s}", ev.Type, ev.Reason, ev.Message)
+			}
+		}
+	}
+	return b.String()
+}
+
 // runningJob waits until the Job exists and its pod runs, and returns it.
 func runningJob(t *testing.T, name string) *batchv1.Job {
 	t.Helper()
@@ -69,9 +95,12 @@ func deleteJob(t *testing.T, job *batchv1.Job) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, env.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+	cur := &batchv1.Job{}
+	var err error
 	require.True(t, eventually(30*time.Second, func() bool {
-		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{}))
-	}), "job %s is gone", job.Name)
+		err = env.Client.Get(ctx, client.ObjectKeyFromObject(job), cur)
+		return apierrors.IsNotFound(err)
+	}), "job %s is gone: %v; finalizers %v, deletion %v, uid %s (deleted %s)", job.Name, err, cur.Finalizers, cur.DeletionTimestamp, cur.UID, job.UID)
 }
 
 // A shared workload taken out of spec.sharedWorkloads is deprovisioned before

@@ -14,6 +14,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -36,9 +38,9 @@ type jobState struct {
 // looked at again: the cache sends no events for it.
 const uncachedPoll = 2 * time.Second
 
-// observeJobLive is observeJob for decisions that a Job missing from the
-// cache would make wrong (whether it still runs, whether it is gone). The
-// cache has not seen a Job created a moment ago, nor one that no longer
+// observeJobLive reads a Job for the reconciler's decisions, which a Job
+// missing from the cache would make wrong (whether it still runs, whether it
+// is gone). The cache has not seen a Job created a moment ago, nor one that no longer
 // matches its label selector; a Job it does not know is looked up on the API
 // server before it counts as gone. One found only there, still running, is
 // polled (no watch event would announce its end).
@@ -63,10 +65,6 @@ func observeJobLive(ctx context.Context, cache, api client.Reader, namespace, na
 
 // observeJob reads a Job and, when it failed, the one-line reason its pod
 // wrote.
-func (r *EphemeralEnvironmentReconciler) observeJob(ctx context.Context, name string) (jobState, error) {
-	return observeJob(ctx, r.Client, r.Options.ManagementNamespace, name)
-}
-
 func observeJob(ctx context.Context, r client.Reader, namespace, name string) (jobState, error) {
 	job := &batchv1.Job{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, job); err != nil {
@@ -108,7 +106,9 @@ func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv
 	}
 
 	// A Job of an older generation still running keeps the new graph from
-	// starting: two Helm operations on one release never overlap.
+	// starting: two Helm operations on one release never overlap. The cache
+	// alone cannot say a Job has ended (one created a moment ago may not be
+	// in it yet), so a Job it does not know is looked up on the API server.
 	var inFlight []string
 	for i := range env.Status.Components {
 		cs := &env.Status.Components[i]
@@ -116,7 +116,7 @@ func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv
 			continue
 		}
 		if cs.Job != "" && (cs.Phase == petriv1.ComponentDeploying || cs.Phase == petriv1.ComponentUndeploying) {
-			st, err := r.observeJob(ctx, cs.Job)
+			st, err := r.observeJobLive(ctx, p, cs.Job)
 			if err != nil {
 				return err
 			}
@@ -148,14 +148,14 @@ func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv
 		if !inSpec[cs.Name] || cs.Phase != petriv1.ComponentDeploying {
 			continue
 		}
-		st, err := r.observeJob(ctx, cs.Job)
+		st, err := r.observeJobLive(ctx, p, cs.Job)
 		if err != nil {
 			return err
 		}
 		switch {
 		case !st.exists:
-			// Not in the cache yet, or deleted behind our back: starting it
-			// again below is safe, the name is deterministic.
+			// Deleted behind our back: starting it again below is safe, the
+			// name is deterministic.
 			cs.Phase = petriv1.ComponentPending
 		case st.done && st.succeeded:
 			cs.Phase, cs.FinishedAt, cs.LastError, cs.Message = petriv1.ComponentDeployed, st.finished, "", ""
@@ -185,10 +185,13 @@ func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv
 			}
 			continue
 		}
-		if err := r.startDeploy(ctx, env, name); err != nil {
+		started, err := r.startDeploy(ctx, env, name, p)
+		if err != nil {
 			return err
 		}
-		states[name] = graph.Running
+		if started {
+			states[name] = graph.Running
+		}
 	}
 	blocked := graph.Blocked(nodes, states)
 	for _, c := range env.Spec.Components {
@@ -303,16 +306,24 @@ func findComponent(env *petriv1.EphemeralEnvironment, name string) *petriv1.Comp
 
 // startDeploy writes the component's merged values into an immutable Secret
 // of this generation and creates its deploy Job. Both names are
-// deterministic: after a restart the existing ones are adopted.
-func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, name string) error {
+// deterministic: after a restart the existing ones are adopted. It starts
+// nothing while another Helm operation on the release runs (releaseBusy).
+func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, name string, p *pass) (bool, error) {
+	jobName := deployJobName(env, name)
+	if busy, err := r.releaseBusy(ctx, env, name, jobName, p); err != nil || busy != "" {
+		if busy != "" {
+			componentStatus(env, name).Message = busyMessage(busy)
+		}
+		return false, err
+	}
 	c := findComponent(env, name)
 	merged, err := values.Merge(c.Values, specValues(env, name))
 	if err != nil {
-		return fmt.Errorf("values of component %s: %w", name, err)
+		return false, fmt.Errorf("values of component %s: %w", name, err)
 	}
 	data, err := values.YAML(merged)
 	if err != nil {
-		return err
+		return false, err
 	}
 	gen := env.Generation
 	secretName := naming.Job(env.Name, env.UID, "values", name, gen)
@@ -323,10 +334,10 @@ func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *p
 		Data:       map[string][]byte{jobs.ValuesKey: data},
 	}
 	if err := controllerutil.SetControllerReference(env, secret, r.Scheme()); err != nil {
-		return err
+		return false, err
 	}
 	if err := r.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create values secret for %s: %w", name, err)
+		return false, fmt.Errorf("create values secret for %s: %w", name, err)
 	}
 
 	args := []string{"deploy",
@@ -339,16 +350,50 @@ func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *p
 		"--termination-log", jobs.TerminationLogPath,
 	}
 	args = append(args, releaseArgs(r.Options, c.Chart, c.Release)...)
-	jobName := deployJobName(env, name)
 	if err := r.createJob(ctx, env, jobName, labels, args, secretName); err != nil {
-		return err
+		return false, err
 	}
 	cs := componentStatus(env, name)
 	now := metav1.Now()
 	cs.Phase, cs.Job, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.Message, cs.LastError, cs.Attempt =
 		petriv1.ComponentDeploying, jobName, gen, &now, nil, "", "", 1
 	log.FromContext(ctx).Info("Started deploy job", "component", name, "job", jobName)
-	return nil
+	return true, nil
+}
+
+// releaseBusy names a deploy or undeploy Job of the component's release,
+// other than job, that has not finished, as the API server knows it (a Job
+// created a moment ago, or whose start never reached the status because that
+// write failed, is in neither the cache nor the status); "" when there is
+// none. The caller then starts nothing; the environment is looked at again
+// shortly.
+func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *petriv1.EphemeralEnvironment, component, job string, p *pass) (string, error) {
+	sel := labels.SelectorFromSet(labels.Set{
+		petriv1.LabelEnvironmentUID: string(env.UID),
+		jobs.LabelComponent:         naming.LabelValue(component),
+	})
+	helm, err := labels.NewRequirement(jobs.LabelAction, selection.In, []string{jobs.ActionDeploy, jobs.ActionUndeploy})
+	if err != nil {
+		return "", err
+	}
+	var list batchv1.JobList
+	if err := r.APIReader.List(ctx, &list, client.InNamespace(r.Options.ManagementNamespace), client.MatchingLabelsSelector{Selector: sel.Add(*helm)}); err != nil {
+		return "", fmt.Errorf("list jobs of release %s: %w", component, err)
+	}
+	for i := range list.Items {
+		other := &list.Items[i]
+		if done, _, _ := jobs.Finished(other); other.Name == job || done {
+			continue
+		}
+		log.FromContext(ctx).Info("Release busy, waiting", "component", component, "job", other.Name)
+		p.requeueAfter(uncachedPoll)
+		return other.Name, nil
+	}
+	return "", nil
+}
+
+func busyMessage(job string) string {
+	return fmt.Sprintf("waiting for job %s, another Helm operation on this release, to finish", job)
 }
 
 // releaseArgs are the deployer flags for chart access and Helm options.
@@ -466,6 +511,12 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 		attempt, gen = 1, env.Generation
 	}
 	jobName := naming.AttemptJob(env.Name, env.UID, jobs.ActionUndeploy, cs.Name, gen, attempt)
+	if busy, err := r.releaseBusy(ctx, env, cs.Name, jobName, p); err != nil || busy != "" {
+		if busy != "" {
+			cs.Message = busyMessage(busy)
+		}
+		return false, err
+	}
 	args := []string{"undeploy",
 		"--release", cs.Name,
 		"--namespace", env.Status.TargetNamespace,

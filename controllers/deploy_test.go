@@ -365,3 +365,37 @@ func TestFailingUndeployIsRetriedAndReported(t *testing.T) {
 	err := env.Client.Get(ctx, client.ObjectKey{Name: e.Status.TargetNamespace}, ns)
 	assert.True(t, err != nil || !ns.DeletionTimestamp.IsZero(), "force-delete deletes the verified namespace")
 }
+
+// A deploy Job that the operator's cache does not know (created a moment
+// ago, or no longer matching the cache's label selector) still counts as
+// running: the next generation's Job starts only after it has finished, so
+// two Helm operations never run on one release.
+func TestOlderJobUnknownToTheCacheHoldsTheNextGeneration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	je := watchJobs(t, "inflight")
+	c := greeter("app")
+	// The example app's pod never becomes ready here: Helm waits the whole
+	// timeout, and the Job runs that long.
+	c.Release = petriv1.ReleaseOptions{Wait: true, Timeout: &metav1.Duration{Duration: 8 * time.Second}}
+	require.NoError(t, env.Client.Create(ctx, newEnv("inflight", c)))
+	e := waitFor(t, "inflight", "deploying", func(e *petriv1.EphemeralEnvironment) bool {
+		cs := componentNamed(e, "app")
+		return cs != nil && cs.Phase == petriv1.ComponentDeploying && cs.Job != ""
+	})
+	job := runningJob(t, componentNamed(e, "app").Job)
+	// Out of the operator's cache, which selects Jobs by this label.
+	patch := client.MergeFrom(job.DeepCopy())
+	delete(job.Labels, petriv1.LabelManagedBy)
+	require.NoError(t, env.Client.Patch(ctx, job, patch))
+
+	e = get(t, "inflight")
+	e.Spec.Components[0].Release = petriv1.ReleaseOptions{}
+	require.NoError(t, env.Client.Update(ctx, e))
+	waitFor(t, "inflight", "ready at generation 2", func(e *petriv1.EphemeralEnvironment) bool { return e.Generation == 2 && ready(e) })
+	_, oldDone := je.get("deploy/app/1")
+	newCreated, _ := je.get("deploy/app/2")
+	require.NotZero(t, oldDone, "generation 1's Job finished")
+	require.NotZero(t, newCreated, "generation 2 ran a Job")
+	assert.Greater(t, newCreated, oldDone, "generation 2's Job starts only after generation 1's finished")
+}

@@ -97,7 +97,7 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 			return reconcile.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
-	return reconcile.Result{}, r.deploy(ctx, sw)
+	return r.deploy(ctx, sw)
 }
 
 // prepare makes what a deploy Job of the shared workload needs: the shared
@@ -175,8 +175,9 @@ func (r *SharedWorkloadReconciler) createJob(ctx context.Context, sw *petriv1.Sh
 }
 
 // deploy runs the shared workload's release Job for the current generation;
-// a Job of an older generation finishes first.
-func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.SharedWorkload) error {
+// a Job of an older generation finishes first. A Job the cache does not know
+// is looked up on the API server before it counts as gone.
+func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.SharedWorkload) (reconcile.Result, error) {
 	gen := sw.Generation
 	rel := sw.Status.Release
 	if rel == nil || (rel.Generation != gen && rel.Phase != petriv1.ComponentDeploying) {
@@ -184,14 +185,17 @@ func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.Share
 		sw.Status.Release = rel
 	}
 	if rel.Phase == petriv1.ComponentDeploying {
-		st, err := observeJob(ctx, r.Client, r.Options.ManagementNamespace, rel.Job)
+		st, uncached, err := observeJobLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, rel.Job)
 		if err != nil {
-			return err
+			return reconcile.Result{}, err
 		}
 		switch {
 		case st.exists && !st.done:
 			r.summarize(sw, petriv1.ReasonDeployProgressing, "deploy job "+rel.Job+" is running")
-			return nil
+			if uncached {
+				return reconcile.Result{RequeueAfter: uncachedPoll}, nil
+			}
+			return reconcile.Result{}, nil
 		case !st.exists:
 			rel.Phase = petriv1.ComponentPending
 		case st.succeeded:
@@ -210,20 +214,20 @@ func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.Share
 	switch rel.Phase {
 	case petriv1.ComponentDeployed:
 		r.summarize(sw, petriv1.ReasonDeploySucceeded, "deployed in "+r.Options.SharedNamespace)
-		return nil
+		return reconcile.Result{}, nil
 	case petriv1.ComponentFailed:
 		r.summarize(sw, petriv1.ReasonDeployFailed, rel.LastError)
-		return nil
+		return reconcile.Result{}, nil
 	}
 
 	instance, err := r.prepare(ctx, sw)
 	if err != nil {
-		return err
+		return reconcile.Result{}, err
 	}
 	merged, err := values.Merge(sw.Spec.Values, nil)
 	if err != nil {
 		r.summarize(sw, petriv1.ReasonInvalidSpec, err.Error())
-		return reconcile.TerminalError(err)
+		return reconcile.Result{}, reconcile.TerminalError(err)
 	}
 	if len(instance) > 0 {
 		keys := map[string]any{}
@@ -234,7 +238,7 @@ func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.Share
 	}
 	data, err := values.YAML(merged)
 	if err != nil {
-		return err
+		return reconcile.Result{}, err
 	}
 	secretName := naming.Job(sw.Name, sw.UID, "values", "release", gen)
 	secret := &corev1.Secret{
@@ -243,10 +247,10 @@ func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.Share
 		Data:       map[string][]byte{jobs.ValuesKey: data},
 	}
 	if err := controllerutil.SetControllerReference(sw, secret, r.Scheme()); err != nil {
-		return err
+		return reconcile.Result{}, err
 	}
 	if err := r.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create values secret: %w", err)
+		return reconcile.Result{}, fmt.Errorf("create values secret: %w", err)
 	}
 	args := []string{"deploy",
 		"--release", sw.Name,
@@ -260,13 +264,13 @@ func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.Share
 	args = append(args, releaseArgs(r.Options, sw.Spec.Chart, sw.Spec.Release)...)
 	name := naming.Job(sw.Name, sw.UID, jobs.ActionDeploy, "release", gen)
 	if err := r.createJob(ctx, sw, name, jobs.ActionDeploy, gen, args, secretName); err != nil {
-		return err
+		return reconcile.Result{}, err
 	}
 	now := metav1.Now()
 	rel.Phase, rel.Job, rel.StartedAt, rel.FinishedAt, rel.LastError, rel.Attempt = petriv1.ComponentDeploying, name, &now, nil, "", 1
 	log.FromContext(ctx).Info("Started shared workload deploy job", "job", name)
 	r.summarize(sw, petriv1.ReasonDeployProgressing, "deploy job "+name+" is running")
-	return nil
+	return reconcile.Result{}, nil
 }
 
 func setSWCondition(sw *petriv1.SharedWorkload, typ string, status metav1.ConditionStatus, reason, msg string) {
@@ -325,11 +329,16 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 	}
 	rel := sw.Status.Release
 	if rel != nil && rel.Phase == petriv1.ComponentDeploying {
-		st, err := observeJob(ctx, r.Client, r.Options.ManagementNamespace, rel.Job)
+		// A deploy still running finishes first: two Helm operations on
+		// one release never overlap.
+		st, uncached, err := observeJobLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, rel.Job)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
 		if st.exists && !st.done {
+			if uncached {
+				return reconcile.Result{RequeueAfter: uncachedPoll}, nil
+			}
 			return reconcile.Result{}, nil
 		}
 	}

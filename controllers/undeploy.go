@@ -44,7 +44,7 @@ func (r *EphemeralEnvironmentReconciler) undeployComponents(ctx context.Context,
 		if cs.Phase != petriv1.ComponentDeploying {
 			continue
 		}
-		st, err := r.observeJob(ctx, cs.Job)
+		st, err := r.observeJobLive(ctx, p, cs.Job)
 		if err != nil {
 			return false, err
 		}

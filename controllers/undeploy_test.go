@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -86,10 +87,12 @@ func TestTeardownGoesOnWhenAnUndeployJobIsGone(t *testing.T) {
 	first := componentNamed(e, "app").Job
 	deleteJob(t, runningJob(t, first))
 
-	e = waitFor(t, "lost-undeploy", "a new undeploy attempt", func(e *petriv1.EphemeralEnvironment) bool {
+	retried := eventually(90*time.Second, func() bool {
+		e = current("lost-undeploy")
 		cs := componentNamed(e, "app")
 		return cs != nil && cs.Job != first && cs.Phase == petriv1.ComponentUndeploying
 	})
+	require.True(t, retried, "a new undeploy attempt: %s; jobs: %s", describe(e), jobsOf(t, e.UID))
 	assert.Equal(t, int32(2), componentNamed(e, "app").Attempt)
 	release()
 	waitGone(t, e)

@@ -86,6 +86,13 @@ func (d *Deployer) Deploy(ctx context.Context, req DeployRequest) (*release.Rele
 	if req.Timeout <= 0 {
 		req.Timeout = DefaultTimeout
 	}
+	// Held for the whole operation: only then may a pending record be
+	// unlocked (see ChooseAction).
+	ctx, unlock, err := d.lockRelease(ctx, req.Release)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	latest, err := d.latest(req.Release)
 	if err != nil {
 		return nil, err
@@ -128,6 +135,11 @@ func (d *Deployer) Undeploy(ctx context.Context, name string, timeout time.Durat
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
+	_, unlock, err := d.lockRelease(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	latest, err := d.latest(name)
 	if err != nil {
 		return err

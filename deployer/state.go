@@ -1,7 +1,22 @@
 package deployer
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
 	"helm.sh/helm/v3/pkg/release"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/ptr"
 )
 
 // Action is what Deploy does for a release, chosen from its stored state
@@ -26,9 +41,12 @@ const (
 
 // ChooseAction decides what Deploy does given the release's latest record
 // (nil when there is none). It is the deployer's model of release state,
-// after fluxcd helm-controller's internal/reconcile/state.go; it assumes the
-// operator runs at most one deployer per release at a time, so a pending
-// record always belongs to a dead pod.
+// after fluxcd helm-controller's internal/reconcile/state.go. It is called
+// only while the deployer holds the release's lock (see lockRelease): no
+// other Helm operation on the release can be running then, so a pending
+// record belongs to one that ended without finishing it, and unlocking it
+// is safe. Without the lock, a pending record may be a live operation's, and
+// unlocking it would run two operations on one release at once.
 func ChooseAction(latest *release.Release) Action {
 	if latest == nil || latest.Info == nil {
 		return ActionInstall
@@ -44,4 +62,236 @@ func ChooseAction(latest *release.Release) Action {
 		// interrupted undeploy) and unknown.
 		return ActionUnlockUpgrade
 	}
+}
+
+// The release lock.
+//
+// Helm marks an operation in progress with a pending-* release record and
+// refuses to start another while one is pending: the record reads as a lock.
+// A deployer pod killed in the middle of an operation leaves that record
+// behind for good, and the next operation has to mark it failed ("unlock")
+// to go on. That is sound only when the operation that wrote the record can
+// no longer be running, and the record cannot tell: Helm writes it once, with
+// no owner and no heartbeat. So a deployer holds a Lease in the release's
+// namespace, named after the release, for the whole of each Helm operation,
+// and renews it while the operation runs:
+//
+//   - Deploy and Undeploy act on a release only while they hold its Lease.
+//     A pending record seen then was written by an operation whose deployer
+//     no longer holds the Lease: it ended, or its process died. That is the
+//     precondition under which ChooseAction unlocks.
+//   - A Lease held by another deployer is taken over only once that holder
+//     has not renewed it for the lease duration it wrote, measured on this
+//     deployer's own clock from when it first saw the holder's latest
+//     renewal, so clocks need not agree (client-go's leader election does
+//     the same). A holder that fails to renew for lockRenewDeadline, well
+//     under the duration, cancels its operation's context so that Helm
+//     stops before anyone may take over.
+//   - A released Lease (no holder) is taken at once.
+//
+// The operator never starts two Jobs on one release (it asks the API server,
+// not its cache, before it creates one), and a Job's replacement pod starts
+// only after the previous one terminated. The Lease makes the deployer safe
+// on its own as well, whatever starts it, and covers the pod of a deleted
+// Job that is still running.
+
+// Lease timing. A live deployer renews every lockRenewEvery; a dead one's
+// Lease is taken over lockDuration after its last renewal was seen.
+const (
+	lockDuration      = 10 * time.Second
+	lockRenewEvery    = 2 * time.Second
+	lockRenewDeadline = 7 * time.Second
+	lockRetry         = 500 * time.Millisecond
+)
+
+// ErrReleaseLockLost means the deployer could not renew its release Lease in
+// time, or another deployer took it over; the operation was cancelled.
+var ErrReleaseLockLost = errors.New("release lock lost")
+
+// LockName is the Lease that guards Helm operations on a release.
+func LockName(release string) string { return "petri-release-" + release }
+
+// releaseLock is one holder's view of a release's Lease.
+type releaseLock struct {
+	leases  coordinationv1client.LeaseInterface
+	release string
+	holder  string
+	// lease is the Lease as last written by this holder.
+	lease *coordinationv1.Lease
+}
+
+// lockRelease waits until this deployer holds the release's Lease and keeps
+// renewing it until unlock is called. The returned context is cancelled
+// (cause ErrReleaseLockLost) if the Lease is lost meanwhile. Waiting ends
+// with an error naming the holder when ctx ends first.
+func (d *Deployer) lockRelease(ctx context.Context, release string) (context.Context, func(), error) {
+	log := logr.FromContextOrDiscard(ctx).WithValues("release", release, "namespace", d.namespace)
+	cfg, err := d.cfg.RESTClientGetter.ToRESTConfig()
+	if err != nil {
+		return nil, nil, fmt.Errorf("lock release %s: load kubeconfig: %w", release, err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lock release %s: %w", release, err)
+	}
+	l := &releaseLock{leases: cs.CoordinationV1().Leases(d.namespace), release: release, holder: holderIdentity()}
+	if err := l.acquire(ctx, log); err != nil {
+		return nil, nil, err
+	}
+	lctx, cancel := context.WithCancelCause(ctx)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		l.keep(stop, cancel, log)
+	}()
+	unlock := func() {
+		close(stop)
+		<-stopped
+		cancel(nil)
+		if err := l.giveUp(); err != nil {
+			log.Info("Release lock not released; it expires by itself", "lease", LockName(release), "error", err.Error())
+		}
+	}
+	return lctx, unlock, nil
+}
+
+// holderIdentity names this deployer in the Lease: its pod (HOSTNAME in a
+// pod) and a random suffix, unique per operation.
+func holderIdentity() string {
+	host := os.Getenv("HOSTNAME")
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return host + "_" + hex.EncodeToString(b)
+}
+
+func (l *releaseLock) acquire(ctx context.Context, log logr.Logger) error {
+	name := LockName(l.release)
+	var seenVersion string
+	var seenAt time.Time
+	waiting := false
+	for {
+		lease, err := l.leases.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			now := metav1.NowMicro()
+			created, err := l.leases.Create(ctx, &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: coordinationv1.LeaseSpec{
+					HolderIdentity: &l.holder, LeaseDurationSeconds: ptr.To(int32(lockDuration / time.Second)),
+					AcquireTime: &now, RenewTime: &now,
+				},
+			}, metav1.CreateOptions{})
+			if err == nil {
+				l.lease = created
+				return nil
+			}
+			if !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("lock release %s: create lease %s: %w", l.release, name, err)
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("lock release %s: get lease %s: %w", l.release, name, err)
+		}
+		holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+		if holder != "" {
+			if lease.ResourceVersion != seenVersion {
+				seenVersion, seenAt = lease.ResourceVersion, time.Now()
+			}
+			duration := time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, int32(lockDuration/time.Second))) * time.Second
+			if time.Since(seenAt) < duration {
+				if !waiting {
+					log.Info("Waiting for the release lock: another Helm operation on the release may be running", "holder", holder)
+					waiting = true
+				}
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("release %s is locked by %s, whose Helm operation on it may still be running (lease %s): %w", l.release, holder, name, context.Cause(ctx))
+				case <-time.After(lockRetry):
+				}
+				continue
+			}
+			log.Info("Taking over the release lock from a holder that stopped renewing it", "holder", holder, "leaseDuration", duration)
+			lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+		}
+		now := metav1.NowMicro()
+		lease.Spec.HolderIdentity = &l.holder
+		lease.Spec.LeaseDurationSeconds = ptr.To(int32(lockDuration / time.Second))
+		lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
+		updated, err := l.leases.Update(ctx, lease, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("lock release %s: take lease %s: %w", l.release, name, err)
+		}
+		l.lease = updated
+		return nil
+	}
+}
+
+// keep renews the Lease until stop is closed. Renewal does not follow the
+// operation's context: a deployer asked to stop (SIGTERM) keeps the Lease
+// until its Helm call has returned. When the Lease is lost it cancels the
+// operation.
+func (l *releaseLock) keep(stop <-chan struct{}, lost context.CancelCauseFunc, log logr.Logger) {
+	tick := time.NewTicker(lockRenewEvery)
+	defer tick.Stop()
+	renewed := time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		err := l.renew()
+		if err == nil {
+			renewed = time.Now()
+			continue
+		}
+		if errors.Is(err, ErrReleaseLockLost) || time.Since(renewed) > lockRenewDeadline {
+			log.Info("Release lock lost, cancelling the Helm operation", "error", err.Error())
+			lost(fmt.Errorf("%w: %w", ErrReleaseLockLost, err))
+			return
+		}
+	}
+}
+
+func (l *releaseLock) renew() error {
+	ctx, cancel := context.WithTimeout(context.Background(), lockRenewEvery)
+	defer cancel()
+	lease := l.lease.DeepCopy()
+	now := metav1.NowMicro()
+	lease.Spec.RenewTime = &now
+	updated, err := l.leases.Update(ctx, lease, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		cur, gerr := l.leases.Get(ctx, lease.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return gerr
+		}
+		if holder := ptr.Deref(cur.Spec.HolderIdentity, ""); holder != l.holder {
+			return fmt.Errorf("%w: lease %s is held by %q now", ErrReleaseLockLost, lease.Name, holder)
+		}
+		l.lease = cur
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	l.lease = updated
+	return nil
+}
+
+// giveUp releases the Lease, so the next deployer takes it at once.
+func (l *releaseLock) giveUp() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease := l.lease.DeepCopy()
+	now := metav1.NowMicro()
+	lease.Spec.HolderIdentity = nil
+	lease.Spec.RenewTime = &now
+	_, err := l.leases.Update(ctx, lease, metav1.UpdateOptions{})
+	return err
 }

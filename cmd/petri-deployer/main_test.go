@@ -310,7 +310,7 @@ func TestBinaryReportsFailures(t *testing.T) {
 			name:       "no rights in the namespace",
 			kubeconfig: nobody,
 			args:       append([]string{"deploy", "--chart-version", "0.1.0", "--values", good}, greeter...),
-			code:       1, message: `KubernetesRefused: read release web in ` + ns + `: query: failed to query with labels: secrets is forbidden: User "system:serviceaccount:` + ns + `:nobody" cannot list resource "secrets"`,
+			code:       1, message: `KubernetesRefused: lock release web: get lease petri-release-web: leases.coordination.k8s.io "petri-release-web" is forbidden: User "system:serviceaccount:` + ns + `:nobody" cannot get resource "leases"`,
 		},
 		{
 			name: "missing flags",
