@@ -1,5 +1,6 @@
 // Command petri-deployer is the container of the Jobs the operator creates:
-// it deploys or undeploys one component with the Helm SDK, then exits. The
+// it deploys or undeploys one component with the Helm SDK, or puts an
+// environment's namespace to sleep or wakes it, then exits. The
 // outcome is its exit code and a one-line "<Reason>: <detail>" termination
 // message the operator reads from the pod's status.
 //
@@ -10,10 +11,19 @@
 //	                        [--termination-log /dev/termination-log]
 //	petri-deployer write-secret --namespace NS --name NAME --from-dir DIR
 //	                        [--termination-log /dev/termination-log]
+//	petri-deployer sleep    --namespace NS [--termination-log /dev/termination-log]
+//	petri-deployer wake     --namespace NS [--wait] [--timeout 5m]
+//	                        [--termination-log /dev/termination-log]
 //
 // write-secret creates a Secret from the files of a directory (a mounted
 // Secret of the management namespace), once: an existing Secret is left as
 // it is, so credentials written for a binding never change.
+//
+// sleep scales every Deployment and StatefulSet of the namespace to zero and
+// records each one's replica count in its petri.dev/replicas-before-sleep
+// annotation; wake restores exactly those counts and removes the annotation
+// (with --wait it then waits until the namespace's workloads are ready).
+// Both are idempotent; a workload without the annotation is left alone.
 //
 // Exit codes: 0 success; 1 a failure that a retry may fix (the API server
 // refused or timed out, a repository was unreachable); 2 invalid arguments;
@@ -71,14 +81,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var opts options
 
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return fail(log, stderr, preParseLog, fmt.Errorf("%w: first argument must be the command: deploy or undeploy", deployer.ErrInvalidArguments))
+		return fail(log, stderr, preParseLog, fmt.Errorf("%w: first argument must be the command: deploy, undeploy, write-secret, sleep or wake", deployer.ErrInvalidArguments))
 	}
 	command := args[0]
 	fs := flag.NewFlagSet("petri-deployer "+command, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&opts.release, "release", "", "Helm release name")
+	if command != "sleep" && command != "wake" {
+		fs.StringVar(&opts.release, "release", "", "Helm release name")
+	}
 	fs.StringVar(&opts.namespace, "namespace", "", "namespace of the release and its storage")
-	fs.DurationVar(&opts.timeout, "timeout", deployer.DefaultTimeout, "bound on hooks, readiness and uninstall waits")
+	opts.timeout = deployer.DefaultTimeout
+	if command != "sleep" {
+		fs.DurationVar(&opts.timeout, "timeout", deployer.DefaultTimeout, "bound on hooks, readiness and uninstall waits")
+	}
 	fs.StringVar(&opts.terminationLog, "termination-log", defaultTerminationLog, "file that receives the one-line failure message")
 	switch command {
 	case "deploy":
@@ -93,8 +108,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "write-secret":
 		fs.StringVar(&opts.secretName, "name", "", "name of the Secret to create")
 		fs.StringVar(&opts.fromDir, "from-dir", "", "directory whose files become the Secret's keys")
+	case "sleep":
+	case "wake":
+		fs.BoolVar(&opts.wait, "wait", false, "wait until the namespace's Deployments and StatefulSets are ready")
 	default:
-		return fail(log, stderr, preParseLog, fmt.Errorf("%w: unknown command %q: want deploy, undeploy or write-secret", deployer.ErrInvalidArguments, command))
+		return fail(log, stderr, preParseLog, fmt.Errorf("%w: unknown command %q: want deploy, undeploy, write-secret, sleep or wake", deployer.ErrInvalidArguments, command))
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -114,6 +132,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	log.Info("Starting", "command", command, "release", opts.release, "namespace", opts.namespace)
 	if command == "write-secret" {
 		if err := deployer.WriteSecret(ctx, deployer.NewRESTClientGetter("", opts.namespace), opts.namespace, opts.secretName, opts.fromDir); err != nil {
+			return fail(log, stderr, opts.terminationLog, err)
+		}
+		return 0
+	}
+	if command == "sleep" || command == "wake" {
+		if err := scale(ctx, command, opts); err != nil {
 			return fail(log, stderr, opts.terminationLog, err)
 		}
 		return 0
@@ -152,6 +176,29 @@ func deploy(ctx context.Context, d *deployer.Deployer, opts options) error {
 	return err
 }
 
+// scale runs sleep or wake on the namespace and logs what it changed.
+func scale(ctx context.Context, command string, opts options) error {
+	cs, err := deployer.NewClientset(deployer.NewRESTClientGetter("", opts.namespace))
+	if err != nil {
+		return err
+	}
+	var scaled []deployer.Scaled
+	if command == "sleep" {
+		scaled, err = deployer.Sleep(ctx, cs, opts.namespace)
+	} else {
+		scaled, err = deployer.Wake(ctx, cs, opts.namespace, deployer.WakeOptions{Wait: opts.wait, Timeout: opts.timeout})
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", command, opts.namespace, err)
+	}
+	changed := make([]string, 0, len(scaled))
+	for _, s := range scaled {
+		changed = append(changed, s.String())
+	}
+	logr.FromContextOrDiscard(ctx).Info("Done", "command", command, "namespace", opts.namespace, "scaled", changed)
+	return nil
+}
+
 // terminationLogArg finds --termination-log in args the way flag parses it,
 // or returns the default.
 func terminationLogArg(args []string) string {
@@ -175,8 +222,11 @@ func validate(command string, fs *flag.FlagSet, opts options) error {
 		return fmt.Errorf("%w: unexpected arguments %q", deployer.ErrInvalidArguments, fs.Args())
 	}
 	required := map[string]string{"release": opts.release, "namespace": opts.namespace}
-	if command == "write-secret" {
+	switch command {
+	case "write-secret":
 		required = map[string]string{"namespace": opts.namespace, "name": opts.secretName, "from-dir": opts.fromDir}
+	case "sleep", "wake":
+		required = map[string]string{"namespace": opts.namespace}
 	}
 	if command == "deploy" {
 		required["chart-repository"] = opts.source.Repository

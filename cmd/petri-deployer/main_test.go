@@ -325,7 +325,7 @@ func TestBinaryReportsFailures(t *testing.T) {
 		{
 			name: "unknown command",
 			args: []string{"rollback", "--release", "web"},
-			code: 2, message: `InvalidArguments: unknown command "rollback": want deploy, undeploy or write-secret`,
+			code: 2, message: `InvalidArguments: unknown command "rollback": want deploy, undeploy, write-secret, sleep or wake`,
 		},
 	}
 	for _, tt := range tests {
