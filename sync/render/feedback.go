@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,7 +37,26 @@ type PRState struct {
 	URL string
 	// Deleted says why the environment was removed.
 	Deleted string
+
+	// The lifecycle, filled from the application and the state in the
+	// comment's marker. TTL is the application's ttl (zero: none) and
+	// ExpiresAt when the environment expires (zero: no ttl, or its clock has
+	// not started); ExpiryWarning is set when little is left. KeptBy says
+	// what suspends expiry, KeepLabel is the label that would. ExpiredSHA
+	// and ExpiredAt say the environment expired (Env is nil then).
+	// SleepAfter is the application's idle time before sleep.
+	TTL           time.Duration
+	ExpiresAt     time.Time
+	ExpiryWarning bool
+	KeptBy        string
+	KeepLabel     string
+	ExpiredSHA    string
+	ExpiredAt     time.Time
+	SleepAfter    time.Duration
 }
+
+// Expired reports whether the environment expired and stays gone.
+func (s PRState) Expired() bool { return s.ExpiredSHA != "" && s.Env == nil }
 
 // StatusContext is the commit status context of an application.
 func StatusContext(app string) string { return "petri/" + app }
@@ -103,6 +123,8 @@ func EnvState(ee *petriv1.EphemeralEnvironment) (phase string, detail string) {
 	switch {
 	case ee.DeletionTimestamp != nil:
 		return "Deleting", "the environment is being deleted"
+	case string(ee.Status.Phase) == PhaseSleeping:
+		return PhaseSleeping, "asleep: comment /petri wake or push a commit to wake it"
 	case stalled != nil && stalled.Status == metav1.ConditionTrue:
 		return "Failed", scrub(ee, stalled.Message)
 	case current && ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration >= ee.Generation:
@@ -134,6 +156,10 @@ func CommitStatus(s PRState) (provider.CommitStatus, bool) {
 	switch {
 	case s.Error != "":
 		st.State, st.Description, st.TargetURL = "error", s.Error, ""
+	case s.Expired():
+		// Not a failure of the commit: a required check stays green.
+		st.State, st.TargetURL = "success", ""
+		st.Description = fmt.Sprintf("Environment expired (ttl %s); push or comment /petri wake to bring it back", s.TTL)
 	case s.Waiting != "":
 		st.State, st.Description, st.TargetURL = "pending", s.Waiting, ""
 	case s.Env == nil || s.Env.Spec.Source == nil || s.Env.DeletionTimestamp != nil:
@@ -151,6 +177,8 @@ func CommitStatus(s PRState) (provider.CommitStatus, bool) {
 			}
 		case "Failed":
 			st.State, st.Description = "failure", "Deploy failed: "+detail
+		case PhaseSleeping:
+			st.State, st.Description = "success", "Environment asleep; comment /petri wake or push a commit to wake it"
 		default:
 			st.State, st.Description = "pending", strings.ToUpper(detail[:1])+detail[1:]
 		}
@@ -164,14 +192,20 @@ func cell(s string) string {
 }
 
 // Comment renders the one comment sync keeps on a pull request, with a
-// section per application.
-func Comment(states []PRState) string {
+// section per application, the replies to the latest commands and, hidden,
+// the state.
+func Comment(states []PRState, state State) string {
 	sort.Slice(states, func(i, j int) bool { return states[i].Application < states[j].Application })
 	var b strings.Builder
 	b.WriteString(CommentMarker + "\n### Preview environments\n")
 	for _, s := range states {
 		fmt.Fprintf(&b, "\n#### %s\n", s.Application)
 		switch {
+		case s.Expired():
+			fmt.Fprintf(&b, ":hourglass_flowing_sand: **Expired** at %s: the environment of commit `%s` was deleted %s after it was deployed.\n",
+				FormatTime(s.ExpiredAt), short(s.ExpiredSHA), s.TTL)
+			fmt.Fprintf(&b, "To bring it back, push a commit or comment `/petri wake`; `/petri keep` or the label `%s` then keeps it.\n", s.KeepLabel)
+			continue
 		case s.Deleted != "" && s.Env == nil:
 			fmt.Fprintf(&b, "Environment deleted: %s.\n", s.Deleted)
 			continue
@@ -184,11 +218,15 @@ func Comment(states []PRState) string {
 			continue
 		}
 		phase, detail := EnvState(s.Env)
-		icon := map[string]string{"Ready": ":white_check_mark:", "Failed": ":x:", "Deleting": ":wastebasket:"}[phase]
+		icon := map[string]string{"Ready": ":white_check_mark:", "Failed": ":x:", "Deleting": ":wastebasket:", PhaseSleeping: ":zzz:"}[phase]
 		if icon == "" {
 			icon = ":rocket:"
 		}
 		fmt.Fprintf(&b, "%s **%s**: %s\n\n", icon, phase, cell(detail))
+		if s.ExpiryWarning && s.KeptBy == "" && !s.ExpiresAt.IsZero() {
+			fmt.Fprintf(&b, ":warning: **This environment expires at %s.** To keep it, comment `/petri extend 24h` or `/petri keep`, or add the label `%s`.\n\n",
+				FormatTime(s.ExpiresAt), s.KeepLabel)
+		}
 		if s.URL != "" {
 			fmt.Fprintf(&b, "- URL: %s\n", s.URL)
 		}
@@ -203,7 +241,9 @@ func Comment(states []PRState) string {
 		if s.Env.Spec.Source != nil {
 			fmt.Fprintf(&b, " at commit `%s`", short(s.Env.Spec.Source.SHA))
 		}
-		b.WriteString("\n\n| Component | Chart | Phase | Last error |\n|---|---|---|---|\n")
+		b.WriteString("\n")
+		lifecycleLines(&b, s)
+		b.WriteString("\n| Component | Chart | Phase | Last error |\n|---|---|---|---|\n")
 		status := map[string]petriv1.ComponentStatus{}
 		for _, c := range s.Env.Status.Components {
 			status[c.Name] = c
@@ -215,10 +255,12 @@ func Comment(states []PRState) string {
 			if p == "" {
 				p = string(petriv1.ComponentPending)
 			}
-			fmt.Fprintf(&b, "| %s | %s %s | %s | %s |\n", c.Name, c.Chart.Name, c.Chart.Version, p, cell(scrub(s.Env, cs.LastError)))
+			last := cell(scrub(s.Env, cs.LastError))
 			if cs.LastError != "" && cs.Job != "" {
-				logs = append(logs, fmt.Sprintf("- `%s`: %s", c.Name, logsCommand(s.Env, cs.Job)))
+				// The row names the Job, its reason and how to read its log.
+				last = fmt.Sprintf("%s (Job `%s`; its log: %s)", last, cs.Job, logsCommand(s.Env, cs.Job))
 			}
+			fmt.Fprintf(&b, "| %s | %s %s | %s | %s |\n", c.Name, c.Chart.Name, c.Chart.Version, p, last)
 		}
 		if len(s.Env.Status.SharedWorkloads) > 0 {
 			b.WriteString("\n| Shared workload | Phase | Job |\n|---|---|---|\n")
@@ -234,7 +276,33 @@ func Comment(states []PRState) string {
 			b.WriteString(strings.Join(logs, "\n") + "\n")
 		}
 	}
+	if len(state.Notes) > 0 {
+		b.WriteString("\n#### Commands\n")
+		for _, n := range state.Notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	fmt.Fprintf(&b, "\n<sub>Commands for people with write access: %s.</sub>\n", CommandHelp)
+	b.WriteString(state.Marker() + "\n")
 	return b.String()
+}
+
+// lifecycleLines says when the environment expires or sleeps, and what
+// keeps it.
+func lifecycleLines(b *strings.Builder, s PRState) {
+	switch {
+	case s.TTL <= 0:
+	case s.KeptBy != "":
+		fmt.Fprintf(b, "- Expiry: suspended by %s\n", s.KeptBy)
+	case !s.ExpiresAt.IsZero():
+		fmt.Fprintf(b, "- Expires: %s (ttl %s from the first deploy of its commit); `/petri extend <duration>`, `/petri keep` or the label `%s` keeps it longer\n",
+			FormatTime(s.ExpiresAt), s.TTL, s.KeepLabel)
+	default:
+		fmt.Fprintf(b, "- Expires: %s after its commit is first ready\n", s.TTL)
+	}
+	if s.SleepAfter > 0 {
+		fmt.Fprintf(b, "- Sleeps after %s without a push or a command; a push or `/petri wake` wakes it\n", s.SleepAfter)
+	}
 }
 
 // logsCommand is how someone with access to the cluster reads a Job's logs;

@@ -112,9 +112,9 @@ func Environment(app *config.Application, pr provider.PullRequest, namespace str
 	if url != "" {
 		ee.Annotations[AnnotationURL] = url
 	}
-	if app.TTL != nil {
-		ee.Spec.TTL = &metav1.Duration{Duration: app.TTL.Duration}
-	}
+	// No spec.ttl: sync expires its environments itself, from the first
+	// Ready of the head commit, and remembers it (lifecycle.go); the
+	// operator's spec.ttl is for environments written by hand.
 	for i, c := range app.Components {
 		v, ok := versions[c.Name]
 		if !ok || !config.IsExactVersion(v) {
@@ -235,15 +235,24 @@ type Plan struct {
 	Delete []Deletion
 	// Unknown are environments whose pull request state is unknown: kept.
 	Unknown []Existing
+	// Held maps open, matching pull requests that get no environment for a
+	// reason of the pull request's own (it expired) to that reason.
+	Held map[int]string
 }
 
 // Decide computes what to do for one application. open is a successful
 // listing of open pull requests; closed holds pull requests read one by one
 // that are positively closed. Only these two are evidence: an environment
-// whose pull request is in neither is kept as Unknown. Callers that could
-// not list the open pull requests must not call Decide at all.
-func Decide(app *config.Application, open []provider.PullRequest, closed map[int]provider.PullRequest, existing []Existing) Plan {
-	plan := Plan{Waiting: map[int]string{}}
+// whose pull request is in neither is kept as Unknown. held names open
+// pull requests whose environment must not exist (it expired, which sync
+// read from its own comment), with the reason. Callers that could not list
+// the open pull requests must not call Decide at all.
+//
+// Under maxEnvironments an environment holds its slot until it is gone:
+// one being deleted (its teardown runs) still counts, so a waiting pull
+// request gets the slot when the environment's deletion completes.
+func Decide(app *config.Application, open []provider.PullRequest, closed map[int]provider.PullRequest, existing []Existing, held map[int]string) Plan {
+	plan := Plan{Waiting: map[int]string{}, Held: map[int]string{}}
 	openBy := map[int]provider.PullRequest{}
 	for _, pr := range open {
 		if pr.Open() {
@@ -254,6 +263,8 @@ func Decide(app *config.Application, open []provider.PullRequest, closed map[int
 	slots := 0
 	for _, e := range existing {
 		have[e.Number] = e
+		// Whatever exists holds its slot, being deleted or about to be.
+		slots++
 		if e.Deleting {
 			continue
 		}
@@ -262,7 +273,9 @@ func Decide(app *config.Application, open []provider.PullRequest, closed map[int
 				plan.Delete = append(plan.Delete, Deletion{Name: e.Name, Number: e.Number, Reason: "pull request no longer matches: " + m.Reason})
 				continue
 			}
-			slots++
+			if reason, ok := held[e.Number]; ok {
+				plan.Delete = append(plan.Delete, Deletion{Name: e.Name, Number: e.Number, Reason: reason})
+			}
 			continue
 		}
 		if pr, ok := closed[e.Number]; ok && pr.State == "closed" {
@@ -273,7 +286,6 @@ func Decide(app *config.Application, open []provider.PullRequest, closed map[int
 			plan.Delete = append(plan.Delete, Deletion{Name: e.Name, Number: e.Number, Reason: reason})
 			continue
 		}
-		slots++
 		plan.Unknown = append(plan.Unknown, e)
 	}
 	numbers := slices.Sorted(maps.Keys(openBy))
@@ -283,7 +295,10 @@ func Decide(app *config.Application, open []provider.PullRequest, closed map[int
 			continue
 		}
 		e, exists := have[n]
+		reason, isHeld := held[n]
 		switch {
+		case isHeld:
+			plan.Held[n] = reason
 		case exists && e.Deleting:
 			plan.Waiting[n] = "the previous environment of this pull request is still being deleted"
 		case exists:

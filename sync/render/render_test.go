@@ -69,7 +69,7 @@ func TestEnvironment(t *testing.T) {
 	assert.JSONEq(t, `{"replicas":1}`, string(e.Spec.Components[0].Values.Raw))
 	assert.JSONEq(t, `{"image":{"tag":"0123456"},"list":["7",3]}`, string(e.Spec.Values["api"].Raw))
 	assert.Equal(t, "https://feature-x.example.com", e.Annotations[render.AnnotationURL])
-	assert.Equal(t, "24h0m0s", e.Spec.TTL.Duration.String())
+	assert.Nil(t, e.Spec.TTL, "sync expires its environments itself; spec.ttl is for hand-written ones")
 	assert.True(t, render.Owned(e.Labels))
 
 	_, err = render.Environment(a, pr(7), "ns", map[string]string{"api": "~1.4"})
@@ -99,6 +99,7 @@ func TestDecide(t *testing.T) {
 		open     []provider.PullRequest
 		closed   map[int]provider.PullRequest
 		existing []render.Existing
+		held     map[int]string
 		apply    []int
 		deletes  map[int]string
 		waiting  map[int]string
@@ -115,14 +116,18 @@ func TestDecide(t *testing.T) {
 		{name: "cap: oldest first, newest wait", cap: 2, open: []provider.PullRequest{pr(3, "preview"), pr(1, "preview"), pr(2, "preview")}, apply: []int{1, 2}, waiting: map[int]string{3: "waiting for a free environment: shop has its maximum of 2"}},
 		{name: "cap: existing keep their slot", cap: 1, open: []provider.PullRequest{pr(1, "preview"), pr(5, "preview")}, existing: []render.Existing{{Name: "e5", Number: 5}}, apply: []int{5}, waiting: map[int]string{1: "waiting for a free environment: shop has its maximum of 1"}},
 		{name: "cap: unknown ones hold their slot", cap: 1, open: []provider.PullRequest{pr(2, "preview")}, existing: []render.Existing{{Name: "e1", Number: 1}}, unknown: []int{1}, waiting: map[int]string{2: "waiting for a free environment: shop has its maximum of 1"}},
-		{name: "cap: a deleted one frees its slot", cap: 1, open: []provider.PullRequest{pr(2, "preview")}, closed: map[int]provider.PullRequest{1: closedPR(1, false)}, existing: []render.Existing{{Name: "e1", Number: 1}}, apply: []int{2}, deletes: map[int]string{1: "pull request closed"}},
+		{name: "cap: a deleted one holds its slot until it is gone", cap: 1, open: []provider.PullRequest{pr(2, "preview")}, closed: map[int]provider.PullRequest{1: closedPR(1, false)}, existing: []render.Existing{{Name: "e1", Number: 1}}, deletes: map[int]string{1: "pull request closed"}, waiting: map[int]string{2: "waiting for a free environment: shop has its maximum of 1"}},
+		{name: "cap: one being deleted holds its slot", cap: 1, open: []provider.PullRequest{pr(2, "preview")}, existing: []render.Existing{{Name: "e1", Number: 1, Deleting: true}}, waiting: map[int]string{2: "waiting for a free environment: shop has its maximum of 1"}},
+		{name: "cap: a gone one frees its slot", cap: 1, open: []provider.PullRequest{pr(2, "preview")}, closed: map[int]provider.PullRequest{1: closedPR(1, false)}, apply: []int{2}},
+		{name: "held: an expired one is deleted and not written again", open: []provider.PullRequest{pr(1, "preview"), pr(2, "preview")}, existing: []render.Existing{{Name: "e1", Number: 1}}, held: map[int]string{1: "expired", 2: "expired"}, deletes: map[int]string{1: "expired"}},
+		{name: "held: takes no slot", cap: 1, open: []provider.PullRequest{pr(1, "preview"), pr(2, "preview")}, held: map[int]string{1: "expired"}, apply: []int{2}},
 		{name: "an environment being deleted is not re-applied", open: []provider.PullRequest{pr(1, "preview")}, existing: []render.Existing{{Name: "e1", Number: 1, Deleting: true}}, waiting: map[int]string{1: "the previous environment of this pull request is still being deleted"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := app(t, "")
 			a.MaxEnvironments = tt.cap
-			plan := render.Decide(a, tt.open, tt.closed, tt.existing)
+			plan := render.Decide(a, tt.open, tt.closed, tt.existing, tt.held)
 			var apply []int
 			for _, p := range plan.Apply {
 				apply = append(apply, p.Number)
@@ -145,6 +150,14 @@ func TestDecide(t *testing.T) {
 				unknown = append(unknown, u.Number)
 			}
 			assert.Equal(t, tt.unknown, unknown)
+			for n, reason := range tt.held {
+				if _, open := plan.Held[n]; open {
+					assert.Equal(t, reason, plan.Held[n])
+				}
+			}
+			for _, p := range plan.Apply {
+				assert.NotContains(t, tt.held, p.Number, "a held pull request is never applied")
+			}
 		})
 	}
 }
@@ -197,7 +210,7 @@ func TestComment(t *testing.T) {
 		{Application: "shop", Env: e, URL: "https://x"},
 		{Application: "admin", Waiting: "waiting for a free environment"},
 		{Application: "blog", Deleted: "pull request closed"},
-	})
+	}, render.State{})
 	assert.True(t, strings.HasPrefix(body, render.CommentMarker))
 	assert.Less(t, strings.Index(body, "#### admin"), strings.Index(body, "#### shop"), "sections sorted")
 	assert.Contains(t, body, "- URL: https://x")

@@ -133,7 +133,7 @@ func (s *Syncer) sendFeedback(ctx context.Context, key prKey) error {
 		}
 	}
 	if worth {
-		if err := s.opts.Provider.UpsertComment(ctx, key.Repo, key.Number, render.CommentMarker, render.Comment(list)); err != nil {
+		if err := s.opts.Provider.UpsertComment(ctx, key.Repo, key.Number, render.CommentMarker, render.Comment(list, render.State{})); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -211,7 +211,7 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 			ex = append(ex, render.Existing{Name: e.Name, Number: n, Deleting: e.DeletionTimestamp != nil})
 			envBy[n] = e
 		}
-		plan := render.Decide(app, open, closed, ex)
+		plan := render.Decide(app, open, closed, ex, nil)
 		var appErrs []error
 		for _, d := range plan.Delete {
 			e := envBy[d.Number]

@@ -14,6 +14,7 @@ import (
 	"github.com/petri-dev/petri/local/githubapi"
 	"github.com/petri-dev/petri/sync/metrics"
 	"github.com/petri-dev/petri/sync/provider"
+	"github.com/petri-dev/petri/sync/render"
 	"github.com/petri-dev/petri/sync/webhook"
 )
 
@@ -30,6 +31,20 @@ const (
 // go-github decodes, with the same types, so every payload go-github
 // accepts decodes here too.
 type payloadShape struct {
+	Action *string `json:"action"`
+	Issue  *struct {
+		Number      *int `json:"number"`
+		PullRequest *struct {
+			URL *string `json:"url"`
+		} `json:"pull_request"`
+	} `json:"issue"`
+	Comment *struct {
+		ID   *int64  `json:"id"`
+		Body *string `json:"body"`
+		User *struct {
+			Login *string `json:"login"`
+		} `json:"user"`
+	} `json:"comment"`
 	SHA        *string `json:"sha"`
 	State      *string `json:"state"`
 	Context    *string `json:"context"`
@@ -75,7 +90,7 @@ func str(p *string) string {
 func FuzzDelivery(f *testing.F) {
 	root := filepath.Join("..", "..", "local", "githubapi", "testdata")
 	seeded := 0
-	for _, event := range []string{"pull_request", "push", "status", "check_run", "ping"} {
+	for _, event := range []string{"pull_request", "push", "status", "check_run", "issue_comment", "ping"} {
 		files, err := filepath.Glob(filepath.Join(root, event, "*payload.json"))
 		if err != nil {
 			f.Fatal(err)
@@ -116,6 +131,10 @@ func FuzzDelivery(f *testing.F) {
 		{"status", `{"sha": "abc", "state": "error", "context": "ci", "repository": {"full_name": "a/b"}}`},
 		{"check_run", `{"check_run": {"name": "build"}, "repository": {"full_name": "a/b"}}`},
 		{"check_run", `{"check_run": {"name": "build", "head_sha": "abc", "status": "completed", "conclusion": "timed_out"}, "repository": {"full_name": "a/b"}}`},
+		{"issue_comment", `{"action": "created", "issue": {"number": 4}, "comment": {"id": 9, "body": "/petri wake"}, "repository": {"full_name": "a/b"}}`},
+		{"issue_comment", `{"action": "created", "issue": {"number": 4, "pull_request": {"url": "u"}}, "comment": {"id": 9, "body": "/petri wake"}, "repository": {"full_name": "a/b"}}`},
+		{"issue_comment", `{"action": "edited", "issue": {"number": 4, "pull_request": {}}, "comment": {"id": 9, "body": "/petri wake"}, "repository": {"full_name": "a/b"}}`},
+		{"issue_comment", `{"action": "created", "issue": {"number": 4, "pull_request": {}}, "comment": {"id": 0, "body": "/petri sleep"}, "repository": {"full_name": "a/b"}}`},
 		{"ping", `{"zen": 1}`},
 		{"deployment", `{]`},
 		{"", `{}`},
@@ -176,7 +195,7 @@ func FuzzDelivery(f *testing.F) {
 			t.Fatalf("answered %d (%q) but queued=%v", rec.Code, rec.Body, ok)
 		}
 		switch event {
-		case "pull_request", "push", "status", "check_run", "ping":
+		case "pull_request", "push", "status", "check_run", "issue_comment", "ping":
 		default:
 			// Unknown events are acknowledged and ignored; only a form
 			// body that does not parse is refused before the event type
@@ -264,6 +283,20 @@ func FuzzDelivery(f *testing.F) {
 			}
 			if ev.GateState != wantState {
 				t.Fatalf("status state %q read as %q, want %q", str(want.State), ev.GateState, wantState)
+			}
+		case "issue_comment":
+			c, is := want.Comment, want.Issue
+			if str(want.Action) != "created" || is == nil || is.PullRequest == nil || is.Number == nil || c == nil || c.ID == nil || ev.Comment == nil {
+				t.Fatalf("queued an issue_comment that is not a new comment on a pull request: %+v", ev)
+			}
+			if ev.Comment.ID != *c.ID || ev.Comment.Number != *is.Number || ev.Comment.Body != str(c.Body) {
+				t.Fatalf("comment %+v does not match the payload's %+v on %d", ev.Comment, c, *is.Number)
+			}
+			if c.User != nil && ev.Comment.Author != str(c.User.Login) {
+				t.Fatalf("comment author %q, payload has %q", ev.Comment.Author, str(c.User.Login))
+			}
+			if !render.HasCommand(ev.Comment.Body) {
+				t.Fatalf("queued a comment without a command: %q", ev.Comment.Body)
 			}
 		case "check_run":
 			cr := want.CheckRun

@@ -32,6 +32,7 @@ import (
 	"github.com/petri-dev/petri/sync/metrics"
 	"github.com/petri-dev/petri/sync/provider"
 	ghprovider "github.com/petri-dev/petri/sync/provider/github"
+	"github.com/petri-dev/petri/sync/render"
 )
 
 // Limits of the endpoint when the Handler's fields are zero.
@@ -70,6 +71,9 @@ type Event struct {
 	// Ref is the ref of a push; CloneURLs are the pushed repository's URLs.
 	Ref       string
 	CloneURLs []string
+	// Comment is the new comment of an issue_comment event on a pull
+	// request that carries a command (a line starting with /petri).
+	Comment *provider.Comment
 }
 
 // Handler is the webhook endpoint.
@@ -147,7 +151,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	event := r.Header.Get("X-GitHub-Event")
 	metricEvent := event
 	switch event {
-	case "pull_request", "push", "status", "check_run", "ping":
+	case "pull_request", "push", "status", "check_run", "issue_comment", "ping":
 	default:
 		metricEvent = "other"
 	}
@@ -363,6 +367,19 @@ func convert(parsed any) (ev Event, ok bool, bad string) {
 			st = provider.GateFailed
 		}
 		return Event{Repository: repo, SHA: e.GetSHA(), Gate: provider.Gate{StatusContext: e.GetContext()}, GateState: st}, true, ""
+	case *gh.IssueCommentEvent:
+		repo := e.GetRepo().GetFullName()
+		c := e.GetComment()
+		if repo == "" || e.GetIssue().GetNumber() == 0 || c.GetID() == 0 {
+			return ev, false, "issue_comment needs repository.full_name, issue.number and comment.id"
+		}
+		// Only a new comment on a pull request that carries a command is
+		// work; an edited or deleted one is never acted on.
+		if e.GetAction() != "created" || !e.GetIssue().IsPullRequest() || !render.HasCommand(c.GetBody()) {
+			return ev, false, ""
+		}
+		return Event{Repository: repo, Comment: &provider.Comment{ID: c.GetID(), Number: e.GetIssue().GetNumber(), Author: c.GetUser().GetLogin(),
+			Body: c.GetBody(), CreatedAt: c.GetCreatedAt().Time, UpdatedAt: c.GetUpdatedAt().Time}}, true, ""
 	case *gh.CheckRunEvent:
 		repo := e.GetRepo().GetFullName()
 		cr := e.GetCheckRun()

@@ -31,6 +31,42 @@ func post(h http.Handler, event, contentType string, body []byte, sig string) *h
 	return rec
 }
 
+func TestIssueCommentCommands(t *testing.T) {
+	q := make(chan webhook.Event, 10)
+	h := &webhook.Handler{Secret: key, Queue: q, Metrics: metrics.New()}
+	srv := githubapi.New(githubapi.Options{})
+	defer srv.Close()
+	pr := srv.OpenPullRequest("acme/shop", githubapi.PullRequest{})
+	cmd := srv.AddComment("acme/shop", pr.Number, "alice", "Please:\n/petri extend 3d")
+	chat := srv.AddComment("acme/shop", pr.Number, "bob", "looks good")
+
+	d, err := srv.IssueCommentEvent("acme/shop", pr.Number, cmd.ID)
+	require.NoError(t, err)
+	rec := post(h, d.Event, "application/json", d.Body, githubapi.Sign(key, d.Body))
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	ev := <-q
+	assert.Equal(t, "acme/shop", ev.Repository)
+	require.NotNil(t, ev.Comment)
+	assert.Equal(t, provider.Comment{ID: cmd.ID, Number: pr.Number, Author: "alice", Body: "Please:\n/petri extend 3d", CreatedAt: cmd.CreatedAt, UpdatedAt: cmd.UpdatedAt}, *ev.Comment)
+
+	// A comment without a command, an edit and a comment on an issue are
+	// nothing to do.
+	d, err = srv.IssueCommentEvent("acme/shop", pr.Number, chat.ID)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, post(h, d.Event, "application/json", d.Body, githubapi.Sign(key, d.Body)).Code)
+	d, err = srv.IssueCommentEvent("acme/shop", pr.Number, cmd.ID)
+	require.NoError(t, err)
+	for _, edit := range []func(string) string{
+		func(b string) string { return strings.Replace(b, `"action":"created"`, `"action":"edited"`, 1) },
+		func(b string) string { return strings.Replace(b, `"pull_request":{`, `"not_a_pull_request":{`, 1) },
+	} {
+		body := []byte(edit(string(d.Body)))
+		require.NotEqual(t, d.Body, body)
+		assert.Equal(t, http.StatusOK, post(h, d.Event, "application/json", body, githubapi.Sign(key, body)).Code)
+	}
+	assert.Empty(t, q)
+}
+
 func TestEventsFromGitHubPayloads(t *testing.T) {
 	q := make(chan webhook.Event, 10)
 	m := metrics.New()
