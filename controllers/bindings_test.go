@@ -118,9 +118,9 @@ func TestRemovedSharedWorkloadIsDeprovisioned(t *testing.T) {
 	e := waitFor(t, "drop", "ready", ready)
 	require.Equal(t, petriv1.ComponentDeployed, bindingNamed(e, "drop-sw").Phase)
 
-	e.Spec.SharedWorkloads = nil
-	e.Spec.Components[0].Uses = nil
-	require.NoError(t, env.Client.Update(ctx, e))
+	updateEnv(t, "drop", func(e *petriv1.EphemeralEnvironment) {
+		e.Spec.SharedWorkloads, e.Spec.Components[0].Uses = nil, nil
+	})
 	deprovisioning := func(e *petriv1.EphemeralEnvironment) bool {
 		bs := bindingNamed(e, "drop-sw")
 		return bs != nil && bs.Phase == petriv1.ComponentUndeploying && bs.Job != ""
@@ -167,8 +167,9 @@ func TestSharedWorkloadAddedBackIsProvisionedAgain(t *testing.T) {
 	deprovisioned := filepath.Join(dir, "again-deprovision.env")
 	require.FileExists(t, provisioned)
 
-	e.Spec.SharedWorkloads, e.Spec.Components[0].Uses = nil, nil
-	require.NoError(t, env.Client.Update(ctx, e))
+	updateEnv(t, "again", func(e *petriv1.EphemeralEnvironment) {
+		e.Spec.SharedWorkloads, e.Spec.Components[0].Uses = nil, nil
+	})
 	e = waitFor(t, "again", "ready without the binding", func(e *petriv1.EphemeralEnvironment) bool {
 		return e.Generation == 2 && ready(e) && len(e.Status.SharedWorkloads) == 0
 	})
@@ -177,8 +178,9 @@ func TestSharedWorkloadAddedBackIsProvisionedAgain(t *testing.T) {
 	require.NoError(t, os.Remove(provisioned))
 	require.NoError(t, os.Remove(deprovisioned))
 
-	e.Spec.SharedWorkloads, e.Spec.Components[0].Uses = []string{"again-sw"}, []string{"again-sw"}
-	require.NoError(t, env.Client.Update(ctx, e))
+	updateEnv(t, "again", func(e *petriv1.EphemeralEnvironment) {
+		e.Spec.SharedWorkloads, e.Spec.Components[0].Uses = []string{"again-sw"}, []string{"again-sw"}
+	})
 	e = waitFor(t, "again", "ready with the binding again", func(e *petriv1.EphemeralEnvironment) bool {
 		return e.Generation == 3 && ready(e)
 	})

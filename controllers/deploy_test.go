@@ -389,9 +389,7 @@ func TestOlderJobUnknownToTheCacheHoldsTheNextGeneration(t *testing.T) {
 	delete(job.Labels, petriv1.LabelManagedBy)
 	require.NoError(t, env.Client.Patch(ctx, job, patch))
 
-	e = get(t, "inflight")
-	e.Spec.Components[0].Release = petriv1.ReleaseOptions{}
-	require.NoError(t, env.Client.Update(ctx, e))
+	updateEnv(t, "inflight", func(e *petriv1.EphemeralEnvironment) { e.Spec.Components[0].Release = petriv1.ReleaseOptions{} })
 	waitFor(t, "inflight", "ready at generation 2", func(e *petriv1.EphemeralEnvironment) bool { return e.Generation == 2 && ready(e) })
 	_, oldDone := je.get("deploy/app/1")
 	newCreated, _ := je.get("deploy/app/2")

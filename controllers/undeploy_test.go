@@ -8,11 +8,26 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 )
+
+// updateEnv changes an environment, read afresh, and retries when the
+// operator's status writes got in between.
+func updateEnv(t *testing.T, name string, change func(*petriv1.EphemeralEnvironment)) {
+	t.Helper()
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		e := &petriv1.EphemeralEnvironment{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: mgmtNS, Name: name}, e); err != nil {
+			return err
+		}
+		change(e)
+		return env.Client.Update(context.Background(), e)
+	}))
+}
 
 func componentNamed(e *petriv1.EphemeralEnvironment, name string) *petriv1.ComponentStatus {
 	for i := range e.Status.Components {
@@ -37,9 +52,7 @@ func TestComponentRemovedTwiceIsUndeployedTwice(t *testing.T) {
 
 	setComponents := func(gen int64, components ...petriv1.Component) *petriv1.EphemeralEnvironment {
 		t.Helper()
-		e := get(t, "readd")
-		e.Spec.Components = components
-		require.NoError(t, env.Client.Update(ctx, e))
+		updateEnv(t, "readd", func(e *petriv1.EphemeralEnvironment) { e.Spec.Components = components })
 		return waitFor(t, "readd", "ready at the new generation", func(e *petriv1.EphemeralEnvironment) bool {
 			return e.Generation == gen && ready(e) && (len(components) == 2 || componentNamed(e, "flip") == nil)
 		})
