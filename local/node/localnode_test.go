@@ -571,3 +571,48 @@ func TestUnknownImageStaysPending(t *testing.T) {
 	assert.Equal(t, corev1.PodPending, unknown.Status.Phase)
 	assert.Empty(t, unknown.Spec.NodeName)
 }
+
+// A pod that finishes while the API server is down still reports it once
+// the API server is back, as a kubelet keeps syncing pod status: its Job
+// completes.
+func TestPodStatusSurvivesAPIServerRestart(t *testing.T) {
+	c, err := controlplane.Start(controlplane.Options{Images: map[string]string{helperImage: helper}})
+	require.NoError(t, err)
+	t.Cleanup(c.Stop)
+	ctx := context.Background()
+	ns, err := c.CreateNamespace(ctx, "restart")
+	require.NoError(t, err)
+	done := filepath.Join(scratch, "restart-apiserver-done")
+	j := job(ns, "outlives", "wait-file", done)
+	require.NoError(t, c.Client.Create(ctx, j))
+	require.Eventually(t, func() bool {
+		var pods corev1.PodList
+		if err := c.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil || len(pods.Items) != 1 {
+			return false
+		}
+		return pods.Items[0].Status.Phase == corev1.PodRunning
+	}, 30*time.Second, 50*time.Millisecond)
+
+	// The pod ends while the API server is down.
+	restarted := make(chan error, 1)
+	go func() { restarted <- c.RestartAPIServer(ctx, 3*time.Second) }()
+	require.Eventually(t, func() bool {
+		_, err := c.Clientset.Discovery().ServerVersion()
+		return err != nil
+	}, 10*time.Second, 20*time.Millisecond, "the API server goes down")
+	require.NoError(t, os.WriteFile(done, nil, 0o644))
+	require.NoError(t, <-restarted)
+
+	require.Eventually(t, func() bool {
+		var got batchv1.Job
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(j), &got); err != nil {
+			return false
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == batchv1.JobComplete && cond.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 100*time.Millisecond, "the pod's success reaches the API server after its restart")
+}

@@ -385,10 +385,12 @@ func (n *Node) runPod(ctx context.Context, pod *corev1.Pod, run *podRun) {
 		n.mu.Unlock()
 		close(run.exited)
 	}()
-	err := n.client.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
-		Target:     corev1.ObjectReference{Kind: "Node", Name: n.opts.Name},
-	}, metav1.CreateOptions{})
+	err := untilAnswered(ctx, func() error {
+		return n.client.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: n.opts.Name},
+		}, metav1.CreateOptions{})
+	})
 	if err != nil {
 		// Someone else bound it, or it is gone: not ours to run.
 		return
@@ -494,21 +496,56 @@ func (n *Node) fail(ctx context.Context, pod *corev1.Pod, reason, msg string) {
 // updateStatus applies mutate to the freshest copy of the pod and writes the
 // status subresource, retrying on conflicts.
 func (n *Node) updateStatus(ctx context.Context, pod *corev1.Pod, mutate func(*corev1.Pod)) {
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		cur, err := n.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
+	err := untilAnswered(ctx, func() error {
+		return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			cur, err := n.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if cur.UID != pod.UID {
+				return nil
+			}
+			mutate(cur)
+			_, err = n.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 			return err
-		}
-		if cur.UID != pod.UID {
-			return nil
-		}
-		mutate(cur)
-		_, err = n.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-		return err
+		})
 	})
 	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
 		fmt.Fprintf(os.Stderr, "local node: update status of pod %s/%s: %v\n", pod.Namespace, pod.Name, err)
 	}
+}
+
+// apiRetryLimit bounds how long a call waits for an API server that cannot
+// be reached.
+const apiRetryLimit = 5 * time.Minute
+
+// untilAnswered calls fn again, with back-off, while the API server cannot
+// be reached or does not answer (it restarts, it is overloaded), the way a
+// kubelet keeps syncing pod status until the API server takes it. Any
+// answer about the object itself (not found, conflict, refused) ends it.
+func untilAnswered(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(apiRetryLimit)
+	delay := 100 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || answered(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// answered tells an API server's answer about the request from a failure
+// to get one.
+func answered(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) ||
+		apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsUnauthorized(err) || apierrors.IsGone(err) || apierrors.IsMethodNotSupported(err)
 }
 
 func setContainerState(p *corev1.Pod, i int, name string, state corev1.ContainerState, ready bool) {
