@@ -299,24 +299,27 @@ func openEvents(t *testing.T) *sse {
 	require.NoError(t, err)
 	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
 	s := &sse{events: make(chan string, 64), resp: resp}
-	go func() {
-		defer close(s.events)
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<22)
-		var data []string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "data: "):
-				data = append(data, strings.TrimPrefix(line, "data: "))
-			case line == "" && data != nil:
-				s.events <- strings.Join(data, "\n")
-				data = nil
-			}
-		}
-	}()
+	go s.read(resp.Body)
 	t.Cleanup(func() { resp.Body.Close() })
 	return s
+}
+
+// read turns the stream into events until it ends.
+func (s *sse) read(body io.Reader) {
+	defer close(s.events)
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 1<<20), 1<<22)
+	var data []string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "data: "):
+			data = append(data, strings.TrimPrefix(line, "data: "))
+		case line == "" && data != nil:
+			s.events <- strings.Join(data, "\n")
+			data = nil
+		}
+	}
 }
 
 // next waits at most d for an event that contains want.
@@ -420,4 +423,30 @@ func TestLogTails(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "a Job the environment does not name")
 	resp, _ = get(t, "/ui/log/other-env/other-env-web-deploy")
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "an environment sync did not write")
+}
+
+// An event stream outlives the server's read and write timeouts (30 s in
+// petri-sync): they are for requests, and a page keeps its stream open for
+// as long as it is shown. Here both timeouts are 300 ms and the change comes
+// after a second.
+func TestEventStreamOutlivesServerTimeouts(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle("/", server.Config.Handler)
+	short := httptest.NewUnstartedServer(mux)
+	short.Config.ReadTimeout, short.Config.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond
+	short.Start()
+	defer short.Close()
+	resp, err := http.Get(short.URL + ui.EventsPath)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	s := &sse{events: make(chan string, 64), resp: resp}
+	go s.read(resp.Body)
+	s.next(t, 5*time.Second, `<h2 id="envs-title">`)
+
+	// Past both timeouts: the point of this test is the wait.
+	time.Sleep(time.Second)
+	e := syncEnvironment("shop-pr-13-eeee", 13, greeter("web"))
+	create(t, e)
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), e) })
+	s.next(t, 2*time.Second, `id="env-shop-pr-13-eeee"`)
 }
