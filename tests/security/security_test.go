@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -118,6 +119,9 @@ func install() error {
 		return errors.New("config/default has no deployer-image in ConfigMap petri-operator")
 	}
 	if err := cluster.Apply(ctx, manifests); err != nil {
+		return err
+	}
+	if err := waitForFences(ctx); err != nil {
 		return err
 	}
 	for _, e := range []struct{ ns, sa, uid string }{{workloadNS, deployerSA, "uid-1"}, {otherWorkloadNS, otherDeployerSA, "uid-2"}} {
@@ -533,4 +537,42 @@ func checkDoc(t *testing.T, table string) {
 		return
 	}
 	assert.Equal(t, want, doc, "docs/security.md's table is stale: run make security-docs")
+}
+
+// waitForFences waits until the API server enforces every fence: a policy
+// takes effect a moment after it is created (the API server compiles it
+// through its own watch), and a check made before would be admitted.
+func waitForFences(ctx context.Context) error {
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: serviceaccount.MakeUsername(operator.namespace, operator.name),
+		Groups:   append(serviceaccount.MakeGroupNames(operator.namespace), "system:authenticated"),
+	}
+	c, err := client.New(cfg, client.Options{Scheme: controlplane.Scheme()})
+	if err != nil {
+		return err
+	}
+	probes := map[string]client.Object{
+		"petri-operator-namespaces":   &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fence-probe"}},
+		"petri-operator-rolebindings": binding("kube-system", "petri-deployer", "admin", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: mgmtNS, Name: "petri-operator"}),
+		"petri-operator-jobs":         job("fence-probe", "petri-operator", nil, "example.com/probe:1"),
+	}
+	deadline := time.Now().Add(time.Minute)
+	for policy, obj := range probes {
+		for {
+			err := c.Create(ctx, obj.DeepCopyObject().(client.Object), dryRun)
+			if err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policy+"'") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("fence %s not in effect after a minute (last answer: %v)", policy, err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
