@@ -36,7 +36,7 @@ const (
 	// DefaultLeaseName names the Lease and DefaultHandoverConfigMap the
 	// ConfigMap through which followers hand events to the leader, both in
 	// sync's own namespace.
-	DefaultLeaseName         = "petri-sync"
+	DefaultLeaseName         = "petri-sync-leader"
 	DefaultHandoverConfigMap = "petri-sync-events"
 	// DefaultHandoverLimit bounds the events waiting in that ConfigMap.
 	DefaultHandoverLimit = 256

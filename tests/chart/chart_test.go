@@ -558,11 +558,13 @@ func TestPullRequestLifecycleOnTheChart(t *testing.T) {
 	rel, err := action.NewGet(cfg).Run(stack.ChartRelease)
 	require.NoError(t, err)
 	assert.Equal(t, release.StatusDeployed, rel.Info.Status)
-	for _, k := range []client.ObjectKey{{Namespace: stack.ManagementNamespace, Name: "petri-operator"}, {Namespace: stack.SyncNamespace, Name: "petri-sync"}} {
+	// sync runs as two replicas, one of which leads.
+	replicas := map[client.ObjectKey]int32{{Namespace: stack.ManagementNamespace, Name: "petri-operator"}: 1, {Namespace: stack.SyncNamespace, Name: "petri-sync"}: 2}
+	for k, n := range replicas {
 		var d appsv1.Deployment
 		require.NoError(t, st.Client.Get(ctx, k, &d))
 		assert.Equal(t, "Helm", d.Labels["app.kubernetes.io/managed-by"], "%s is the chart's", k)
-		assert.Equal(t, ptr.To[int32](1), d.Spec.Replicas)
+		assert.Equal(t, ptr.To(n), d.Spec.Replicas, "%s", k)
 	}
 
 	sc := &stack.Scenario{Stack: st, Report: stack.NewReport(os.Stderr), Number: 3, StepTimeout: 2 * time.Minute}

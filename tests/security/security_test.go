@@ -25,10 +25,12 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -258,6 +260,17 @@ func checks() []check {
 	ns := func(name string) *corev1.Namespace {
 		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	}
+	lease := func(namespace, name string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("petri-sync-1")}}
+	}
+	update := func(obj client.Object) func(context.Context, client.Client) error {
+		return func(ctx context.Context, c client.Client) error { return c.Update(ctx, obj, dryRun) }
+	}
+	mergePatch := func(obj client.Object, patch string) func(context.Context, client.Client) error {
+		return func(ctx context.Context, c client.Client) error {
+			return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)), dryRun)
+		}
+	}
 	deployment := func(namespace string) *appsv1.Deployment {
 		return &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web"},
@@ -352,6 +365,23 @@ func checks() []check {
 		{who: syncer, what: "read a pod's log in a workload namespace", do: readPodLog(syncer, workloadNS)},
 		{who: syncer, what: "exec into a pod in " + mgmtNS, do: execInPod(syncer, mgmtNS)},
 		{who: syncer, what: "delete a pod in " + mgmtNS, do: del(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: "absent"}})},
+		// sync's two replicas: the Lease and the hand-over ConfigMap in its
+		// own namespace, nothing else there.
+		{who: syncer, what: "create its Lease petri-sync-leader in " + syncNS, allowed: true, do: create(lease(syncNS, "petri-sync-leader"))},
+		{who: syncer, what: "read its Lease petri-sync-leader in " + syncNS, allowed: true, do: get(&coordinationv1.Lease{}, syncNS, "petri-sync-leader")},
+		{who: syncer, what: "renew its Lease petri-sync-leader in " + syncNS, allowed: true, do: update(lease(syncNS, "petri-sync-leader"))},
+		{who: syncer, what: "take another Lease in " + syncNS, do: update(lease(syncNS, "other"))},
+		{who: syncer, what: "take the operator's Lease in " + mgmtNS, do: update(lease(mgmtNS, "petri-operator.petri.dev"))},
+		{who: syncer, what: "hand an event to the leader (ConfigMap petri-sync-events in " + syncNS + ")", allowed: true, do: mergePatch(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: syncNS, Name: "petri-sync-events"}}, `{"data":{"x":"{}"}}`)},
+		{who: syncer, what: "watch the ConfigMap petri-sync-events by name", allowed: true, do: func(ctx context.Context, c client.Client) error {
+			return c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(syncNS), client.MatchingFields{"metadata.name": "petri-sync-events"})
+		}},
+		{who: syncer, what: "list ConfigMaps in " + syncNS, do: func(ctx context.Context, c client.Client) error {
+			return c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(syncNS))
+		}},
+		{who: syncer, what: "change its settings (ConfigMap petri-sync in " + syncNS + ")", do: mergePatch(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: syncNS, Name: "petri-sync"}}, `{"data":{"x":"y"}}`)},
+		{who: syncer, what: "create a ConfigMap in " + syncNS, do: create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: syncNS, Name: "x"}})},
+		{who: syncer, what: "read its Secret through the API (it reads mounted files)", do: get(&corev1.Secret{}, syncNS, "petri-sync")},
 		// An environment's deployer.
 		{who: deployer, what: "create a Deployment in its workload namespace", allowed: true, do: create(deployment(workloadNS))},
 		{who: deployer, what: "read and write Secrets (Helm releases) in its workload namespace", allowed: true, do: create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: workloadNS, Name: "sh.helm.release.v1.web.v1"}})},
