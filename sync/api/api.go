@@ -1,11 +1,12 @@
 // Package api is sync's HTTP surface: the GitHub webhook endpoint, a read
-// API of environments and applications, health and readiness probes, and
-// Prometheus metrics.
+// API of environments and applications (and one action on them: wake),
+// health and readiness probes, and Prometheus metrics.
 package api
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -20,6 +21,9 @@ type Source interface {
 	Environments(ctx context.Context) ([]syncer.Environment, error)
 	Applications() (revision string, apps []syncer.Application)
 	Ready() error
+	// Wake asks an environment to wake and returns the time of the
+	// request.
+	Wake(ctx context.Context, name string) (time.Time, error)
 }
 
 // Paths of the endpoints.
@@ -54,6 +58,22 @@ func Handler(src Source, webhook http.Handler, m *metrics.Metrics) http.Handler 
 			}
 		}
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no environment " + r.PathValue("name")})
+	})
+	// Wake is the one thing the API does rather than shows: it sets the
+	// environment's petri.dev/wake-requested, as /petri wake does. It can
+	// only wake what sync wrote, nothing else.
+	mux.HandleFunc("POST "+EnvironmentsPath+"/{name}/wake", func(w http.ResponseWriter, r *http.Request) {
+		at, err := src.Wake(r.Context(), r.PathValue("name"))
+		switch {
+		case errors.Is(err, syncer.ErrUnknownEnvironment):
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no environment " + r.PathValue("name")})
+		case errors.Is(err, syncer.ErrEnvironmentDeleting):
+			writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+		case err != nil:
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		default:
+			writeJSON(w, http.StatusAccepted, map[string]any{"name": r.PathValue("name"), "wakeRequested": at})
+		}
 	})
 	mux.HandleFunc("GET "+ApplicationsPath, func(w http.ResponseWriter, r *http.Request) {
 		rev, apps := src.Applications()

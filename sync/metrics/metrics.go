@@ -32,6 +32,12 @@ type Metrics struct {
 	// Handovers counts webhook events a replica that does not lead hands
 	// to the leader through the hand-over ConfigMap, by outcome.
 	Handovers *prometheus.CounterVec
+	// Commands counts pull-request commands by command and outcome
+	// (accepted, refused, invalid).
+	Commands *prometheus.CounterVec
+	// Lifecycle counts what sync did to environments on its own, by
+	// action (expired, sleep_requested).
+	Lifecycle *prometheus.CounterVec
 }
 
 // New registers every metric on a new registry.
@@ -74,9 +80,15 @@ func New() *Metrics {
 		Handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "petri_sync_handover_events_total", Help: "Webhook events handed from a replica that does not lead to the leader, by outcome (recorded, merged, overflow, failed, taken).",
 		}, []string{"result"}),
+		Commands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "petri_sync_commands_total", Help: "Pull-request commands (/petri ...) handled, by command and outcome (accepted, refused, invalid).",
+		}, []string{"command", "result"}),
+		Lifecycle: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "petri_sync_lifecycle_total", Help: "Environments sync expired or asked to sleep on its own, by action (expired, sleep_requested).",
+		}, []string{"action"}),
 	}
 	m.Registry.MustRegister(m.WebhookEvents, m.WebhookReadsInFlight, m.Reconciles, m.ReconcileDuration, m.WebhookToWrite, m.GitHubRequests,
-		m.RateLimit, m.Environments, m.ConfigErrors, m.Writes, m.Leader, m.Handovers,
+		m.RateLimit, m.Environments, m.ConfigErrors, m.Writes, m.Leader, m.Handovers, m.Commands, m.Lifecycle,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

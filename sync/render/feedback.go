@@ -39,13 +39,15 @@ type PRState struct {
 	Deleted string
 
 	// The lifecycle, filled from the application and the state in the
-	// comment's marker. TTL is the application's ttl (zero: none) and
+	// comment's marker. Labels are the pull request's labels (the keep
+	// label among them). TTL is the application's ttl (zero: none) and
 	// ExpiresAt when the environment expires (zero: no ttl, or its clock has
 	// not started); ExpiryWarning is set when little is left. KeptBy says
 	// what suspends expiry, KeepLabel is the label that would. ExpiredSHA
 	// and ExpiredAt say the environment expired (Env is nil then).
 	// SleepAfter is the application's idle time before sleep.
 	TTL           time.Duration
+	Labels        []string
 	ExpiresAt     time.Time
 	ExpiryWarning bool
 	KeptBy        string

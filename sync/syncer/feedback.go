@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/provider"
 	"github.com/petri-dev/petri/sync/render"
 )
@@ -35,6 +36,47 @@ func (s *Syncer) envChanged(o any) {
 		return
 	}
 	s.feedback.Add(prKey{repo, n})
+}
+
+// envGone queues the repository of an environment that is gone: under
+// maxEnvironments its slot is free now, and a waiting pull request gets it
+// at once rather than at the next resync.
+func (s *Syncer) envGone(o any) {
+	if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	e, ok := o.(*petriv1.EphemeralEnvironment)
+	if !ok || !render.Owned(e.Labels) {
+		return
+	}
+	s.queueRepoOf(e)
+}
+
+// envLifecycleChanged queues the repository of an environment whose sleep
+// or wake request changed (a person's kubectl annotate, the read API): the
+// idle time before the next sleep is counted again.
+func (s *Syncer) envLifecycleChanged(old, o any) {
+	before, ok1 := old.(*petriv1.EphemeralEnvironment)
+	e, ok2 := o.(*petriv1.EphemeralEnvironment)
+	if !ok1 || !ok2 || !render.Owned(e.Labels) {
+		return
+	}
+	for _, k := range []string{render.AnnotationWakeRequested, render.AnnotationSleepRequested} {
+		if before.Annotations[k] != e.Annotations[k] {
+			s.queueRepoOf(e)
+			return
+		}
+	}
+}
+
+func (s *Syncer) queueRepoOf(e *petriv1.EphemeralEnvironment) {
+	repo := strings.ToLower(e.Annotations[render.AnnotationRepository])
+	s.mu.Lock()
+	ok := repo != "" && s.configured(repo)
+	s.mu.Unlock()
+	if ok && s.Leader() {
+		s.queue.Add(repo)
+	}
 }
 
 func (s *Syncer) processFeedback(ctx context.Context) bool {
@@ -60,9 +102,19 @@ func (s *Syncer) processFeedback(ctx context.Context) bool {
 	return true
 }
 
-// sendFeedback posts the commit status of each application and the one
-// comment of the pull request, when they differ from what was posted.
+// sendFeedback posts the commit status of each application, the GitHub
+// deployment statuses and the one comment of the pull request, when they
+// differ from what was posted.
 func (s *Syncer) sendFeedback(ctx context.Context, key prKey) error {
+	unlock := s.lockPR(key)
+	defer unlock()
+	return s.feedbackLocked(ctx, key)
+}
+
+// feedbackLocked is sendFeedback for a caller that holds the pull
+// request's lock. The comment carries the lifecycle state: it is written
+// only once that state is read from GitHub, never over it.
+func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 	var envs petriv1.EphemeralEnvironmentList
 	if err := s.cache.List(ctx, &envs, client.InNamespace(s.opts.Namespace), client.MatchingLabels{render.LabelPullRequest: strconv.Itoa(key.Number)}); err != nil {
 		return err
@@ -102,11 +154,20 @@ func (s *Syncer) sendFeedback(ctx context.Context, key prKey) error {
 	if len(states) == 0 {
 		return nil
 	}
+	life, err := s.ensureLife(ctx, key)
+	if err != nil {
+		return err
+	}
+	s.lifecycleFeedback(key, states, life, closed)
+
 	var list []render.PRState
 	var errs []error
 	for _, app := range slices.Sorted(maps.Keys(states)) {
 		st := states[app]
 		list = append(list, st)
+		if err := s.deployment(ctx, key, st, life); err != nil {
+			errs = append(errs, err)
+		}
 		cs, ok := render.CommitStatus(st)
 		if !ok || st.HeadSHA == "" {
 			continue
@@ -126,15 +187,22 @@ func (s *Syncer) sendFeedback(ctx context.Context, key prKey) error {
 		s.statuses[sk] = cs
 		s.mu.Unlock()
 	}
-	worth := false
+	s.mu.Lock()
+	state := life.state.Clone()
+	s.mu.Unlock()
+	worth := len(state.Notes) > 0
 	for _, st := range list {
-		if st.Env != nil || st.Waiting != "" || st.Error != "" || st.Deleted != "" {
+		if st.Env != nil || st.Waiting != "" || st.Error != "" || st.Deleted != "" || st.Expired() {
 			worth = true
 		}
 	}
 	if worth {
-		if err := s.opts.Provider.UpsertComment(ctx, key.Repo, key.Number, render.CommentMarker, render.Comment(list, render.State{})); err != nil {
+		if err := s.opts.Provider.UpsertComment(ctx, key.Repo, key.Number, render.CommentMarker, render.Comment(list, state)); err != nil {
 			errs = append(errs, err)
+		} else {
+			s.mu.Lock()
+			life.saved = state
+			s.mu.Unlock()
 		}
 	}
 	if len(errs) == 0 && closed && !envFound {
@@ -143,4 +211,53 @@ func (s *Syncer) sendFeedback(ctx context.Context, key prKey) error {
 		s.forgetPullRequest(key)
 	}
 	return errors.Join(errs...)
+}
+
+// lifecycleFeedback fills the lifecycle of each application's state from
+// the application and the pull request's state: the ttl started at the
+// first Ready of the head commit, the expiry and its warning (asking to be
+// called again when the warning is due), what keeps it, an expiry that
+// happened.
+func (s *Syncer) lifecycleFeedback(key prKey, states map[string]render.PRState, life *prLife, closed bool) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, st := range states {
+		var app *config.Application
+		if s.cfg != nil {
+			app = s.cfg.Application(name)
+		}
+		if app == nil || !strings.EqualFold(app.Repository, key.Repo) {
+			continue
+		}
+		st.KeepLabel = app.Keep()
+		if app.SleepAfter != nil {
+			st.SleepAfter = app.SleepAfter.Duration
+		}
+		if app.TTL != nil {
+			st.TTL = app.TTL.Duration
+			if !closed && st.Env != nil && st.Env.DeletionTimestamp == nil {
+				observeReady(&life.state, name, st.Env, st.HeadSHA, now)
+			}
+			a := life.state.Apps[name]
+			st.KeptBy = keptBy(app, st.Labels, life.state)
+			if exp := a.ExpiresAt(st.TTL, st.HeadSHA); !exp.IsZero() && st.Env != nil && st.Env.DeletionTimestamp == nil {
+				st.ExpiresAt = exp
+				warn := exp.Add(-render.WarnBefore(st.TTL))
+				st.ExpiryWarning = !now.Before(warn)
+				// Looked at again when the warning and the expiry are due
+				// (one that is past is the reconcile's to act on).
+				if !st.ExpiryWarning && st.KeptBy == "" {
+					s.feedback.AddAfter(key, time.Until(warn)+10*time.Millisecond)
+				}
+				if st.KeptBy == "" && exp.After(now) {
+					s.queue.AddAfter(key.Repo, time.Until(exp)+10*time.Millisecond)
+				}
+			}
+			if a != nil && a.ExpiredSHA != "" && a.ExpiredSHA == st.HeadSHA && st.Deleted == "" && !closed {
+				st.ExpiredSHA, st.ExpiredAt = a.ExpiredSHA, a.ExpiredAt
+			}
+		}
+		states[name] = st
+	}
 }

@@ -42,6 +42,9 @@ const (
 	handoverRepository = "repository"
 	// handoverConfig asks for a fetch of the config repository.
 	handoverConfig = "config"
+	// handoverComment names a pull request with a new command comment;
+	// the leader lists its comments.
+	handoverComment = "comment"
 	// handoverResync asks for a resync of every repository; it stands for
 	// the events a full ConfigMap could not take.
 	handoverResync = "resync"
@@ -149,6 +152,9 @@ func (s *Syncer) handOver(ev webhook.Event) {
 		}
 		if ev.Type == "pull_request" && ev.PullRequest != nil {
 			e.Event, e.Number = handoverPullRequest, ev.PullRequest.Number
+		}
+		if ev.Type == "issue_comment" && ev.Comment != nil {
+			e.Event, e.Number = handoverComment, ev.Comment.Number
 		}
 	}
 	s.handover.add(e, le.HandoverLimit)
@@ -353,7 +359,7 @@ func (s *Syncer) takeHandover(e handoverEntry) {
 		s.log.Info("Events were handed over beyond the ConfigMap's limit; resyncing every repository")
 		s.Resync()
 		return
-	case handoverPullRequest, handoverRepository:
+	case handoverPullRequest, handoverRepository, handoverComment:
 	default:
 		return
 	}
@@ -367,7 +373,10 @@ func (s *Syncer) takeHandover(e handoverEntry) {
 	if r.pendingSince.IsZero() {
 		r.pendingSince = e.Received
 	}
-	if e.Number > 0 {
+	switch {
+	case e.Event == handoverComment && e.Number > 0:
+		r.commentHints[e.Number] = true
+	case e.Number > 0:
 		r.hints[e.Number] = true
 	}
 	s.mu.Unlock()

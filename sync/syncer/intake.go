@@ -137,24 +137,21 @@ func (s *Syncer) resyncLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		s.mu.Lock()
-		var repos []string
-		if s.cfg != nil {
-			repos = s.cfg.Repositories()
-		}
-		s.mu.Unlock()
-		for _, r := range repos {
-			s.queue.Add(r)
-		}
+		s.Resync()
 	}
 }
 
-// Resync enqueues every repository now, as the periodic resync does.
+// Resync enqueues every repository now, as the periodic resync does: each
+// lists its open pull requests and, for commands whose webhook never
+// arrived, its recent comments.
 func (s *Syncer) Resync() {
 	s.mu.Lock()
 	var repos []string
 	if s.cfg != nil {
 		repos = s.cfg.Repositories()
+	}
+	for _, r := range repos {
+		s.repo(r).resyncDue = true
 	}
 	s.mu.Unlock()
 	for _, r := range repos {
@@ -211,6 +208,10 @@ func (s *Syncer) handleEvent(ev webhook.Event) {
 	case "status", "check_run":
 		if ev.GateState == provider.GatePassed {
 			s.gates[gateKey{key, ev.SHA, ev.Gate.String()}] = true
+		}
+	case "issue_comment":
+		if ev.Comment != nil {
+			s.addCommand(r, *ev.Comment)
 		}
 	}
 	s.mu.Unlock()

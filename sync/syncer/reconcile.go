@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -201,17 +202,43 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 		}
 	}
 
+	envsBy := map[string]map[int]*petriv1.EphemeralEnvironment{}
+	for _, app := range apps {
+		envsBy[app.Name] = map[int]*petriv1.EphemeralEnvironment{}
+		for _, e := range byApp[app.Name] {
+			n, _ := strconv.Atoi(e.Labels[render.LabelPullRequest])
+			envsBy[app.Name][n] = e
+		}
+	}
+	// The lifecycle: each pull request's state from sync's comment,
+	// commands, expiry. A pull request whose state could not be read is
+	// left out of the plan: nothing is written or deleted for it.
+	life, err := s.lifecycle(ctx, repo, rs, apps, openBy, envsBy)
+	if err != nil {
+		return err
+	}
+	errs = append(errs, life.errs...)
+	planned := open
+	if len(life.unknown) > 0 {
+		planned = nil
+		for _, pr := range open {
+			if !life.unknown[pr.Number] {
+				planned = append(planned, pr)
+			}
+		}
+	}
+
 	touched := map[int]bool{}
 	for _, app := range apps {
 		existing := byApp[app.Name]
 		var ex []render.Existing
-		envBy := map[int]*petriv1.EphemeralEnvironment{}
+		envBy := envsBy[app.Name]
 		for _, e := range existing {
 			n, _ := strconv.Atoi(e.Labels[render.LabelPullRequest])
 			ex = append(ex, render.Existing{Name: e.Name, Number: n, Deleting: e.DeletionTimestamp != nil})
-			envBy[n] = e
 		}
-		plan := render.Decide(app, open, closed, ex, nil)
+		held := life.held[app.Name]
+		plan := render.Decide(app, planned, closed, ex, held)
 		var appErrs []error
 		for _, d := range plan.Delete {
 			e := envBy[d.Number]
@@ -219,8 +246,13 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 				appErrs = append(appErrs, err)
 				continue
 			}
+			deleted := d.Reason
+			if _, expired := held[d.Number]; expired {
+				// The comment says it expired, from the state.
+				deleted = ""
+			}
 			s.setPRState(repo, d.Number, app.Name, func(st *render.PRState) {
-				st.Deleted, st.Waiting, st.Error, st.Env = d.Reason, "", "", nil
+				st.Deleted, st.Waiting, st.Error, st.Env = deleted, "", "", nil
 			})
 			touched[d.Number] = true
 		}
@@ -248,6 +280,25 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 			})
 			touched[n] = true
 		}
+		for n := range plan.Held {
+			pr := openBy[n]
+			s.setPRState(repo, n, app.Name, func(st *render.PRState) {
+				st.HeadSHA, st.Waiting, st.Error, st.Deleted, st.Env = pr.HeadSHA, "", "", "", nil
+			})
+			touched[n] = true
+		}
+		// The labels of every open pull request the application matches
+		// (the keep label among them), for the feedback.
+		s.mu.Lock()
+		for n, per := range rs.prs {
+			if st := per[app.Name]; st != nil {
+				if pr, isOpen := openBy[n]; isOpen && !slices.Equal(st.Labels, pr.Labels) {
+					st.Labels = slices.Clone(pr.Labels)
+					touched[n] = true
+				}
+			}
+		}
+		s.mu.Unlock()
 		// Pull requests that stopped matching and never had an environment
 		// lose any waiting note.
 		s.mu.Lock()
@@ -280,6 +331,9 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 		s.opts.Metrics.Environments.WithLabelValues(app.Name).Set(float64(count))
 		errs = append(errs, appErrs...)
 	}
+	// Idle environments sleep; the next expiry, warning and sleep are
+	// looked at when due.
+	errs = append(errs, s.afterPlan(ctx, repo, rs, apps, openBy, envsBy, life)...)
 	// Pull requests that are not open any more are forgotten after their
 	// last feedback; the gates and statuses of commits that are no open
 	// pull request's head are forgotten now.

@@ -118,6 +118,8 @@ type Syncer struct {
 	fullResync atomic.Bool
 	leaderID   atomic.Value // string: the identity holding the Lease
 	handover   handoverOutbox
+	// prLocks serialise the work on one pull request's comment (lockPR).
+	prLocks [prLockStripes]sync.Mutex
 }
 
 type prKey struct {
@@ -152,6 +154,18 @@ type repoState struct {
 	// (without their payload): the reconcile reads those the listing does
 	// not show as open.
 	hints map[int]bool
+	// life is each pull request's lifecycle state, read once from sync's
+	// comment (lifecycle.go).
+	life map[int]*prLife
+	// commands are command comments not handled yet, per pull request.
+	commands map[int][]provider.Comment
+	// commentHints are pull requests whose comments are listed again: a
+	// command handed over without its payload, or too many at once.
+	commentHints map[int]bool
+	// resyncDue makes the next reconcile list the repository's comments
+	// since commentsSince, for commands whose webhook never arrived.
+	resyncDue     bool
+	commentsSince time.Time
 }
 
 type appStatus struct {
@@ -242,9 +256,15 @@ func (s *Syncer) Start(ctx context.Context) error {
 		return err
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { s.envChanged(o) },
-		UpdateFunc: func(_, o any) { s.envChanged(o) },
-		DeleteFunc: func(o any) { s.envChanged(o) },
+		AddFunc: func(o any) { s.envChanged(o) },
+		UpdateFunc: func(old, o any) {
+			s.envChanged(o)
+			s.envLifecycleChanged(old, o)
+		},
+		DeleteFunc: func(o any) {
+			s.envChanged(o)
+			s.envGone(o)
+		},
 	}); err != nil {
 		return err
 	}
@@ -308,7 +328,8 @@ func (s *Syncer) Ready() error {
 func (s *Syncer) repo(key string) *repoState {
 	r := s.repos[key]
 	if r == nil {
-		r = &repoState{snapshots: map[int]provider.PullRequest{}, prs: map[int]map[string]*render.PRState{}, closed: map[int]bool{}, hints: map[int]bool{}}
+		r = &repoState{snapshots: map[int]provider.PullRequest{}, prs: map[int]map[string]*render.PRState{}, closed: map[int]bool{}, hints: map[int]bool{},
+			life: map[int]*prLife{}, commands: map[int][]provider.Comment{}, commentHints: map[int]bool{}}
 		s.repos[key] = r
 	}
 	return r
@@ -375,6 +396,9 @@ func (s *Syncer) forgetPullRequest(key prKey) {
 	}
 	delete(rs.prs, key.Number)
 	delete(rs.closed, key.Number)
+	delete(rs.life, key.Number)
+	delete(rs.commands, key.Number)
+	delete(rs.commentHints, key.Number)
 	if f, ok := s.opts.Provider.(provider.Forgetter); ok {
 		f.ForgetPullRequest(key.Repo, key.Number)
 	}
@@ -385,6 +409,9 @@ func (s *Syncer) forgetPullRequest(key prKey) {
 // bounded by what is open.
 type stateSize struct {
 	Repositories, Snapshots, Hints, PullRequests, Gates, Statuses, Applications int
+	// Lives are pull requests whose lifecycle state is held, Commands the
+	// command comments waiting.
+	Lives, Commands int
 }
 
 func (s *Syncer) stateSize() stateSize {
@@ -395,6 +422,11 @@ func (s *Syncer) stateSize() stateSize {
 		n.Snapshots += len(rs.snapshots)
 		n.Hints += len(rs.hints)
 		n.PullRequests += len(rs.prs)
+		n.Lives += len(rs.life)
+		for _, cs := range rs.commands {
+			n.Commands += len(cs)
+		}
+		n.Hints += len(rs.commentHints)
 	}
 	return n
 }

@@ -48,7 +48,7 @@ func TestPullRequestLifecycle(t *testing.T) {
 	assert.Equal(t, map[string]any{"image": map[string]any{"tag": pr.HeadSHA[:7]}, "pr": fmt.Sprint(pr.Number), "branch": "feature-cart-v2"}, values(t, e, "api"))
 	assert.Equal(t, map[string]any{"host": fmt.Sprintf("pr-%d.shop.test", pr.Number), "title": "Add cart", "author": "alice", "labels": "preview,ui", "sha": pr.HeadSHA}, values(t, e, "web"))
 	assert.Equal(t, &petriv1.Source{Repository: ghRepo, Branch: "feature/Cart_v2", SHA: pr.HeadSHA, PullRequest: pr.Number, URL: fmt.Sprintf("https://github.com/%s/pull/%d", ghRepo, pr.Number)}, e.Spec.Source)
-	assert.Equal(t, 72*time.Hour, e.Spec.TTL.Duration)
+	assert.Nil(t, e.Spec.TTL, "sync expires its environments itself (docs/lifecycle.md)")
 	assert.Equal(t, fmt.Sprintf("https://pr-%d.shop.test", pr.Number), e.Annotations[render.AnnotationURL])
 	assert.Contains(t, e.ManagedFields[0].Manager, "petri-sync")
 
@@ -228,7 +228,7 @@ func TestResyncOfUnchangedRepositoryIsConditional(t *testing.T) {
 	require.Eventually(t, func() bool {
 		before := len(h.gh.Requests())
 		h.resync()
-		return len(h.gh.Requests()) == before+1
+		return len(h.gh.Requests()) == before+2
 	}, 10*time.Second, 50*time.Millisecond)
 
 	h.gh.ResetRequests()
@@ -238,7 +238,7 @@ func TestResyncOfUnchangedRepositoryIsConditional(t *testing.T) {
 		h.resync()
 	}
 	reqs := h.gh.Requests()
-	require.Len(t, reqs, rounds, "one request per resync of one repository")
+	require.Len(t, reqs, 2*rounds, "two requests per resync of one repository: its open pull requests and its recent comments")
 	for _, r := range reqs {
 		assert.Equal(t, http.MethodGet, r.Method)
 		assert.True(t, r.Conditional, "%s %s was not conditional", r.Method, r.Path)
