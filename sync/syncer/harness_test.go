@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -160,6 +161,11 @@ type harness struct {
 	events  chan webhook.Event
 	c       client.Client
 	commits int
+
+	o         harnessOptions
+	tokenFile string
+	// stop ends the running Syncer and its HTTP server.
+	stop func()
 }
 
 type harnessOptions struct {
@@ -182,20 +188,30 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 
 	h.gh = githubapi.New(githubapi.Options{Tokens: []string{"ghp_test"}})
 	t.Cleanup(h.gh.Close)
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte("ghp_test\n"), 0o600))
+	h.tokenFile = filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(h.tokenFile, []byte("ghp_test\n"), 0o600))
 
 	h.gitDir = t.TempDir()
 	h.git, err = git.PlainInitWithOptions(h.gitDir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.Main}})
 	require.NoError(t, err)
 	h.commit(o.files)
+	h.o = o
+	h.start()
+	return h
+}
 
+// start runs a new Syncer (with a new GitHub provider: nothing in memory
+// from one before) on the harness's namespace, GitHub and config
+// repository, and waits for its first reconcile.
+func (h *harness) start() {
+	t, o := h.t, h.o
+	ctx, cancel := context.WithCancel(h.ctx)
 	timeout := o.githubTimeout
 	if timeout == 0 {
 		timeout = 2 * time.Second
 	}
 	h.m = metrics.New()
-	prov, err := ghprovider.New(ghprovider.Options{BaseURL: h.gh.URL, Auth: ghprovider.TokenFile(tokenFile), Observer: h.m, HTTPClient: &http.Client{Timeout: timeout}})
+	prov, err := ghprovider.New(ghprovider.Options{BaseURL: h.gh.URL, Auth: ghprovider.TokenFile(h.tokenFile), Observer: h.m, HTTPClient: &http.Client{Timeout: timeout}})
 	require.NoError(t, err)
 	src, err := configrepo.New(configrepo.Options{URL: h.gitDir, Branch: "main"})
 	require.NoError(t, err)
@@ -204,18 +220,18 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		resync = time.Hour // tests trigger resyncs themselves
 	}
 	h.s, err = syncer.New(syncer.Options{
-		RESTConfig: env.Config, Scheme: controlplane.Scheme(), Namespace: ns, Provider: prov,
+		RESTConfig: env.Config, Scheme: controlplane.Scheme(), Namespace: h.ns, Provider: prov,
 		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client(), Timeout: o.chartTimeout}, Config: src, ConfigRepository: "acme/petri-config",
 		Metrics: h.m, Log: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})),
 		ConfigInterval: time.Hour, ResyncInterval: resync, EventQueue: o.eventQueue,
 	})
 	require.NoError(t, err)
 	done := make(chan struct{})
+	s := h.s
 	go func() {
 		defer close(done)
-		_ = h.s.Start(ctx)
+		_ = s.Start(ctx)
 	}()
-	t.Cleanup(func() { cancel(); <-done })
 
 	var queue chan<- webhook.Event = h.s.Events()
 	if o.noSyncerEvents {
@@ -223,12 +239,28 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 		queue = h.events
 	}
 	srv := httptest.NewServer(api.Handler(h.s, &webhook.Handler{Secret: []byte(secret), Queue: queue, Metrics: h.m}, h.m))
-	t.Cleanup(srv.Close)
 	h.url = srv.URL
+	var once sync.Once
+	h.stop = func() {
+		once.Do(func() {
+			srv.Close()
+			cancel()
+			<-done
+		})
+	}
+	t.Cleanup(h.stop)
 	require.Eventually(t, func() bool { return h.s.Ready() == nil }, 20*time.Second, 20*time.Millisecond)
 	// The first reconcile after loading the config is done.
 	require.Eventually(t, func() bool { return h.reconciles() >= 1 }, 20*time.Second, 10*time.Millisecond)
-	return h
+}
+
+// restart stops the Syncer and starts a new one, as a restarted process or
+// a new leader would: everything it knows comes from the API server and
+// GitHub.
+func (h *harness) restart() {
+	h.t.Helper()
+	h.stop()
+	h.start()
 }
 
 type testWriter struct{ t *testing.T }

@@ -21,7 +21,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -535,7 +534,10 @@ func (s *Syncer) command(ctx context.Context, repo string, pr provider.PullReque
 		note += "; expiry is suspended until `/petri extend <duration>`"
 	}
 	return done(provider.ReactionAccepted, "accepted", note, func(state *render.State) {
-		state.ActiveAt = at
+		// Every command but sleep is activity: sleepAfter counts from it.
+		if cmd.Verb != render.CommandSleep {
+			state.ActiveAt = at
+		}
 		if state.ActiveSHA == "" {
 			state.ActiveSHA = pr.HeadSHA
 		}
@@ -571,20 +573,16 @@ func observeReady(st *render.State, app string, e *petriv1.EphemeralEnvironment,
 	if a := st.Apps[app]; a != nil && a.ReadySHA == head {
 		return
 	}
-	phase, _ := render.EnvState(e)
-	at := now
-	switch phase {
-	case "Ready":
-		if c := meta.FindStatusCondition(e.Status.Conditions, petriv1.ConditionReady); c != nil && c.ObservedGeneration == e.Generation &&
-			!c.LastTransitionTime.IsZero() && c.LastTransitionTime.Time.Before(now) {
-			at = c.LastTransitionTime.Time
-		}
-	case render.PhaseSleeping:
-	default:
+	// The time sync sees it, not the Ready condition's transition: Ready
+	// may stay True across the deploy of a new commit, and its old
+	// transition time would expire the new commit at once. sync sees it
+	// within moments (a watch); a state lost with its comment starts the
+	// clock late, never early.
+	if phase, _ := render.EnvState(e); phase != "Ready" && phase != render.PhaseSleeping {
 		return
 	}
 	a := st.App(app)
-	a.ReadySHA, a.ReadyAt = head, at.UTC().Truncate(time.Second)
+	a.ReadySHA, a.ReadyAt = head, now.UTC().Truncate(time.Second)
 }
 
 // keptBy says what suspends an application's expiry: its keep label on the
@@ -606,6 +604,19 @@ func (s *Syncer) afterPlan(ctx context.Context, repo string, rs *repoState, apps
 	now := time.Now()
 	var errs []error
 	for _, app := range apps {
+		if app.SleepAfter != nil {
+			// An environment written in this round is not in envBy yet: it
+			// is looked at again when it may have been idle long enough.
+			s.mu.Lock()
+			for n, pr := range openBy {
+				if l := rs.life[n]; l != nil && envBy[app.Name][n] == nil && app.Matches(view(pr)).Match && !l.state.ActiveAt.IsZero() {
+					if due := l.state.ActiveAt.Add(app.SleepAfter.Duration); due.After(now) {
+						s.queue.AddAfter(repo, time.Until(due)+10*time.Millisecond)
+					}
+				}
+			}
+			s.mu.Unlock()
+		}
 		for n, e := range envBy[app.Name] {
 			pr, open := openBy[n]
 			if !open || e.DeletionTimestamp != nil || res.unknown[n] || res.held[app.Name][n] != "" || !app.Matches(view(pr)).Match {
@@ -633,8 +644,9 @@ func (s *Syncer) afterPlan(ctx context.Context, repo string, rs *repoState, apps
 				continue
 			}
 			active := latest(st.ActiveAt, annotationTime(e, render.AnnotationWakeRequested), e.CreationTimestamp.Time)
-			if asked := annotationTime(e, render.AnnotationSleepRequested); !asked.IsZero() && !asked.Before(active) {
-				// Asleep, or asked to be, since the last activity.
+			if asked := annotationTime(e, render.AnnotationSleepRequested); asked.After(active) {
+				// Asleep, or asked to be, since the last activity (later,
+				// as the operator counts it).
 				continue
 			}
 			due := active.Add(app.SleepAfter.Duration)

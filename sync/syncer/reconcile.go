@@ -242,19 +242,22 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 		var appErrs []error
 		for _, d := range plan.Delete {
 			e := envBy[d.Number]
-			if err := s.deleteEnv(ctx, e, d.Reason); err != nil {
-				appErrs = append(appErrs, err)
-				continue
-			}
 			deleted := d.Reason
 			if _, expired := held[d.Number]; expired {
 				// The comment says it expired, from the state.
 				deleted = ""
 			}
+			// Said before the delete: the feedback its watch event starts
+			// gives the reason. (While the environment exists, the
+			// feedback shows it instead.)
 			s.setPRState(repo, d.Number, app.Name, func(st *render.PRState) {
 				st.Deleted, st.Waiting, st.Error, st.Env = deleted, "", "", nil
 			})
 			touched[d.Number] = true
+			if err := s.deleteEnv(ctx, e, d.Reason); err != nil {
+				appErrs = append(appErrs, err)
+				continue
+			}
 		}
 		count := 0
 		for _, e := range existing {
