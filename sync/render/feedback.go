@@ -126,6 +126,9 @@ func EnvState(ee *petriv1.EphemeralEnvironment) (phase string, detail string) {
 	case ee.DeletionTimestamp != nil:
 		return "Deleting", "the environment is being deleted"
 	case string(ee.Status.Phase) == PhaseSleeping:
+		if sl := ee.Status.Sleep; sl != nil && sl.Since != nil {
+			return PhaseSleeping, "asleep since " + FormatTime(sl.Since.Time) + ": comment /petri wake or push a commit to wake it"
+		}
 		return PhaseSleeping, "asleep: comment /petri wake or push a commit to wake it"
 	case stalled != nil && stalled.Status == metav1.ConditionTrue:
 		return "Failed", scrub(ee, stalled.Message)

@@ -13,25 +13,28 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 )
 
 // Annotations on an EphemeralEnvironment through which sync asks the
-// operator to act (the operator's side documents what it does with them).
-// sync writes each with server-side apply under a field manager of its own
-// (FieldManager + "-" + the annotation's last word), so it owns exactly the
-// annotations it set and nothing a person set with kubectl.
+// operator to act (api/v1alpha1 documents what the operator does with
+// them). sync writes each with server-side apply under a field manager of
+// its own (FieldManager + "-" + the annotation's name after the slash), so
+// it owns exactly the annotations it set and nothing a person set with
+// kubectl.
 const (
 	// AnnotationSleepRequested is an RFC 3339 time: a request to sleep.
-	AnnotationSleepRequested = "petri.dev/sleep-requested"
+	AnnotationSleepRequested = petriv1.AnnotationSleepRequested
 	// AnnotationWakeRequested is an RFC 3339 time: a request to wake.
-	AnnotationWakeRequested = "petri.dev/wake-requested"
+	AnnotationWakeRequested = petriv1.AnnotationWakeRequested
 	// AnnotationRedeploy is any new value: deploy every component again.
-	AnnotationRedeploy = "petri.dev/redeploy"
+	AnnotationRedeploy = petriv1.AnnotationRedeploy
 )
 
 // PhaseSleeping is the status.phase of an environment the operator has put
 // to sleep.
-const PhaseSleeping = "Sleeping"
+const PhaseSleeping = string(petriv1.EnvironmentSleeping)
 
 // Command verbs.
 const (

@@ -159,7 +159,7 @@ func TestLifecycleInCommentAndStatus(t *testing.T) {
 	assert.Equal(t, "Environment expired (ttl 72h0m0s); push or comment /petri wake to bring it back", st.Description)
 	assert.Empty(t, st.TargetURL)
 
-	asleep := env(1, 1, render.PhaseSleeping, metav1.ConditionFalse)
+	asleep := env(1, 1, petriv1.EnvironmentSleeping, metav1.ConditionFalse)
 	sleeping := render.PRState{Application: "shop", HeadSHA: "0123456789", Env: asleep, URL: "https://x"}
 	phase, _ := render.EnvState(asleep)
 	assert.Equal(t, "Sleeping", phase)
@@ -169,4 +169,7 @@ func TestLifecycleInCommentAndStatus(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, "success", st.State)
 	assert.Contains(t, st.Description, "asleep")
+	asleep.Status.Sleep = &petriv1.SleepStatus{Asleep: true, Since: &metav1.Time{Time: expires}}
+	_, detail := render.EnvState(asleep)
+	assert.Equal(t, "asleep since 2026-01-02 03:04:05 UTC: comment /petri wake or push a commit to wake it", detail)
 }

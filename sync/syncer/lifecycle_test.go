@@ -357,7 +357,7 @@ func TestSleepAfterIdleAndWake(t *testing.T) {
 
 	// The operator (played by the test) puts it to sleep.
 	setStatus(t, h, name, func(e *petriv1.EphemeralEnvironment) {
-		e.Status.Phase = render.PhaseSleeping
+		e.Status.Phase = petriv1.EnvironmentSleeping
 		meta.SetStatusCondition(&e.Status.Conditions, metav1.Condition{Type: petriv1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Sleeping", ObservedGeneration: e.Generation})
 	})
 	h.waitComment(pr.Number, ":zzz: **Sleeping**")
