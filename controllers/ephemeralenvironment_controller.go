@@ -133,7 +133,14 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 		return st.result(), err
 	}
 	r.honourRedeploy(ctx, env)
+	deployStarted, err := r.sleepBeforeDeploy(ctx, env, st)
+	if err != nil || st.stop {
+		return st.result(), err
+	}
 	if err := r.deploy(ctx, env, st); err != nil {
+		return st.result(), err
+	}
+	if err := r.sleepAfterDeploy(ctx, env, st, deployStarted); err != nil {
 		return st.result(), err
 	}
 	return st.result(), nil

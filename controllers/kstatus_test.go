@@ -46,11 +46,26 @@ func expectedKStatus(u *unstructured.Unstructured) (kstatus.Status, bool) {
 	case petriv1.EnvironmentFailed, petriv1.EnvironmentStalled:
 		return kstatus.FailedStatus, true
 	default:
+		// Sleeping too: Ready is False while asleep (it serves nothing), so
+		// kstatus reads InProgress, never Failed.
 		return kstatus.InProgressStatus, true
 	}
 }
 
-// argoHealth is the Argo CD health each kstatus reading stands for.
+// reconciling reports whether the object's Reconciling condition is True.
+func reconciling(u *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == petriv1.ConditionReconciling {
+			return m["status"] == "True"
+		}
+	}
+	return false
+}
+
+// argoHealth is the Argo CD health each kstatus reading stands for; an
+// asleep environment (Sleeping, not Reconciling) is Suspended.
 var argoHealth = map[kstatus.Status]string{
 	kstatus.InProgressStatus:  "Progressing",
 	kstatus.TerminatingStatus: "Progressing",
@@ -158,7 +173,11 @@ func (f *healthFollower) check(u *unstructured.Unstructured) {
 		phase = "deleting"
 	}
 	assert.Equal(t, want, res.Status, "kstatus reads %s (%s)", res.Status, where)
-	assert.Equal(t, argoHealth[want], argo, "Argo CD health check reads %s: %s (%s)", argo, msg, where)
+	wantArgo := argoHealth[want]
+	if phase == string(petriv1.EnvironmentSleeping) && !reconciling(u) {
+		wantArgo = "Suspended"
+	}
+	assert.Equal(t, wantArgo, argo, "Argo CD health check reads %s: %s (%s)", argo, msg, where)
 	f.seen[phase+"/"+string(res.Status)]++
 }
 

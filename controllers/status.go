@@ -85,6 +85,9 @@ func (r *EphemeralEnvironmentReconciler) summarize(env *petriv1.EphemeralEnviron
 		env.Status.ObservedGeneration = env.Generation
 		return
 	}
+	if summarizeSleep(env, err) {
+		return
+	}
 	apimeta.RemoveStatusCondition(&env.Status.Conditions, petriv1.ConditionStalled)
 
 	failed, pending := "", ""

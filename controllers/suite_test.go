@@ -196,8 +196,32 @@ func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	switch r.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 		operatorWrites.Add(1)
+		operatorWriteLog.Lock()
+		operatorWriteLog.requests = append(operatorWriteLog.requests, r.Method+" "+r.URL.Path)
+		operatorWriteLog.Unlock()
 	}
 	return w.next.RoundTrip(r)
+}
+
+// operatorWriteLog keeps the method and path of every write request of the
+// operator.
+var operatorWriteLog struct {
+	sync.Mutex
+	requests []string
+}
+
+// operatorWritesSince returns the operator's write requests after the first
+// n whose path contains part, and the count to pass next time.
+func operatorWritesSince(n int, part string) ([]string, int) {
+	operatorWriteLog.Lock()
+	defer operatorWriteLog.Unlock()
+	var out []string
+	for _, r := range operatorWriteLog.requests[n:] {
+		if strings.Contains(r, part) {
+			out = append(out, r)
+		}
+	}
+	return out, len(operatorWriteLog.requests)
 }
 
 func countWrites(rt http.RoundTripper) http.RoundTripper { return writeCounter{next: rt} }

@@ -241,6 +241,11 @@ type EphemeralEnvironmentStatus struct {
 	// deploy the operator started; another value asks for one more.
 	// +optional
 	LastRedeploy string `json:"lastRedeploy,omitempty"`
+	// DeployStartedAt is when the first Job of the current generation's
+	// deploy (or of its latest redeploy) started, to the microsecond: a
+	// sleep request older than it is stale.
+	// +optional
+	DeployStartedAt *metav1.MicroTime `json:"deployStartedAt,omitempty"`
 	// Sleep records the sleep and wake requests the operator honoured and
 	// the Job that carries out the latest one; absent until the first sleep.
 	// +optional

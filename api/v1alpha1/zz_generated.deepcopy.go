@@ -267,6 +267,10 @@ func (in *EphemeralEnvironmentStatus) DeepCopyInto(out *EphemeralEnvironmentStat
 		in, out := &in.ExpiresAt, &out.ExpiresAt
 		*out = (*in).DeepCopy()
 	}
+	if in.DeployStartedAt != nil {
+		in, out := &in.DeployStartedAt, &out.DeployStartedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Sleep != nil {
 		in, out := &in.Sleep, &out.Sleep
 		*out = new(SleepStatus)

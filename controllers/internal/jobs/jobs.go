@@ -51,6 +51,10 @@ const (
 	ActionBind        = "bind"
 	ActionProvision   = "provision"
 	ActionDeprovision = "deprovision"
+	// ActionSleep and ActionWake scale an environment's workloads to zero
+	// and back (petri-deployer sleep, wake).
+	ActionSleep = "sleep"
+	ActionWake  = "wake"
 )
 
 // Spec describes one Job.

@@ -76,16 +76,27 @@ and records the request in status.lastRedeploy. --wait waits for the outcome.`,
 // waitRedeployed watches the environment until the operator honoured the
 // request and the outcome is final: Ready, Failed or Stalled.
 func (o *options) waitRedeployed(ctx context.Context, name, value string) (*petriv1.EphemeralEnvironment, error) {
-	done := func(e *petriv1.EphemeralEnvironment) bool {
-		if e.Status.LastRedeploy != value || e.Status.ObservedGeneration != e.Generation {
-			return false
-		}
-		switch e.Status.Phase {
-		case petriv1.EnvironmentReady, petriv1.EnvironmentFailed, petriv1.EnvironmentStalled:
-			return true
-		}
+	return o.waitUntil(ctx, name, "the redeploy", func(e *petriv1.EphemeralEnvironment) bool {
+		return e.Status.LastRedeploy == value && outcomeFinal(e)
+	})
+}
+
+// outcomeFinal reports whether the environment's current generation has a
+// final outcome: Ready, Failed or Stalled.
+func outcomeFinal(e *petriv1.EphemeralEnvironment) bool {
+	if e.Status.ObservedGeneration != e.Generation {
 		return false
 	}
+	switch e.Status.Phase {
+	case petriv1.EnvironmentReady, petriv1.EnvironmentFailed, petriv1.EnvironmentStalled:
+		return true
+	}
+	return false
+}
+
+// waitUntil watches the environment until done holds; what names the wait
+// in the timeout's error.
+func (o *options) waitUntil(ctx context.Context, name, what string, done func(*petriv1.EphemeralEnvironment) bool) (*petriv1.EphemeralEnvironment, error) {
 	wc, err := client.NewWithWatch(o.config, client.Options{Scheme: o.client.Scheme()})
 	if err != nil {
 		return nil, err
@@ -107,7 +118,7 @@ func (o *options) waitRedeployed(ctx context.Context, name, value string) (*petr
 		if err != nil {
 			return nil, fmt.Errorf("watch environment %s: %w", name, err)
 		}
-		e, err := untilDone(ctx, w, done)
+		e, err := untilDone(ctx, w, what, done)
 		w.Stop()
 		if e != nil || err != nil {
 			return e, err
@@ -116,11 +127,11 @@ func (o *options) waitRedeployed(ctx context.Context, name, value string) (*petr
 	}
 }
 
-func untilDone(ctx context.Context, w watch.Interface, done func(*petriv1.EphemeralEnvironment) bool) (*petriv1.EphemeralEnvironment, error) {
+func untilDone(ctx context.Context, w watch.Interface, what string, done func(*petriv1.EphemeralEnvironment) bool) (*petriv1.EphemeralEnvironment, error) {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, errors.New("timed out waiting for the redeploy (it goes on; kubectl petri get shows it)")
+			return nil, fmt.Errorf("timed out waiting for %s (it goes on; kubectl petri get shows it)", what)
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				return nil, nil

@@ -63,7 +63,7 @@ $PETRI_NAMESPACE names another. Every kubectl flag (--kubeconfig, --context,
 	cmd.SetErr(streams.ErrOut)
 	o.flags.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return o.complete() }
-	cmd.AddCommand(newGetCommand(o), newLogsCommand(o), newRedeployCommand(o), newOpenCommand(o))
+	cmd.AddCommand(newGetCommand(o), newLogsCommand(o), newRedeployCommand(o), newSleepCommand(o), newWakeCommand(o), newOpenCommand(o))
 	return cmd
 }
 
