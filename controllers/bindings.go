@@ -46,16 +46,19 @@ func bindingStaging(env *petriv1.EphemeralEnvironment, sw string) string {
 
 func bindingEpoch(bs *petriv1.BindingStatus) int64 { return max(bs.Generation, 1) }
 
+// A binding run again because the environment's namespace was replaced has
+// the recovery it belongs to (bs.Recovery) in its Jobs' names as well.
+
 func bindJob(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus) string {
-	return naming.Job(env.Name, env.UID, jobs.ActionBind, bs.Name, bindingEpoch(bs))
+	return naming.Job(env.Name, recoveryUID(env.UID, bs.Recovery), jobs.ActionBind, bs.Name, bindingEpoch(bs))
 }
 
 func provisionJob(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus) string {
-	return naming.Job(env.Name, env.UID, jobs.ActionProvision, bs.Name, bindingEpoch(bs))
+	return naming.Job(env.Name, recoveryUID(env.UID, bs.Recovery), jobs.ActionProvision, bs.Name, bindingEpoch(bs))
 }
 
 func deprovisionJob(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus, attempt int32) string {
-	return naming.AttemptJob(env.Name, env.UID, jobs.ActionDeprovision, bs.Name, bindingEpoch(bs), attempt)
+	return naming.AttemptJob(env.Name, recoveryUID(env.UID, bs.Recovery), jobs.ActionDeprovision, bs.Name, bindingEpoch(bs), attempt)
 }
 
 func bindingStatus(env *petriv1.EphemeralEnvironment, name string) *petriv1.BindingStatus {

@@ -75,6 +75,13 @@ func observeJob(ctx context.Context, r client.Reader, namespace, name string) (j
 	}
 	st := jobState{exists: true, started: job.Status.StartTime, finished: job.Status.CompletionTime}
 	st.done, st.succeeded, st.message = jobs.Finished(job)
+	if st.succeeded {
+		var pods corev1.PodList
+		if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+			return st, fmt.Errorf("list pods of job %s: %w", name, err)
+		}
+		st.message = jobs.CompletionMessage(pods.Items)
+	}
 	if st.done && !st.succeeded {
 		for _, c := range job.Status.Conditions {
 			if c.Type == batchv1.JobFailed {
@@ -159,19 +166,21 @@ func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv
 			cs.Phase = petriv1.ComponentPending
 		case st.done && st.succeeded:
 			cs.Phase, cs.FinishedAt, cs.LastError, cs.Message = petriv1.ComponentDeployed, st.finished, "", ""
+			cs.Revision = deployedRevision(st.message)
 			recordJob(jobs.ActionDeploy, st)
 			r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonDeploySucceeded, "Deploy", "component %s deployed by job %s", cs.Name, cs.Job)
 		case st.done:
 			cs.Phase, cs.FinishedAt, cs.LastError = petriv1.ComponentFailed, st.finished, oneLine(st.message)
 			recordJob(jobs.ActionDeploy, st)
-			r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonDeployFailed, "Deploy", "component %s failed: %s", cs.Name, cs.LastError)
+			r.scheduleRetry(env, cs)
 		}
 	}
+	r.retryDue(ctx, env, p)
 
 	nodes := nodes(env)
 	states := map[string]graph.State{}
 	for _, c := range env.Spec.Components {
-		states[c.Name] = graphState(componentStatus(env, c.Name).Phase)
+		states[c.Name] = componentGraphState(componentStatus(env, c.Name))
 	}
 	bindingFailed := map[string]bool{}
 	for _, name := range graph.Startable(nodes, states) {
@@ -191,6 +200,9 @@ func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv
 		}
 		if started {
 			states[name] = graph.Running
+		} else {
+			// The API server may have refused its Job: a failed attempt.
+			states[name] = componentGraphState(componentStatus(env, name))
 		}
 	}
 	blocked := graph.Blocked(nodes, states)
@@ -221,11 +233,15 @@ func pendingDeps(c petriv1.Component, states map[string]graph.State) []string {
 
 // summarizeComponents writes ComponentsDeployed from the component states.
 func summarizeComponents(env *petriv1.EphemeralEnvironment, states map[string]graph.State, blocked map[string]string) {
-	var running, failed, waiting []string
+	var running, failed, waiting, retries []string
 	for _, c := range env.Spec.Components {
 		cs := componentStatus(env, c.Name)
 		switch states[c.Name] {
 		case graph.Running:
+			if retrying(cs) {
+				retries = append(retries, fmt.Sprintf("%s (attempt %d failed: %s; next attempt at %s)", c.Name, cs.Attempt, cs.LastError, cs.NextRetryAt.UTC().Format(time.RFC3339)))
+				continue
+			}
 			running = append(running, c.Name)
 		case graph.Failed:
 			why := cs.LastError
@@ -245,15 +261,22 @@ func summarizeComponents(env *petriv1.EphemeralEnvironment, states map[string]gr
 		}
 	}
 	switch {
-	case len(running) > 0 || len(waiting) > 0:
+	case len(running) > 0 || len(waiting) > 0 || len(retries) > 0:
 		msg := ""
+		if len(retries) > 0 {
+			msg = "retrying: " + strings.Join(retries, "; ")
+		}
 		if len(running) > 0 {
-			msg = "running: " + strings.Join(running, ", ")
+			msg = strings.TrimPrefix(msg+"; running: "+strings.Join(running, ", "), "; ")
 		}
 		if len(waiting) > 0 {
 			msg = strings.TrimPrefix(msg+"; waiting: "+strings.Join(waiting, ", "), "; ")
 		}
-		setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployProgressing, msg)
+		reason := petriv1.ReasonDeployProgressing
+		if len(running) == 0 && len(retries) > 0 {
+			reason = petriv1.ReasonDeployRetrying
+		}
+		setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, reason, msg)
 	case len(failed) > 0:
 		msg := "failed: " + strings.Join(failed, "; ")
 		if len(blocked) > 0 {
@@ -269,6 +292,16 @@ func summarizeComponents(env *petriv1.EphemeralEnvironment, states map[string]gr
 		setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionTrue, petriv1.ReasonDeploySucceeded,
 			fmt.Sprintf("%d components deployed", len(env.Spec.Components)))
 	}
+}
+
+// componentGraphState is a component's state in the deploy graph: one that
+// failed and waits for its next attempt still runs, as far as its dependants
+// and the outcome are concerned.
+func componentGraphState(cs *petriv1.ComponentStatus) graph.State {
+	if retrying(cs) {
+		return graph.Running
+	}
+	return graphState(cs.Phase)
 }
 
 func graphState(p petriv1.ComponentPhase) graph.State {
@@ -309,7 +342,8 @@ func findComponent(env *petriv1.EphemeralEnvironment, name string) *petriv1.Comp
 // deterministic: after a restart the existing ones are adopted. It starts
 // nothing while another Helm operation on the release runs (releaseBusy).
 func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, name string, p *pass) (bool, error) {
-	jobName := deployJobName(env, name)
+	attempt := max(componentStatus(env, name).Attempt, 1)
+	jobName := deployJobName(env, name, attempt)
 	if busy, err := r.releaseBusy(ctx, env, name, jobName, p); err != nil || busy != "" {
 		if busy != "" {
 			componentStatus(env, name).Message = busyMessage(busy)
@@ -350,14 +384,26 @@ func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *p
 		"--termination-log", jobs.TerminationLogPath,
 	}
 	args = append(args, releaseArgs(r.Options, c.Chart, c.Release)...)
-	if err := r.createJob(ctx, env, jobName, labels, args, secretName); err != nil {
-		return false, err
-	}
 	cs := componentStatus(env, name)
 	now := metav1.Now()
-	cs.Phase, cs.Job, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.Message, cs.LastError, cs.Attempt =
-		petriv1.ComponentDeploying, jobName, gen, &now, nil, "", "", 1
-	log.FromContext(ctx).Info("Started deploy job", "component", name, "job", jobName)
+	if err := r.createJob(ctx, env, jobName, labels, args, secretName); err != nil {
+		if !apierrors.IsForbidden(err) && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsInternalError(err) && !apierrors.IsTooManyRequests(err) && !apierrors.IsServiceUnavailable(err) {
+			return false, err
+		}
+		// The API server refused the Job (a quota, an admission webhook
+		// that timed out): a failed attempt like any other, retried with
+		// the component's backoff.
+		cs.Phase, cs.Job, cs.Generation, cs.Attempt, cs.StartedAt, cs.FinishedAt = petriv1.ComponentFailed, jobName, gen, attempt, &now, &now
+		cs.LastError = oneLine("KubernetesRefused: " + err.Error())
+		r.scheduleRetry(env, cs)
+		if cs.NextRetryAt != nil {
+			p.requeueAfter(time.Until(cs.NextRetryAt.Time))
+		}
+		return false, nil
+	}
+	cs.Phase, cs.Job, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.Message, cs.LastError, cs.Attempt, cs.NextRetryAt =
+		petriv1.ComponentDeploying, jobName, gen, &now, nil, "", "", attempt, nil
+	log.FromContext(ctx).Info("Started deploy job", "component", name, "job", jobName, "attempt", attempt)
 	return true, nil
 }
 

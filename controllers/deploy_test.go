@@ -17,6 +17,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -282,6 +283,9 @@ func TestKilledDeployIsRecoveredByTheNextJob(t *testing.T) {
 	ctx := context.Background()
 	c := component("slow", imageCharts, "greeter", "0.1.0")
 	c.Release = petriv1.ReleaseOptions{Wait: true, Timeout: &metav1.Duration{Duration: 10 * time.Minute}}
+	// One attempt: the failure of the killed Job stays, for the next
+	// generation to recover from.
+	c.Retry = &petriv1.RetryPolicy{Attempts: ptr.To[int32](1)}
 	e := newEnv("killed", c)
 	require.NoError(t, env.Client.Create(ctx, e))
 	e = waitFor(t, "killed", "bound", bound)

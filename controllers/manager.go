@@ -52,6 +52,10 @@ type Options struct {
 	PlainHTTPRegistries []string
 	// TeardownBackoff is the first retry delay of a failed teardown step.
 	TeardownBackoff time.Duration
+	// VerifyInterval is how often a deployed environment's releases are
+	// verified by a Job running as its deployer identity; 0 turns the
+	// periodic check off (a lost RoleBinding still triggers one).
+	VerifyInterval time.Duration
 
 	// MetricsAddr, ProbeAddr and LeaderElection configure the manager.
 	MetricsAddr    string
@@ -78,6 +82,7 @@ func DefaultOptions() Options {
 		JobActiveDeadline:   15 * time.Minute,
 		JobTTLAfterFinished: 24 * time.Hour,
 		TeardownBackoff:     2 * time.Second,
+		VerifyInterval:      10 * time.Minute,
 		MetricsAddr:         ":8080",
 		ProbeAddr:           ":8081",
 		LeaderElection:      true,
@@ -105,6 +110,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&o.TeardownBackoff, "teardown-backoff", o.TeardownBackoff, "first retry delay of a failed teardown step")
+	fs.DurationVar(&o.VerifyInterval, "verify-interval", o.VerifyInterval, "how often a deployed environment's releases are verified by a Job (0 disables the periodic check)")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint (0 disables)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "address of the healthz and readyz endpoints")
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", o.PprofAddr, "address of the net/http/pprof endpoints (empty disables)")
@@ -125,6 +131,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--deployer-image must not be empty")
 	case o.Concurrency < 1:
 		return fmt.Errorf("--concurrency must be at least 1")
+	case o.VerifyInterval < 0:
+		return fmt.Errorf("--verify-interval must not be negative")
 	}
 	return nil
 }

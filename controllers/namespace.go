@@ -74,7 +74,7 @@ func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env 
 	if !apimeta.IsStatusConditionTrue(env.Status.Conditions, petriv1.ConditionNamespaceBound) || conditionGeneration(env, petriv1.ConditionNamespaceBound) != env.Generation {
 		setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionTrue, petriv1.ReasonNamespaceBindSucceeded, "bound to namespace "+name)
 	}
-	return nil
+	return r.noticeNamespace(ctx, env, ns)
 }
 
 // maxNamespacesGivenUp bounds how many reserved names one pass gives up

@@ -46,14 +46,20 @@ func (r *EphemeralEnvironmentReconciler) honourRedeploy(ctx context.Context, env
 		"redeploy requested (%s=%s): every component deploys again", petriv1.AnnotationRedeploy, want)
 }
 
-// deployJobName names a component's deploy Job for the current generation.
-// After a redeploy the honoured request goes into the name's hash, so the
-// new Job is not mistaken for the finished one of the same generation, and a
-// restarted operator still finds the Job it started.
-func deployJobName(env *petriv1.EphemeralEnvironment, component string) string {
+// deployJobName names a component's deploy Job for the current generation
+// and attempt. After a redeploy the honoured request, and after the operator
+// deployed lost workloads again its count of such recoveries, go into the
+// name's hash, so the new Job is not mistaken for the finished one of the
+// same generation, and a restarted operator still finds the Job it started.
+// A retry (attempt 2 on) has the attempt in its name.
+func deployJobName(env *petriv1.EphemeralEnvironment, component string, attempt int32) string {
 	uid := env.UID
 	if env.Status.LastRedeploy != "" {
 		uid = types.UID(string(env.UID) + "/redeploy/" + env.Status.LastRedeploy)
+	}
+	uid = recoveryUID(uid, env.Status.Recoveries)
+	if attempt > 1 {
+		return naming.AttemptJob(env.Name, uid, jobs.ActionDeploy, component, env.Generation, attempt)
 	}
 	return naming.Job(env.Name, uid, jobs.ActionDeploy, component, env.Generation)
 }

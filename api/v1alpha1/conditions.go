@@ -22,6 +22,13 @@ const (
 	// ConditionComponentsDeployed is True when every component's Helm release
 	// is deployed for the current generation.
 	ConditionComponentsDeployed = "ComponentsDeployed"
+	// ConditionWorkloadsIntact says whether what the environment deployed is
+	// still there. It is absent until the operator first finds something
+	// gone or first verifies the releases; from then on Ready requires it.
+	// False while the operator restores what was lost (the namespace
+	// replaced, a release missing or at another revision, the deployer's
+	// RoleBinding removed); the message names what.
+	ConditionWorkloadsIntact = "WorkloadsIntact"
 	// ConditionDeployed is True on a SharedWorkload whose own release is
 	// deployed for the current generation.
 	ConditionDeployed = "Deployed"
@@ -66,6 +73,29 @@ const (
 	// ReasonDeployProgressing: deploy Jobs are running or waiting for their
 	// dependencies.
 	ReasonDeployProgressing = "DeployProgressing"
+
+	// ReasonDeployRetrying: a deploy Job failed for a reason that can pass
+	// (the API server refused, a timeout, a quota, a full address range); the
+	// component's status.nextRetryAt says when its next attempt starts.
+	ReasonDeployRetrying = "DeployRetrying"
+
+	// ReasonWorkloadsLost: what the environment deployed is gone (its
+	// namespace was deleted and created again, or a release is missing or
+	// at another revision); it is being deployed again.
+	ReasonWorkloadsLost = "WorkloadsLost"
+	// ReasonDeployerAccessLost: the deployer's RoleBinding in the workload
+	// namespace was removed or changed; the operator created it again and
+	// verifies the releases.
+	ReasonDeployerAccessLost = "DeployerAccessLost"
+	// ReasonWorkloadsVerified: a verify Job found every release at the
+	// revision its deploy wrote.
+	ReasonWorkloadsVerified = "WorkloadsVerified"
+	// ReasonVerifyFailed (an Event): a verify Job could not read the
+	// releases; its result says why. The next check follows.
+	ReasonVerifyFailed = "VerifyFailed"
+	// ReasonWorkloadsRedeployed: what was lost has been deployed again; the
+	// outcome is in ComponentsDeployed.
+	ReasonWorkloadsRedeployed = "WorkloadsRedeployed"
 
 	// ReasonBindSucceeded: every shared-workload binding is provisioned.
 	ReasonBindSucceeded = "BindSucceeded"

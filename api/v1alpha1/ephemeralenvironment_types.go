@@ -42,6 +42,37 @@ type Component struct {
 	// Release tunes the Helm operation.
 	// +optional
 	Release ReleaseOptions `json:"release,omitempty"`
+
+	// Retry bounds how a deploy that failed for a reason that can pass (the
+	// API server refused, a timeout, a quota, a full address range) is tried
+	// again, each time with a new Job. A failure that cannot pass (the chart
+	// or its version not found, values or templates refused) is final until
+	// the spec changes. Defaults: 3 attempts, 10s backoff doubled per
+	// attempt, at most 5m.
+	// +optional
+	Retry *RetryPolicy `json:"retry,omitempty"`
+}
+
+// RetryPolicy bounds the attempts of a component's deploy.
+type RetryPolicy struct {
+	// Attempts is the most deploy Jobs run for one generation, the first
+	// included; 1 turns retries off.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=20
+	Attempts *int32 `json:"attempts,omitempty"`
+	// Backoff is the wait between a failed attempt and the next; it doubles
+	// per attempt.
+	// +optional
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="backoff must be between 1s and 1h"
+	Backoff *metav1.Duration `json:"backoff,omitempty"`
+	// MaxBackoff caps the doubled wait.
+	// +optional
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="maxBackoff must be between 1s and 24h"
+	MaxBackoff *metav1.Duration `json:"maxBackoff,omitempty"`
 }
 
 // Source records where the environment came from. The operator never reads it;
@@ -153,9 +184,18 @@ type ComponentStatus struct {
 	// +optional
 	Job string `json:"job,omitempty"`
 	// Attempt counts the Jobs run for the current operation; a failed
-	// teardown step is retried with a new Job and backoff.
+	// deploy that can pass, or a failed teardown step, is retried with a new
+	// Job and backoff.
 	// +optional
 	Attempt int32 `json:"attempt,omitempty"`
+	// NextRetryAt is when the next attempt of a failed deploy starts; unset
+	// when none is due (the failure is final, or the limit is reached).
+	// +optional
+	NextRetryAt *metav1.Time `json:"nextRetryAt,omitempty"`
+	// Revision is the Helm revision the latest successful deploy Job wrote;
+	// a verification expects the release at it.
+	// +optional
+	Revision int32 `json:"revision,omitempty"`
 	// StartedAt is when the latest operation started.
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
@@ -192,6 +232,11 @@ type BindingStatus struct {
 	// Attempt counts the Jobs run for the current step.
 	// +optional
 	Attempt int32 `json:"attempt,omitempty"`
+	// Recovery is the environment's status.recoveries when this binding
+	// started; it goes into the names of its Jobs, so a binding run again
+	// because its namespace was replaced gets Jobs of its own.
+	// +optional
+	Recovery int32 `json:"recovery,omitempty"`
 	// Message explains the phase, such as what the binding waits for.
 	// +optional
 	Message string `json:"message,omitempty"`
@@ -215,10 +260,26 @@ type EphemeralEnvironmentStatus struct {
 	// namespace is created and never changed once NamespaceBound is True.
 	// +optional
 	TargetNamespace string `json:"targetNamespace,omitempty"`
+	// NamespaceUID is the UID of the workload namespace the environment is
+	// deployed in. A namespace under the same name with another UID was
+	// deleted and created again: everything in it is gone, and the
+	// environment is deployed again.
+	// +optional
+	NamespaceUID string `json:"namespaceUID,omitempty"`
+	// Recoveries counts the times the operator deployed the environment
+	// again on its own because what it had deployed was gone (its namespace
+	// replaced, a release missing or at another revision). It goes into the
+	// names of the Jobs of the new deploy.
+	// +optional
+	Recoveries int32 `json:"recoveries,omitempty"`
+	// Verification is the latest check, by a Job running as the deployer
+	// identity, that every component's release exists at its revision.
+	// +optional
+	Verification *VerificationStatus `json:"verification,omitempty"`
 	// Phase is a one-word summary for kubectl get.
 	// +optional
 	Phase EnvironmentPhase `json:"phase,omitempty"`
-	// Conditions: NamespaceBound, SharedWorkloadsBound, ComponentsDeployed,
+	// Conditions: NamespaceBound, SharedWorkloadsBound, WorkloadsIntact, ComponentsDeployed,
 	// Ready, Reconciling, Stalled.
 	// +optional
 	// +listType=map
@@ -250,6 +311,27 @@ type EphemeralEnvironmentStatus struct {
 	// the Job that carries out the latest one; absent until the first sleep.
 	// +optional
 	Sleep *SleepStatus `json:"sleep,omitempty"`
+}
+
+// VerificationStatus is the latest verify Job of an environment.
+type VerificationStatus struct {
+	// Job is the verify Job, in the management namespace.
+	// +optional
+	Job string `json:"job,omitempty"`
+	// Trigger says why it ran: Periodic, or the event that made the
+	// operator look (DeployerAccessLost).
+	// +optional
+	Trigger string `json:"trigger,omitempty"`
+	// StartedAt is when the Job was created.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// FinishedAt is when its outcome was seen; unset while it runs.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// Result is the Job's one-line outcome: "Verified", or what is missing
+	// ("ReleaseMissing: web", "RevisionMismatch: web 3 != 4").
+	// +optional
+	Result string `json:"result,omitempty"`
 }
 
 // Sleep and wake actions, the values of status.sleep.action.

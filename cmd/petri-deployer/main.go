@@ -14,6 +14,14 @@
 //	petri-deployer sleep    --namespace NS [--termination-log /dev/termination-log]
 //	petri-deployer wake     --namespace NS [--wait] [--timeout 5m]
 //	                        [--termination-log /dev/termination-log]
+//	petri-deployer verify   --namespace NS --expect RELEASE=REVISION [--expect ...]
+//	                        [--termination-log /dev/termination-log]
+//
+// A successful deploy writes "Deployed: revision N" to the termination log.
+//
+// verify reads each release's latest record and compares it with the
+// revision its deploy reported (0: only its presence): "Verified: web=4" and
+// exit 0, or "ReleaseMissing: web; RevisionMismatch: api 3 != 4" and exit 3.
 //
 // write-secret creates a Secret from the files of a directory (a mounted
 // Secret of the management namespace), once: an existing Secret is left as
@@ -71,6 +79,7 @@ type options struct {
 	valuesFile                         string
 	wait                               bool
 	secretName, fromDir                string
+	expect                             []deployer.Expectation
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -81,17 +90,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var opts options
 
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return fail(log, stderr, preParseLog, fmt.Errorf("%w: first argument must be the command: deploy, undeploy, write-secret, sleep or wake", deployer.ErrInvalidArguments))
+		return fail(log, stderr, preParseLog, fmt.Errorf("%w: first argument must be the command: deploy, undeploy, write-secret, sleep, wake or verify", deployer.ErrInvalidArguments))
 	}
 	command := args[0]
 	fs := flag.NewFlagSet("petri-deployer "+command, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	if command != "sleep" && command != "wake" {
+	if command != "sleep" && command != "wake" && command != "verify" {
 		fs.StringVar(&opts.release, "release", "", "Helm release name")
 	}
 	fs.StringVar(&opts.namespace, "namespace", "", "namespace of the release and its storage")
 	opts.timeout = deployer.DefaultTimeout
-	if command != "sleep" {
+	if command != "sleep" && command != "verify" {
 		fs.DurationVar(&opts.timeout, "timeout", deployer.DefaultTimeout, "bound on hooks, readiness and uninstall waits")
 	}
 	fs.StringVar(&opts.terminationLog, "termination-log", defaultTerminationLog, "file that receives the one-line failure message")
@@ -111,8 +120,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "sleep":
 	case "wake":
 		fs.BoolVar(&opts.wait, "wait", false, "wait until the namespace's Deployments and StatefulSets are ready")
+	case "verify":
+		fs.Func("expect", "RELEASE=REVISION whose latest record is checked (repeatable; revision 0: presence only)", func(s string) error {
+			e, err := deployer.ParseExpectation(s)
+			if err != nil {
+				return err
+			}
+			opts.expect = append(opts.expect, e)
+			return nil
+		})
 	default:
-		return fail(log, stderr, preParseLog, fmt.Errorf("%w: unknown command %q: want deploy, undeploy, write-secret, sleep or wake", deployer.ErrInvalidArguments, command))
+		return fail(log, stderr, preParseLog, fmt.Errorf("%w: unknown command %q: want deploy, undeploy, write-secret, sleep, wake or verify", deployer.ErrInvalidArguments, command))
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -146,15 +164,46 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(log, stderr, opts.terminationLog, err)
 	}
-	if command == "undeploy" {
+	switch command {
+	case "undeploy":
 		err = d.Undeploy(ctx, opts.release, opts.timeout)
-	} else {
+	case "verify":
+		return verify(ctx, log, d, opts, stdout, stderr)
+	default:
 		err = deploy(ctx, d, opts)
 	}
 	if err != nil {
 		return fail(log, stderr, opts.terminationLog, err)
 	}
 	return 0
+}
+
+// verify reports the releases' state on the termination log: a drift is a
+// final failure (exit 3, one pod: running it again reads the same), a
+// failure to read is retried like any other.
+func verify(ctx context.Context, log logr.Logger, d *deployer.Deployer, opts options, stdout, stderr io.Writer) int {
+	drift, verified, err := d.Verify(ctx, opts.expect)
+	if err != nil {
+		return fail(log, stderr, opts.terminationLog, err)
+	}
+	code, line := 0, verified
+	if drift != "" {
+		code, line = exitFinal, drift
+		fmt.Fprintln(stderr, drift)
+	}
+	writeTerminationLog(stderr, opts.terminationLog, line)
+	return code
+}
+
+// writeTerminationLog writes the one line the operator reads from the pod's
+// status.
+func writeTerminationLog(stderr io.Writer, path, line string) {
+	if path == "" {
+		return
+	}
+	if err := os.WriteFile(path, []byte(line), 0o644); err != nil {
+		fmt.Fprintf(stderr, "petri-deployer: cannot write termination log %s: %v\n", path, err)
+	}
 }
 
 func deploy(ctx context.Context, d *deployer.Deployer, opts options) error {
@@ -166,14 +215,19 @@ func deploy(ctx context.Context, d *deployer.Deployer, opts options) error {
 	if err != nil {
 		return err
 	}
-	_, err = d.Deploy(ctx, deployer.DeployRequest{
+	rel, err := d.Deploy(ctx, deployer.DeployRequest{
 		Release: opts.release,
 		Chart:   ch,
 		Values:  vals,
 		Wait:    opts.wait,
 		Timeout: opts.timeout,
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	// The operator records the revision, which a verification expects.
+	writeTerminationLog(os.Stderr, opts.terminationLog, deployer.DeployedMessage(rel))
+	return nil
 }
 
 // scale runs sleep or wake on the namespace and logs what it changed.
@@ -227,6 +281,11 @@ func validate(command string, fs *flag.FlagSet, opts options) error {
 		required = map[string]string{"namespace": opts.namespace, "name": opts.secretName, "from-dir": opts.fromDir}
 	case "sleep", "wake":
 		required = map[string]string{"namespace": opts.namespace}
+	case "verify":
+		required = map[string]string{"namespace": opts.namespace}
+		if len(opts.expect) == 0 {
+			return fmt.Errorf("%w: verify needs at least one --expect", deployer.ErrInvalidArguments)
+		}
 	}
 	if command == "deploy" {
 		required["chart-repository"] = opts.source.Repository

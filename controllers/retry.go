@@ -1,0 +1,154 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+)
+
+// Retries of failed deploys.
+//
+// A deploy Job that fails for a reason that can pass (the API server refused
+// a request, a timeout, a quota, a full Service address range, a repository
+// that did not answer) is tried again with a new Job, named after its
+// attempt, after a backoff that doubles per attempt, up to the component's
+// spec.retry.attempts. The component stays Failed meanwhile, with
+// status.components[].nextRetryAt saying when the next attempt starts, and
+// ComponentsDeployed (so Ready) says DeployRetrying: the outcome is not final.
+// A failure that cannot pass (finalDeployReasons) is final at once, until
+// the spec changes. A deploy Job the API server refused to create counts as
+// a failed attempt too, with the API server's refusal as its reason.
+
+// Defaults of spec.components[].retry; the CRD defaults its fields to the same
+// values when the object is given.
+const (
+	defaultRetryAttempts   = 3
+	defaultRetryBackoff    = 10 * time.Second
+	defaultRetryMaxBackoff = 5 * time.Minute
+)
+
+// finalDeployReasons are the deployer's termination reasons (the first word
+// of its message, deployer.Reason) that no retry of the same spec fixes: the
+// deployer's own final reasons (deployer.Reason.Final) plus a chart or
+// version that is not found. The deployer's Job retries the latter with
+// another pod, since a chart may be published a moment later; the operator
+// does not start new Jobs for them, since that is what a new generation
+// (another version) is for.
+var finalDeployReasons = map[string]bool{
+	"InvalidArguments":        true,
+	"ValuesInvalid":           true,
+	"KubeVersionIncompatible": true,
+	"RequiredValueMissing":    true,
+	"RenderFailed":            true,
+	"ChartNotFound":           true,
+	"VersionNotFound":         true,
+}
+
+// failureReason is the first word of a failure message ("KubernetesRefused"
+// of "KubernetesRefused: ..."), or "" when it has none.
+func failureReason(msg string) string {
+	reason, _, ok := strings.Cut(msg, ":")
+	if !ok || strings.ContainsAny(reason, " \t") {
+		return ""
+	}
+	return reason
+}
+
+// retryableFailure reports whether a deploy that failed with msg may succeed
+// when run again unchanged.
+func retryableFailure(msg string) bool {
+	return !finalDeployReasons[failureReason(msg)]
+}
+
+// retryPolicy is a component's spec.retry with the defaults filled in.
+type retryPolicy struct {
+	attempts            int32
+	backoff, maxBackoff time.Duration
+}
+
+func policyOf(c *petriv1.Component) retryPolicy {
+	p := retryPolicy{attempts: defaultRetryAttempts, backoff: defaultRetryBackoff, maxBackoff: defaultRetryMaxBackoff}
+	if c == nil || c.Retry == nil {
+		return p
+	}
+	if c.Retry.Attempts != nil && *c.Retry.Attempts > 0 {
+		p.attempts = *c.Retry.Attempts
+	}
+	if c.Retry.Backoff != nil && c.Retry.Backoff.Duration > 0 {
+		p.backoff = c.Retry.Backoff.Duration
+	}
+	if c.Retry.MaxBackoff != nil && c.Retry.MaxBackoff.Duration > 0 {
+		p.maxBackoff = c.Retry.MaxBackoff.Duration
+	}
+	return p
+}
+
+// delay is the wait after the given attempt failed: the backoff doubled per
+// earlier attempt, at most maxBackoff.
+func (p retryPolicy) delay(attempt int32) time.Duration {
+	d := p.backoff
+	for i := int32(1); i < attempt && d < p.maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, p.maxBackoff)
+}
+
+// scheduleRetry decides, for a component whose deploy attempt just failed
+// with cs.LastError, whether another attempt follows, and when. It sets
+// cs.NextRetryAt (nil when the failure is final or the attempts are used up)
+// and reports the Event.
+func (r *EphemeralEnvironmentReconciler) scheduleRetry(env *petriv1.EphemeralEnvironment, cs *petriv1.ComponentStatus) {
+	p := policyOf(findComponent(env, cs.Name))
+	attempt := max(cs.Attempt, 1)
+	cs.NextRetryAt = nil
+	switch {
+	case !retryableFailure(cs.LastError):
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonDeployFailed, "Deploy", "component %s failed: %s", cs.Name, cs.LastError)
+		return
+	case attempt >= p.attempts:
+		cs.Message = fmt.Sprintf("failed after %d attempts", attempt)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonDeployFailed, "Deploy", "component %s failed after %d attempts: %s", cs.Name, attempt, cs.LastError)
+		return
+	}
+	from := r.clock()
+	if cs.FinishedAt != nil && cs.FinishedAt.Time.Before(from) {
+		from = cs.FinishedAt.Time
+	}
+	at := metav1.NewTime(from.Add(p.delay(attempt)).Truncate(time.Second).Add(time.Second))
+	cs.NextRetryAt = &at
+	cs.Message = fmt.Sprintf("attempt %d of %d failed; attempt %d starts at %s", attempt, p.attempts, attempt+1, at.UTC().Format(time.RFC3339))
+	r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonDeployRetrying, "Deploy", "component %s failed (attempt %d of %d): %s; retrying at %s",
+		cs.Name, attempt, p.attempts, cs.LastError, at.UTC().Format(time.RFC3339))
+}
+
+// retryDue moves components whose next attempt is due back to Pending, with
+// the attempt counted up, so the deploy graph starts them with a new Job;
+// for the others it asks to be woken when theirs is.
+func (r *EphemeralEnvironmentReconciler) retryDue(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) {
+	for _, c := range env.Spec.Components {
+		cs := componentStatus(env, c.Name)
+		if cs.Phase != petriv1.ComponentFailed || cs.NextRetryAt == nil || cs.Generation != env.Generation {
+			continue
+		}
+		if wait := cs.NextRetryAt.Sub(r.clock()); wait > 0 {
+			p.requeueAfter(wait)
+			continue
+		}
+		cs.Phase, cs.NextRetryAt, cs.Attempt = petriv1.ComponentPending, nil, max(cs.Attempt, 1)+1
+		cs.Message = fmt.Sprintf("attempt %d starting", cs.Attempt)
+		log.FromContext(ctx).Info("Retrying deploy", "component", cs.Name, "attempt", cs.Attempt, "lastError", cs.LastError)
+	}
+}
+
+// retrying reports whether the component failed and waits for its next
+// attempt.
+func retrying(cs *petriv1.ComponentStatus) bool {
+	return cs.Phase == petriv1.ComponentFailed && cs.NextRetryAt != nil
+}

@@ -1,0 +1,232 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/jobs"
+	"github.com/petri-dev/petri/controllers/internal/naming"
+)
+
+// Verification of the releases.
+//
+// Only the deployer identity may read a workload namespace, so the operator
+// asks it: a verify Job runs `petri-deployer verify`, which reads each
+// component's latest Helm release record and compares it with the revision
+// the component's deploy Job reported (status.components[].revision). It
+// succeeds with "Verified" or fails, after one pod, with what differs:
+// "ReleaseMissing: web; RevisionMismatch: api 3 != 4". Components found
+// missing or at another revision are deployed again (recoverWorkloads).
+//
+// A verify Job runs once per --verify-interval for an environment whose
+// deploy graph is done and whose Jobs have all finished, and right after the
+// deployer's RoleBinding was found gone and created again. Its name is fixed
+// by the period (or the event), so a restarted operator adopts it and no
+// environment has more than one per period.
+
+// Triggers of a verification, recorded in status.verification.trigger.
+const (
+	verifyTriggerPeriodic = "Periodic"
+	verifyTriggerAccess   = petriv1.ReasonDeployerAccessLost
+)
+
+// verifySubject stands for the environment's releases in verify Job names.
+const verifySubject = "releases"
+
+// deployedMessage is what the deployer writes to its termination log after a
+// successful deploy: "Deployed: revision 4".
+var deployedMessage = regexp.MustCompile(`^Deployed: revision ([0-9]+)\b`)
+
+// deployedRevision reads the revision from a deploy Job's termination
+// message; 0 when it has none (a deployer from before it wrote one).
+func deployedRevision(msg string) int32 {
+	m := deployedMessage.FindStringSubmatch(msg)
+	if m == nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(m[1], 10, 32)
+	if err != nil {
+		return 0
+	}
+	return int32(n)
+}
+
+// driftedComponents reads the components a failed verification names:
+// "ReleaseMissing: web; RevisionMismatch: api 3 != 4" gives web and api.
+func driftedComponents(result string) []string {
+	var out []string
+	for _, part := range strings.Split(result, ";") {
+		reason, rest, ok := strings.Cut(strings.TrimSpace(part), ":")
+		if !ok || reason != "ReleaseMissing" && reason != "RevisionMismatch" {
+			continue
+		}
+		if f := strings.Fields(rest); len(f) > 0 && !slices.Contains(out, f[0]) {
+			out = append(out, f[0])
+		}
+	}
+	return out
+}
+
+// verifying reports whether the latest verify Job is still running.
+func verifying(env *petriv1.EphemeralEnvironment) bool {
+	v := env.Status.Verification
+	return v != nil && v.Job != "" && v.FinishedAt == nil
+}
+
+// verify follows the running verify Job and starts the periodic one when it
+// is due. It runs after the deploy graph, so it sees its outcome.
+func (r *EphemeralEnvironmentReconciler) verify(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
+	if verifying(env) {
+		return r.observeVerification(ctx, env, p)
+	}
+	if r.Options.VerifyInterval <= 0 || !deployedAndSettled(env) {
+		return nil
+	}
+	c := apimeta.FindStatusCondition(env.Status.Conditions, petriv1.ConditionWorkloadsIntact)
+	if c != nil && c.Status == metav1.ConditionFalse {
+		return nil
+	}
+	since := apimeta.FindStatusCondition(env.Status.Conditions, petriv1.ConditionComponentsDeployed).LastTransitionTime.Time
+	if v := env.Status.Verification; v != nil && v.StartedAt != nil && v.StartedAt.After(since) {
+		since = v.StartedAt.Time
+	}
+	if wait := time.Until(since.Add(r.Options.VerifyInterval)); wait > 0 {
+		p.requeueAfter(wait)
+		return nil
+	}
+	return r.startVerification(ctx, env, p, verifyTriggerPeriodic)
+}
+
+// deployedAndSettled reports whether every component of the spec is deployed
+// for the current generation and no Job of the environment runs.
+func deployedAndSettled(env *petriv1.EphemeralEnvironment) bool {
+	if !apimeta.IsStatusConditionTrue(env.Status.Conditions, petriv1.ConditionComponentsDeployed) || conditionGeneration(env, petriv1.ConditionComponentsDeployed) != env.Generation {
+		return false
+	}
+	return settled(env)
+}
+
+// startVerification creates a verify Job for the components deployed now.
+// Its name is fixed by the trigger: the period it falls in, or the moment
+// the deployer's access was found lost.
+func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass, trigger string) error {
+	if verifying(env) {
+		return r.observeVerification(ctx, env, p)
+	}
+	key := ""
+	switch trigger {
+	case verifyTriggerPeriodic:
+		period := max(r.Options.VerifyInterval, time.Second)
+		key = strconv.FormatInt(r.clock().UnixNano()/int64(period), 10)
+	default:
+		c := apimeta.FindStatusCondition(env.Status.Conditions, petriv1.ConditionWorkloadsIntact)
+		if c != nil {
+			key = c.LastTransitionTime.UTC().Format(time.RFC3339)
+		}
+		if v := env.Status.Verification; v != nil && v.Trigger == trigger && v.FinishedAt != nil && !v.FinishedAt.Before(&c.LastTransitionTime) {
+			// The check after this loss ran and could not tell: the next
+			// one follows after the backoff.
+			if wait := retryDelay(r.Options.TeardownBackoff, 1, v.FinishedAt); wait > 0 {
+				p.requeueAfter(wait)
+				return nil
+			}
+			key += "/retry/" + strconv.FormatInt(v.FinishedAt.Unix(), 10)
+		}
+	}
+	var expect []string
+	for _, c := range env.Spec.Components {
+		cs := componentStatus(env, c.Name)
+		if cs.Phase == petriv1.ComponentDeployed {
+			expect = append(expect, "--expect", fmt.Sprintf("%s=%d", c.Name, cs.Revision))
+		}
+	}
+	if len(expect) == 0 {
+		// Nothing is deployed that could have been lost.
+		r.verified(env, trigger, "nothing deployed to verify")
+		return nil
+	}
+	name := naming.Job(env.Name, types.UID(string(env.UID)+"/verify/"+trigger+"/"+key), jobs.ActionVerify, verifySubject, env.Generation)
+	args := append([]string{"verify",
+		"--namespace", env.Status.TargetNamespace,
+		"--termination-log", jobs.TerminationLogPath,
+	}, expect...)
+	if err := r.createJob(ctx, env, name, r.jobLabels(env, verifySubject, jobs.ActionVerify, env.Generation), args, ""); err != nil {
+		return err
+	}
+	now := metav1.Now()
+	env.Status.Verification = &petriv1.VerificationStatus{Job: name, Trigger: trigger, StartedAt: &now}
+	log.FromContext(ctx).Info("Started verify job", "job", name, "trigger", trigger)
+	return nil
+}
+
+// observeVerification records the outcome of the running verify Job: the
+// releases verified, or what is lost deployed again.
+func (r *EphemeralEnvironmentReconciler) observeVerification(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
+	v := env.Status.Verification
+	st, err := r.observeJobLive(ctx, p, v.Job)
+	if err != nil {
+		return err
+	}
+	now := metav1.Now()
+	switch {
+	case !st.exists:
+		// Deleted, or removed by its TTL while the operator was down: the
+		// next one finds out.
+		v.FinishedAt, v.Result = &now, fmt.Sprintf("job %s is gone before its outcome was seen", v.Job)
+		return nil
+	case !st.done:
+		return nil
+	}
+	recordJob(jobs.ActionVerify, st)
+	v.FinishedAt = &now
+	if st.finished != nil {
+		v.FinishedAt = st.finished
+	}
+	v.Result = oneLine(st.message)
+	if st.succeeded {
+		if v.Result == "" {
+			v.Result = "Verified"
+		}
+		r.verified(env, v.Trigger, v.Result)
+		return nil
+	}
+	var lost []string
+	for _, name := range driftedComponents(v.Result) {
+		// A component deployed again since the Job started is not judged
+		// by what the Job read.
+		cs := componentStatus(env, name)
+		if findComponent(env, name) != nil && cs.Phase == petriv1.ComponentDeployed && (cs.FinishedAt == nil || !cs.FinishedAt.After(v.StartedAt.Time)) {
+			lost = append(lost, name)
+		}
+	}
+	if len(lost) == 0 {
+		// The Job could not tell (refused, timed out): a failed check, not
+		// a finding. The next period tries again; a check after lost access
+		// is retried after the backoff.
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonVerifyFailed, "Verify", "verify job %s failed: %s", v.Job, v.Result)
+		if v.Trigger == verifyTriggerAccess {
+			p.requeueAfter(retryDelay(r.Options.TeardownBackoff, 1, v.FinishedAt))
+		}
+		return nil
+	}
+	r.recoverWorkloads(ctx, env, false, lost, fmt.Sprintf("verify job %s found: %s", v.Job, v.Result))
+	return nil
+}
+
+// verified marks the releases verified.
+func (r *EphemeralEnvironmentReconciler) verified(env *petriv1.EphemeralEnvironment, trigger, result string) {
+	msg := fmt.Sprintf("every release is at the revision its deploy wrote (%s; checked after: %s)", result, trigger)
+	setCondition(env, petriv1.ConditionWorkloadsIntact, metav1.ConditionTrue, petriv1.ReasonWorkloadsVerified, msg)
+}
