@@ -59,7 +59,7 @@ func TestInMemoryStateIsPruned(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		n := size()
-		return n.PullRequests == 3 && n.Gates == 3 && n.Statuses == 3
+		return n.PullRequests == 3 && n.Gates == 3 && n.Statuses == 3 && n.Lives == 3
 	}, 10*time.Second, 10*time.Millisecond, "%+v", size())
 
 	// A push: the old head's gate and status are forgotten.
@@ -87,7 +87,7 @@ func TestInMemoryStateIsPruned(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		n := size()
-		return n.PullRequests == 1 && n.Snapshots == 0 && n.Gates == 1 && n.Statuses == 1
+		return n.PullRequests == 1 && n.Snapshots == 0 && n.Gates == 1 && n.Statuses == 1 && n.Lives == 1 && n.Commands == 0
 	}, 10*time.Second, 10*time.Millisecond, "%+v", size())
 
 	// Its comment was forgotten too: reopened, the pull request's comment
