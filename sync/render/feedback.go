@@ -260,6 +260,11 @@ func Comment(states []PRState, state State) string {
 			if p == "" {
 				p = string(petriv1.ComponentPending)
 			}
+			if cs.NextRetryAt != nil {
+				p = fmt.Sprintf("%s (attempt %d; next attempt at %s)", p, cs.Attempt, FormatTime(cs.NextRetryAt.Time))
+			} else if cs.Attempt > 1 {
+				p = fmt.Sprintf("%s (attempt %d)", p, cs.Attempt)
+			}
 			last := cell(scrub(s.Env, cs.LastError))
 			if cs.LastError != "" && cs.Job != "" {
 				// The row names the Job, its reason and how to read its log.
