@@ -91,17 +91,17 @@ func (h *harness) waitReaction(c githubapi.Comment, content string) {
 // it again. A push brings it back.
 func TestExpiredEnvironmentStaysGoneAcrossRestarts(t *testing.T) {
 	t.Parallel()
-	const ttl = 4 * time.Second
-	h := newHarness(t, harnessOptions{files: lifecycleFiles("4s", "")})
+	const ttl = 6 * time.Second
+	h := newHarness(t, harnessOptions{files: lifecycleFiles("6s", "")})
 	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
 	name := envName(pr.Number)
 	e := h.waitEnv(name, nil)
 	assert.Nil(t, e.Spec.TTL, "sync's own expiry, not the operator's spec.ttl")
-	h.waitComment(pr.Number, "- Expires: 4s after its commit is first ready")
+	h.waitComment(pr.Number, "- Expires: 6s after its commit is first ready")
 
 	readyAt := time.Now()
 	readyNow(t, h, name)
-	h.waitComment(pr.Number, "(ttl 4s from the first deploy of its commit)")
+	h.waitComment(pr.Number, "(ttl 6s from the first deploy of its commit)")
 	// The warning comes before the expiry (a quarter of the ttl before).
 	h.waitComment(pr.Number, ":warning: **This environment expires at")
 	_, err := h.get(name)
@@ -115,7 +115,7 @@ func TestExpiredEnvironmentStaysGoneAcrossRestarts(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, pr.HeadSHA, state.Apps["shop"].ExpiredSHA, "the expiry is in the comment's state")
 	require.Eventually(t, func() bool {
-		return strings.Contains(h.latestStatus(pr.HeadSHA).Description, "Environment expired (ttl 4s); push or comment /petri wake to bring it back")
+		return strings.Contains(h.latestStatus(pr.HeadSHA).Description, "Environment expired (ttl 6s); push or comment /petri wake to bring it back")
 	}, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, "success", h.latestStatus(pr.HeadSHA).State, "an expiry does not fail the commit")
 	assert.Equal(t, 1.0, metricValue(t, h, "petri_sync_lifecycle_total", "expired"))
@@ -143,7 +143,7 @@ func TestExpiredEnvironmentStaysGoneAcrossRestarts(t *testing.T) {
 	h.gh.UpdatePullRequest(ghRepo, pr.Number, func(p *githubapi.PullRequest) { p.HeadSHA = second })
 	h.prEvent(pr.Number, "synchronize")
 	e = h.waitEnv(name, func(e *petriv1.EphemeralEnvironment) bool { return e.Spec.Source.SHA == second })
-	body = h.waitComment(pr.Number, "- Expires: 4s after its commit is first ready")
+	body = h.waitComment(pr.Number, "- Expires: 6s after its commit is first ready")
 	assert.NotContains(t, body, "**Expired**")
 	state, _ = render.ParseState(body)
 	assert.Empty(t, state.Apps["shop"].ExpiredSHA)

@@ -46,10 +46,12 @@ func TestSmoke(t *testing.T) {
 	assert.GreaterOrEqual(t, s.Latency.P99, s.Latency.Median)
 	assert.Positive(t, s.GitHubRequests)
 
-	// resync: one conditional listing per repository, answered 304.
+	// resync: two conditional listings per repository (its open pull
+	// requests, its comments since the watermark that finds lost
+	// commands), answered 304.
 	r := res.Resync
 	require.NotNil(t, r)
-	assert.Equal(t, float64(o.Resync.Repos), r.Requests.Median)
+	assert.Equal(t, float64(2*o.Resync.Repos), r.Requests.Median)
 	assert.Equal(t, r.Requests.Max, r.NotModified.Max)
 	assert.Zero(t, r.Charged.Max)
 
