@@ -36,8 +36,12 @@ type EphemeralEnvironmentReconciler struct {
 	// APIReader reads from the API server directly, for decisions that must
 	// not rest on a label-filtered cache (namespace ownership).
 	APIReader client.Reader
-	Recorder  events.EventRecorder
-	Options   Options
+	// NamespaceCache reads the namespaces the operator created (its
+	// label-selected cache); a bound namespace found there, owned and not
+	// terminating, needs no request. Nil reads the API server every time.
+	NamespaceCache client.Reader
+	Recorder       events.EventRecorder
+	Options        Options
 
 	// now is the clock; tests of expiry read the same clock as production.
 	now func() time.Time

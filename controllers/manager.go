@@ -223,10 +223,11 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("set up SharedWorkload controller: %w", err)
 	}
 	if err := (&EphemeralEnvironmentReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("petri-operator"),
-		Options:   o,
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		NamespaceCache: mgr.GetCache(),
+		Recorder:       mgr.GetEventRecorder("petri-operator"),
+		Options:        o,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up EphemeralEnvironment controller: %w", err)
 	}

@@ -38,6 +38,9 @@ func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env 
 			return err
 		}
 	}
+	if ns, ok := r.boundInCache(ctx, env); ok {
+		return r.noticeNamespace(ctx, env, ns)
+	}
 	var ns *corev1.Namespace
 	for given := 0; ; given++ {
 		var err error
@@ -147,6 +150,26 @@ func (r *EphemeralEnvironmentReconciler) getOrCreateNamespace(ctx context.Contex
 	}
 	setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, reason, msg)
 	return nil, fmt.Errorf("create namespace %s: %w", name, err)
+}
+
+// boundInCache returns the environment's namespace when NamespaceBound is
+// already true for this generation and the cache of the namespaces the
+// operator created holds it, provably the environment's and not
+// terminating: then nothing is left to bind and no request is needed (at a
+// thousand environments these reads were a quarter of the operator's
+// requests, one round trip on every pass). Everything else (not cached yet,
+// relabelled, terminating, gone, a new generation) is decided on the API
+// server's answer, as are the writes that follow from it.
+func (r *EphemeralEnvironmentReconciler) boundInCache(ctx context.Context, env *petriv1.EphemeralEnvironment) (*corev1.Namespace, bool) {
+	if r.NamespaceCache == nil || !apimeta.IsStatusConditionTrue(env.Status.Conditions, petriv1.ConditionNamespaceBound) ||
+		conditionGeneration(env, petriv1.ConditionNamespaceBound) != env.Generation {
+		return nil, false
+	}
+	ns := &corev1.Namespace{}
+	if err := r.NamespaceCache.Get(ctx, client.ObjectKey{Name: env.Status.TargetNamespace}, ns); err != nil {
+		return nil, false
+	}
+	return ns, ownershipProblem(ns, env) == "" && ns.DeletionTimestamp.IsZero()
 }
 
 func conditionGeneration(env *petriv1.EphemeralEnvironment, typ string) int64 {

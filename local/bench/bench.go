@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -57,7 +58,7 @@ type Options struct {
 // Defaults are make bench's sizes: those of the targets.
 func Defaults() Options {
 	return Options{
-		SyncLoad:     SyncLoadOptions{Rate: 50, Duration: 60 * time.Second, Repos: 20, PullRequests: 5},
+		SyncLoad:     SyncLoadOptions{Rate: 50, Duration: 60 * time.Second, Repos: 20, PullRequests: 5, RateLimit: 1_000_000},
 		Resync:       ResyncOptions{Repos: 10, PullRequests: 100, Runs: 5},
 		OverheadRuns: 20,
 		DeployerRuns: 10,
@@ -136,7 +137,11 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 
 	if o.runs("sync") {
 		logf("sync: %d webhooks/s for %s over %d repositories × %d pull requests", o.SyncLoad.Rate, o.SyncLoad.Duration, o.SyncLoad.Repos, o.SyncLoad.PullRequests)
-		r, err := e.syncLoad(ctx, o.SyncLoad)
+		so := o.SyncLoad
+		if o.ProfileDir != "" {
+			so.Profile = filepath.Join(o.ProfileDir, "sync.cpu.pprof")
+		}
+		r, err := e.syncLoad(ctx, so)
 		if err != nil {
 			return res, fmt.Errorf("sync load: %w", err)
 		}

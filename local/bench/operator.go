@@ -186,8 +186,14 @@ func (o *operator) metrics() (map[string]float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("metrics: %s", resp.Status)
 	}
+	return parseMetrics(resp.Body)
+}
+
+// parseMetrics reads the Prometheus text format into "name{labels}" ->
+// value.
+func parseMetrics(r io.Reader) (map[string]float64, error) {
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	for sc.Scan() {
 		m := sampleLine.FindStringSubmatch(sc.Text())
@@ -228,6 +234,24 @@ func (o *operator) apiRequests() (map[[2]string]float64, error) {
 		return nil, errors.New("the operator's metrics have no petri_api_requests_total")
 	}
 	return out, nil
+}
+
+// sampleQueue reads the environment controller's work queue depth every
+// second until ctx ends and returns the largest.
+func (o *operator) sampleQueue(ctx context.Context) float64 {
+	peak := 0.0
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		if m, err := o.metrics(); err == nil {
+			peak = max(peak, metricSum(m, "workqueue_depth", `name="ephemeralenvironment"`))
+		}
+		select {
+		case <-ctx.Done():
+			return peak
+		case <-t.C:
+		}
+	}
 }
 
 // profileCPU records the operator's CPU profile for d into path.

@@ -57,9 +57,14 @@ func (r *Results) rows() []row {
 			fmt.Sprintf("sync: webhook → environment written (%d/s, %d repos, %s; %d events, %d lost, %d superseded)", s.Rate, s.Repos, s.Duration, s.Events, s.Lost, s.Superseded),
 			ms(s.Latency.Median), ms(s.Latency.P99), "p99 ≤ 25 ms", yesNo(s.Latency.P99 <= TargetSyncP99 && s.Lost == 0),
 		})
+		charged := float64(s.GitHubRequests-s.NotModified) / float64(max(s.Events, 1))
+		sustained := "-"
+		if charged > 0 {
+			sustained = fmt.Sprintf("%.2f events/s", 5000/3600.0/charged)
+		}
 		rows = append(rows, row{
-			fmt.Sprintf("sync: GitHub requests during the load (%d answered 304; reconciles held for the rate limit: %.0f)", s.NotModified, s.RateLimited),
-			fmt.Sprintf("%d", s.GitHubRequests), "", "", "",
+			fmt.Sprintf("sync: GitHub requests during the load (%d, %d answered 304; stand-in limit %s/h; reconciles held for the rate limit: %.0f)", s.GitHubRequests, s.NotModified, limitText(s.RateLimit), s.RateLimited),
+			fmt.Sprintf("%.2f charged per event", charged), "", "events a 5,000/h token sustains: " + sustained, "",
 		})
 	}
 	if s := r.Resync; s != nil {
@@ -133,6 +138,22 @@ func (r *Results) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "\ntook %s\n", secs(r.Took))
 }
 
+func sortedByCount(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
+	return keys
+}
+
+func limitText(n int) string {
+	if n == 0 {
+		return "5,000"
+	}
+	return fmt.Sprintf("%d", n)
+}
+
 func readyCell(d time.Duration, missing int) string {
 	if missing > 0 {
 		return fmt.Sprintf("%s (%d missing)", secs(d), missing)
@@ -176,6 +197,12 @@ func (r *Results) Markdown() string {
 	for _, x := range r.rows() {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", x.name, x.median, x.p99, x.target, x.met)
 	}
+	if s := r.SyncLoad; s != nil && len(s.ByKind) > 0 {
+		fmt.Fprintf(&b, "\nGitHub requests of sync during the load, per event (%d events):\n\n| request | per event |\n|---|---|\n", s.Events)
+		for _, k := range sortedByCount(s.ByKind) {
+			fmt.Fprintf(&b, "| `%s` | %.2f |\n", k, float64(s.ByKind[k])/float64(max(s.Events, 1)))
+		}
+	}
 	if len(r.Scale) > 0 {
 		fmt.Fprintln(&b)
 		fmt.Fprintln(&b, "| scale (created at once) | creates | all Ready | all gone | operator peak RSS | operator CPU | load before → after | target | met |")
@@ -184,6 +211,15 @@ func (r *Results) Markdown() string {
 			t, met := r.scaleTarget(s)
 			fmt.Fprintf(&b, "| %d × 3 components, %s | %s | %s | %s | %d MiB | %s | %s → %s | %s | %s |\n", s.Environments, s.Mode, secs(s.Created),
 				readyCell(s.AllReady, s.NotReady), readyCell(s.AllGone, s.NotGone), s.PeakRSS>>20, secs(s.CPU), s.LoadBefore, s.LoadAfter, t, met)
+		}
+		fmt.Fprintln(&b)
+		fmt.Fprintln(&b, "Where the time went: the operator's reconciles per environment (with errors), their mean duration and the longest work queue seen; a deploy Job's creation to completion (Job controller and local node); kube-apiserver's mean request duration (watches excluded) and requests.")
+		fmt.Fprintln(&b)
+		fmt.Fprintln(&b, "| scale | reconciles per environment | errors | mean reconcile | longest queue | deploy Job created → complete, median / p99 | kube-apiserver mean request | kube-apiserver requests |")
+		fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|")
+		for _, s := range r.Scale {
+			fmt.Fprintf(&b, "| %d, %s | %.1f | %.2f | %s | %.0f | %s / %s | %s | %.0f |\n", s.Environments, s.Mode, s.Reconciles, s.Errors, ms(s.ReconcileTime), s.MaxQueue,
+				secs(s.JobLatency.Median), secs(s.JobLatency.P99), ms(s.APIServerLatency), s.APIServerRequests)
 		}
 		fmt.Fprintln(&b)
 		fmt.Fprintln(&b, "Operator API requests per environment lifecycle (create, deploy, Ready, delete, gone), by verb, counted by the operator (`petri_api_requests_total`):")

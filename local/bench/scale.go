@@ -1,13 +1,16 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sort"
 	"sync"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,7 +62,19 @@ type ScaleResult struct {
 	// by verb, and ByResource the same by verb and resource.
 	Requests   map[string]float64
 	ByResource map[[2]string]float64
-	// NoopMessage is a termination message of a no-op Job (no-op mode).
+	// Reconciles is the operator's reconciles per environment, Errors the
+	// ones that returned an error, ReconcileTime their mean duration and
+	// MaxQueue the longest its work queue got (sampled every second).
+	Reconciles, Errors float64
+	ReconcileTime      time.Duration
+	MaxQueue           float64
+	// JobLatency is from a deploy Job's creation to its completion.
+	JobLatency Dist
+	// APIServerLatency is kube-apiserver's mean request duration over the
+	// run (watches excluded), and APIServerRequests its requests.
+	APIServerLatency  time.Duration
+	APIServerRequests float64
+		// NoopMessage is a termination message of a no-op Job (no-op mode).
 	NoopMessage string
 	LoadBefore  string
 	LoadAfter   string
@@ -98,6 +113,12 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 	if err != nil {
 		return res, err
 	}
+	opBefore, _ := op.metrics()
+	apiBefore, _ := e.apiServerMetrics(ctx)
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	sampled := make(chan float64, 1)
+	go func() { sampled <- op.sampleQueue(sampleCtx) }()
 
 	names := make([]string, o.Environments)
 	for i := range names {
@@ -134,6 +155,7 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 	if o.Mode == ModeNoop {
 		res.NoopMessage = e.noopMessage(ctx, names[0])
 	}
+	res.JobLatency = e.jobLatency(ctx, name)
 
 	start = time.Now()
 	if err := forEach(ctx, names, 16, func(n string) error {
@@ -163,6 +185,26 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 	if err != nil {
 		return res, err
 	}
+	stopSampling()
+	res.MaxQueue = <-sampled
+	if opAfter, err := op.metrics(); err == nil {
+		n := float64(o.Environments)
+		count := metricSum(opAfter, "controller_runtime_reconcile_total", `controller="ephemeralenvironment"`) - metricSum(opBefore, "controller_runtime_reconcile_total", `controller="ephemeralenvironment"`)
+		res.Reconciles = count / n
+		res.Errors = (metricSum(opAfter, "controller_runtime_reconcile_errors_total", `controller="ephemeralenvironment"`) - metricSum(opBefore, "controller_runtime_reconcile_errors_total", `controller="ephemeralenvironment"`)) / n
+		took := metricSum(opAfter, "controller_runtime_reconcile_time_seconds_sum", `controller="ephemeralenvironment"`) - metricSum(opBefore, "controller_runtime_reconcile_time_seconds_sum", `controller="ephemeralenvironment"`)
+		if count > 0 {
+			res.ReconcileTime = time.Duration(took / count * float64(time.Second))
+		}
+	}
+	if apiAfter, err := e.apiServerMetrics(ctx); err == nil && apiBefore != nil {
+		sum := metricSum(apiAfter, "apiserver_request_duration_seconds_sum", "") - metricSum(apiBefore, "apiserver_request_duration_seconds_sum", "")
+		count := metricSum(apiAfter, "apiserver_request_duration_seconds_count", "") - metricSum(apiBefore, "apiserver_request_duration_seconds_count", "")
+		if count > 0 {
+			res.APIServerLatency = time.Duration(sum / count * float64(time.Second))
+		}
+		res.APIServerRequests = count
+	}
 	res.Requests, res.ByResource = perEnvironment(before, after, o.Environments)
 	cpu, err := op.cpu()
 	if err != nil {
@@ -178,6 +220,48 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 		e.forceDeleteAll(ctx, names)
 	}
 	return res, nil
+}
+
+// jobLatency is how long the deploy Jobs of a run took from creation to
+// completion.
+func (e *env) jobLatency(ctx context.Context, prefix string) Dist {
+	var jobs batchv1.JobList
+	if err := e.cluster.Client.List(ctx, &jobs, client.InNamespace(managementNamespace), client.MatchingLabels{"petri.dev/action": "deploy"}); err != nil {
+		return Dist{}
+	}
+	var d []time.Duration
+	for _, j := range jobs.Items {
+		if !strings.HasPrefix(j.Labels[petriv1.LabelEnvironment], prefix) || j.Status.CompletionTime == nil {
+			continue
+		}
+		d = append(d, j.Status.CompletionTime.Sub(j.CreationTimestamp.Time))
+	}
+	return distOf(d)
+}
+
+// metricSum adds the samples of a metric whose labels contain match
+// (watches and long-running requests left out).
+func metricSum(m map[string]float64, name, match string) float64 {
+	total := 0.0
+	for k, v := range m {
+		if !strings.HasPrefix(k, name+"{") && k != name {
+			continue
+		}
+		if strings.Contains(k, `verb="WATCH"`) || strings.Contains(k, `verb="CONNECT"`) || !strings.Contains(k, match) {
+			continue
+		}
+		total += v
+	}
+	return total
+}
+
+// apiServerMetrics scrapes kube-apiserver's metrics as the administrator.
+func (e *env) apiServerMetrics(ctx context.Context) (map[string]float64, error) {
+	data, err := e.cluster.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return parseMetrics(bytes.NewReader(data))
 }
 
 // perEnvironment divides the difference of two request counts by n, by verb

@@ -7,6 +7,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,13 +55,13 @@ type syncRig struct {
 func repoName(i int) string { return fmt.Sprintf("bench/repo-%02d", i) }
 func appName(i int) string  { return fmt.Sprintf("app-%02d", i) }
 
-func (e *env) startSync(ctx context.Context, name string, repos, prsPerRepo int) (_ *syncRig, err error) {
+func (e *env) startSync(ctx context.Context, name string, repos, prsPerRepo, rateLimit int) (_ *syncRig, err error) {
 	ns, err := e.cluster.CreateNamespace(ctx, "bench-"+name)
 	if err != nil {
 		return nil, err
 	}
 	r := &syncRig{ns: ns, done: make(chan struct{})}
-	r.gh = githubapi.New(githubapi.Options{Tokens: []string{syncToken}})
+	r.gh = githubapi.New(githubapi.Options{Tokens: []string{syncToken}, RateLimit: rateLimit})
 	defer func() {
 		if err != nil {
 			r.stop()
@@ -243,6 +246,15 @@ type SyncLoadOptions struct {
 	// Repos and PullRequests (per repository) are what the events spread
 	// over.
 	Repos, PullRequests int
+	// RateLimit is the GitHub stand-in's requests per hour; GitHub's 5,000
+	// when zero. At 50 events/s sync spends more than that within a
+	// minute, so make bench measures sync's own latency with a limit that
+	// does not bind (a GitHub Enterprise Server without rate limits) and
+	// reports what each event costs.
+	RateLimit int
+	// Profile, when set, receives this process's CPU profile (sync's
+	// engine runs in it) over the load.
+	Profile string
 }
 
 // SyncLoadResult is the webhook-to-write latency under load.
@@ -261,8 +273,11 @@ type SyncLoadResult struct {
 	// the load, and RateLimited the reconciles sync held back for GitHub's
 	// rate limit.
 	GitHubRequests, NotModified int
-	RateLimited                 float64
-	LoadBefore, LoadAfter       string
+	// ByKind counts the stand-in's requests by method and path, with
+	// numbers and commits replaced by placeholders.
+	ByKind                map[string]int
+	RateLimited           float64
+	LoadBefore, LoadAfter string
 }
 
 type pendingEvent struct {
@@ -275,7 +290,7 @@ type pendingEvent struct {
 // environment is written with it.
 func (e *env) syncLoad(ctx context.Context, o SyncLoadOptions) (res SyncLoadResult, err error) {
 	res.SyncLoadOptions = o
-	r, err := e.startSync(ctx, "sync-load", o.Repos, o.PullRequests)
+	r, err := e.startSync(ctx, "sync-load", o.Repos, o.PullRequests, o.RateLimit)
 	if err != nil {
 		return res, err
 	}
@@ -314,6 +329,17 @@ func (e *env) syncLoad(ctx context.Context, o SyncLoadOptions) (res SyncLoadResu
 		}, nil, synced)
 	<-synced
 
+	if o.Profile != "" {
+		f, err := os.Create(o.Profile)
+		if err != nil {
+			return res, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return res, err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	r.gh.ResetRequests()
 	before := r.reconcilesBy("rate_limited")
 	interval := time.Second / time.Duration(o.Rate)
@@ -385,7 +411,9 @@ func (e *env) syncLoad(ctx context.Context, o SyncLoadOptions) (res SyncLoadResu
 		res.Lost += len(l)
 	}
 	res.Latency = distOf(latencies)
+	res.ByKind = map[string]int{}
 	for _, req := range r.gh.Requests() {
+		res.ByKind[requestShape(req)]++
 		res.GitHubRequests++
 		if req.Status == http.StatusNotModified {
 			res.NotModified++
@@ -394,6 +422,29 @@ func (e *env) syncLoad(ctx context.Context, o SyncLoadOptions) (res SyncLoadResu
 	res.RateLimited = r.reconcilesBy("rate_limited") - before
 	res.LoadAfter = loadavg()
 	return res, nil
+}
+
+var (
+	shaSegment    = regexp.MustCompile(`/[0-9a-f]{40}(/|$)`)
+	numberSegment = regexp.MustCompile(`/[0-9]+(/|$)`)
+)
+
+// requestShape is a request's method and path with commits and numbers
+// replaced, and whether it was answered 304.
+func requestShape(r githubapi.Request) string {
+	p := shaSegment.ReplaceAllString(r.Path, "/{sha}$1")
+	p = numberSegment.ReplaceAllString(p, "/{n}$1")
+	p = strings.Replace(p, "/repos/"+strings.Split(strings.TrimPrefix(p, "/repos/"), "/")[0]+"/", "/repos/{owner}/", 1)
+	if i := strings.Index(p, "/repo-"); i >= 0 {
+		if j := strings.Index(p[i+1:], "/"); j >= 0 {
+			p = p[:i] + "/{repo}" + p[i+1+j:]
+		}
+	}
+	s := r.Method + " " + p
+	if r.Status == http.StatusNotModified {
+		s += " (304)"
+	}
+	return s
 }
 
 // reconcilesBy is the number of reconciles with one outcome.
@@ -451,7 +502,7 @@ func countDist(v []float64) Counts {
 // once every pull request's environment is written and reported on.
 func (e *env) resync(ctx context.Context, o ResyncOptions) (res ResyncResult, err error) {
 	res.ResyncOptions = o
-	r, err := e.startSync(ctx, "sync-resync", o.Repos, o.PullRequests)
+	r, err := e.startSync(ctx, "sync-resync", o.Repos, o.PullRequests, 0)
 	if err != nil {
 		return res, err
 	}

@@ -294,12 +294,18 @@ func (c *Cluster) startControllerManager(opts Options) error {
 		"--leader-elect=false",
 		"--root-ca-file="+caFile,
 		"--secure-port=0",
-		"--concurrent-job-syncs=20",
-		"--concurrent-namespace-syncs=10",
-		"--concurrent-gc-syncs=20",
+		// Sized for thousands of environments created at once: every
+		// environment's Jobs, pods and namespace go through the Job,
+		// garbage collector and namespace controllers, and one namespace
+		// deletion alone is two requests per namespaced resource type. At
+		// 200 requests/s the controller manager's client held 200
+		// environments back for minutes (make bench, docs/benchmarks.md).
+		"--concurrent-job-syncs=50",
+		"--concurrent-namespace-syncs=50",
+		"--concurrent-gc-syncs=50",
 		"--concurrent-ttl-after-finished-syncs=10",
-		"--kube-api-qps=200",
-		"--kube-api-burst=400",
+		"--kube-api-qps=2000",
+		"--kube-api-burst=4000",
 	)
 	c.kcm.Stdout, c.kcm.Stderr = out, out
 	if err := c.kcm.Start(); err != nil {

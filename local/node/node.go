@@ -144,7 +144,10 @@ func New(config *rest.Config, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("local node directory: %w", err)
 	}
 	cfg := rest.CopyConfig(config)
-	cfg.QPS, cfg.Burst = 200, 400
+	// Every pod costs about ten requests (binding, token, volumes, status);
+	// thousands of Job pods at once must not queue behind a client-side
+	// limit the kubelet's own API server does not impose on it.
+	cfg.QPS, cfg.Burst = 2000, 4000
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
