@@ -241,7 +241,14 @@ func (s *Syncer) lifecycle(ctx context.Context, repo string, rs *repoState, apps
 			}
 			observeReady(&l.state, app.Name, e, pr.HeadSHA, now)
 			a = l.state.Apps[app.Name]
-			if a == nil || a.ExpiredSHA != "" || keptBy(app, pr.Labels, l.state) != "" {
+			if a != nil && a.ExpiredSHA == pr.HeadSHA {
+				if sa := l.saved.Apps[app.Name]; sa == nil || sa.ExpiredSHA != pr.HeadSHA {
+					// Decided before, not in the comment yet: again.
+					persist[n] = true
+				}
+				continue
+			}
+			if a == nil || keptBy(app, pr.Labels, l.state) != "" {
 				continue
 			}
 			if exp := a.ExpiresAt(app.TTL.Duration, pr.HeadSHA); !exp.IsZero() && !now.Before(exp) {

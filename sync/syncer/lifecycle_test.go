@@ -574,3 +574,38 @@ func TestCommandToTheFollowerIsActedOnByTheLeader(t *testing.T) {
 	assert.Equal(t, "+1", gh.Reactions(ghRepo, c.ID)[0].Content)
 	assert.Equal(t, 1.0, b.handovers(t, "recorded"), "the follower handed it over")
 }
+
+// An expiry that could not be recorded in the comment deletes nothing; it
+// is recorded (and the environment deleted) as soon as GitHub answers
+// again, without waiting for the resync.
+func TestExpiryIsRecordedBeforeTheEnvironmentGoes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{files: lifecycleFiles("4s", "")})
+	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	name := envName(pr.Number)
+	h.waitEnv(name, nil)
+	readyNow(t, h, name)
+	h.waitComment(pr.Number, ":warning: **This environment expires at")
+
+	editsFail := func(r *http.Request) bool {
+		return r.Method == http.MethodPatch && strings.Contains(r.URL.Path, "/issues/comments/")
+	}
+	h.gh.SetFault(&githubapi.Fault{Match: editsFail, Status: http.StatusInternalServerError})
+	failed := func() bool {
+		for _, r := range h.gh.Requests() {
+			if r.Method == http.MethodPatch && r.Status == http.StatusInternalServerError {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(t, failed, 15*time.Second, 5*time.Millisecond, "the expiry was never tried")
+	_, err := h.get(name)
+	require.NoError(t, err, "deleted while its expiry was not in the comment")
+	h.gh.SetFault(nil)
+
+	h.waitGone(name)
+	state, ok := render.ParseState(h.comment(pr.Number))
+	require.True(t, ok)
+	assert.Equal(t, pr.HeadSHA, state.Apps["shop"].ExpiredSHA)
+}
