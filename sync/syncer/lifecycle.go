@@ -13,6 +13,7 @@
 package syncer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -387,7 +388,7 @@ func (s *Syncer) handleCommands(ctx context.Context, repo string, pr provider.Pu
 	pending := rs.commands[pr.Number]
 	delete(rs.commands, pr.Number)
 	s.mu.Unlock()
-	slices.SortFunc(pending, func(a, b provider.Comment) int { return int(a.ID - b.ID) })
+	slices.SortFunc(pending, func(a, b provider.Comment) int { return cmp.Compare(a.ID, b.ID) })
 	handled := false
 	for i, c := range pending {
 		s.mu.Lock()
