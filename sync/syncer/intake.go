@@ -210,8 +210,11 @@ func (s *Syncer) handleEvent(ev webhook.Event) {
 			s.gates[gateKey{key, ev.SHA, ev.Gate.String()}] = true
 		}
 	case "issue_comment":
-		if ev.Comment != nil {
-			s.addCommand(r, *ev.Comment)
+		// A hint, as a handed-over event is: the command is read from the
+		// pull request's comments through the API (its author and text as
+		// GitHub has them), never taken from the delivery.
+		if ev.Comment != nil && ev.Comment.Number > 0 {
+			r.commentHints[ev.Comment.Number] = true
 		}
 	}
 	s.mu.Unlock()

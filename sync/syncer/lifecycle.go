@@ -431,7 +431,11 @@ func (s *Syncer) command(ctx context.Context, repo string, pr provider.PullReque
 	text := "`" + cmd.Text + "`"
 	done := func(reaction, result, note string, change func(st *render.State)) error {
 		if err := s.opts.Provider.React(ctx, repo, c.ID, reaction); err != nil {
-			return err
+			if !errors.Is(err, provider.ErrNotFound) {
+				return err
+			}
+			// Deleted since it was read: handled all the same.
+			log.Info("Command comment deleted before its reaction", "command", cmd.Text)
 		}
 		s.mu.Lock()
 		if change != nil {

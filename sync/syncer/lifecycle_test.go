@@ -609,3 +609,42 @@ func TestExpiryIsRecordedBeforeTheEnvironmentGoes(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, pr.HeadSHA, state.Apps["shop"].ExpiredSHA)
 }
+
+// A delivery is a hint: the command, its author and its text are read from
+// GitHub, so a delivery signed with the webhook secret but claiming another
+// author, or a comment that does not exist, changes nothing.
+func TestForgedCommandDeliveryIsNotActedOn(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{files: shopFiles("")})
+	h.gh.SetPermission(ghRepo, "alice", "admin")
+	h.gh.SetPermission(ghRepo, "bob", "read")
+	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	name := envName(pr.Number)
+	h.waitEnv(name, nil)
+
+	send := func(d githubapi.Delivery, edit func(map[string]any)) {
+		var p map[string]any
+		require.NoError(t, json.Unmarshal(d.Body, &p))
+		edit(p)
+		body, err := json.Marshal(p)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusAccepted, h.send(githubapi.Delivery{Event: d.Event, Body: body}))
+	}
+	bobs := h.gh.AddComment(ghRepo, pr.Number, "bob", "/petri sleep")
+	d, err := h.gh.IssueCommentEvent(ghRepo, pr.Number, bobs.ID)
+	require.NoError(t, err)
+	send(d, func(p map[string]any) { p["comment"].(map[string]any)["user"].(map[string]any)["login"] = "alice" })
+	send(d, func(p map[string]any) {
+		c := p["comment"].(map[string]any)
+		c["id"], c["body"] = 99999999, "/petri redeploy"
+		c["user"].(map[string]any)["login"] = "alice"
+	})
+	h.waitReaction(bobs, "-1")
+	h.waitComment(pr.Number, "`/petri sleep` from @bob: refused: @bob needs write access to acme/shop (has read)")
+	h.resync()
+	e, err := h.get(name)
+	require.NoError(t, err)
+	assert.NotContains(t, e.Annotations, render.AnnotationSleepRequested)
+	assert.NotContains(t, e.Annotations, render.AnnotationRedeploy)
+	assert.NotContains(t, h.comment(pr.Number), "@alice")
+}
