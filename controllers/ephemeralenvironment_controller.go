@@ -132,6 +132,8 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 			setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployProgressing, "waiting for the deployer's RoleBinding to take effect")
 			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 		}
+	} else if err := r.checkDeployerAccess(ctx, env, st); err != nil {
+		return st.result(), err
 	}
 	if err := r.bind(ctx, env, st); err != nil || st.stop {
 		return st.result(), err
@@ -142,6 +144,10 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 		return st.result(), err
 	}
 	if err := r.deploy(ctx, env, st); err != nil {
+		return st.result(), err
+	}
+	r.finishRecovery(env)
+	if err := r.verify(ctx, env, st); err != nil {
 		return st.result(), err
 	}
 	if err := r.sleepAfterDeploy(ctx, env, st, deployStarted); err != nil {

@@ -53,6 +53,10 @@ func setCondition(env *petriv1.EphemeralEnvironment, typ string, status metav1.C
 // Ready, in the order they are reached.
 func requiredConditions(env *petriv1.EphemeralEnvironment) []string {
 	out := []string{petriv1.ConditionNamespaceBound}
+	if apimeta.FindStatusCondition(env.Status.Conditions, petriv1.ConditionWorkloadsIntact) != nil {
+		// Once something was found lost, or the releases were verified.
+		out = append(out, petriv1.ConditionWorkloadsIntact)
+	}
 	if len(env.Spec.SharedWorkloads) > 0 || len(env.Status.SharedWorkloads) > 0 {
 		out = append(out, petriv1.ConditionSharedWorkloadsBound)
 	}

@@ -157,8 +157,13 @@ func testOptions() controllers.Options {
 	o.ChartCASecret = chartCASecret
 	o.PlainHTTPRegistries = []string{registry.Host}
 	o.NamespaceHash = func(uid string) string { return hashPrefix + naming.UIDHash(types.UID(uid)) }
+	o.VerifyInterval = verifyInterval
 	return o
 }
+
+// verifyInterval is the operator's --verify-interval in these tests: off,
+// except while a test that needs periodic verify Jobs runs (withVerifyInterval).
+var verifyInterval time.Duration
 
 // startOperator runs the operator the way production does: NewManager with
 // the production wiring, authenticated as its ServiceAccount with the RBAC of

@@ -55,6 +55,9 @@ const (
 	// and back (petri-deployer sleep, wake).
 	ActionSleep = "sleep"
 	ActionWake  = "wake"
+	// ActionVerify reads an environment's releases as its deployer identity
+	// (petri-deployer verify).
+	ActionVerify = "verify"
 )
 
 // Spec describes one Job.
@@ -176,6 +179,19 @@ func Finished(j *batchv1.Job) (done, succeeded bool, message string) {
 		}
 	}
 	return false, false, ""
+}
+
+// CompletionMessage returns the termination message of the Job's pod that
+// succeeded: what the deployer reports of a success ("Deployed: revision 4").
+func CompletionMessage(pods []corev1.Pod) string {
+	for _, p := range pods {
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.ExitCode == 0 && t.Message != "" {
+				return t.Message
+			}
+		}
+	}
+	return ""
 }
 
 // TerminationMessage returns the most recent termination message among the
