@@ -390,6 +390,9 @@ func summarizeSleep(env *petriv1.EphemeralEnvironment, err error) bool {
 		reason, msg = petriv1.ReasonSleepFailed, fmt.Sprintf("sleep failed (attempt %d, job %s): %s; retrying", s.Attempt, s.Job, s.LastError)
 	case s.LastError != "":
 		reason, msg = petriv1.ReasonWakeFailed, fmt.Sprintf("wake failed (attempt %d, job %s): %s; retrying", s.Attempt, s.Job, s.LastError)
+	case s.Action == petriv1.SleepActionSleep && !wantSleep(env).asleep:
+		// To be woken; the wake Job has not started yet.
+		reason, msg = petriv1.ReasonWaking, fmt.Sprintf("waking up: the wake Job of %s starts once nothing else runs for the environment", ns)
 	case s.Action == petriv1.SleepActionSleep:
 		reconciling = false
 		since := ""

@@ -35,8 +35,9 @@ const (
 	bindingSecret = "petri-binding-" + demoSharedWorkload
 )
 
-// Scenario plays one pull request's life: open it, push a commit, close
-// it, and checks after each step that Petri reached the expected state.
+// Scenario plays one pull request's life: open it, push a commit, put its
+// environment to sleep and wake it, close it, and checks after each step
+// that Petri reached the expected state.
 type Scenario struct {
 	Stack  *Stack
 	Report *Report
@@ -69,6 +70,8 @@ type Result struct {
 	Database string
 	// BindingKeys are the keys of the binding Secret.
 	BindingKeys []string
+	// Sleep is what the sleep and wake steps measured.
+	Sleep SleepResult
 }
 
 // StepResult is one step's outcome.
@@ -98,7 +101,9 @@ func (sc *Scenario) Run(ctx context.Context) (*Result, error) {
 	}{
 		{fmt.Sprintf("1. Open pull request #%d", sc.Number), sc.open},
 		{"2. Push a new commit", sc.push},
-		{"3. Close the pull request", sc.close},
+		{"3. Put the environment to sleep", sc.sleep},
+		{"4. Wake it", sc.wake},
+		{"5. Close the pull request", sc.close},
 	}
 	for _, st := range steps {
 		sc.Report.Section("%s", st.name)

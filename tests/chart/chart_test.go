@@ -570,8 +570,9 @@ func TestPullRequestLifecycleOnTheChart(t *testing.T) {
 	sc := &stack.Scenario{Stack: st, Report: stack.NewReport(os.Stderr), Number: 3, StepTimeout: 2 * time.Minute}
 	res, err := sc.Run(ctx)
 	require.NoError(t, err)
-	require.Len(t, res.Steps, 3)
+	require.Len(t, res.Steps, 5)
 	require.Len(t, res.Pages, 2)
+	assert.Equal(t, int32(1), res.Sleep.Restored, "the environment slept and woke")
 	assert.Contains(t, res.Pages[1], "commit: "+res.SHAs[1]+"\n")
 	assert.Contains(t, res.Pages[1], "database: "+res.Database+" (ready)", "the application reads its binding")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -107,7 +108,7 @@ func TestPullRequestLifecycle(t *testing.T) {
 	res, err := sc.Run(ctx)
 	require.NoError(t, err)
 
-	require.Len(t, res.Steps, 3)
+	require.Len(t, res.Steps, 5)
 	require.Len(t, res.SHAs, 2)
 	assert.NotEqual(t, res.SHAs[0], res.SHAs[1])
 	assert.True(t, strings.HasPrefix(res.URL, st.IngressURL+"/"+res.Environment), "the URL %s is served by the local ingress", res.URL)
@@ -120,6 +121,15 @@ func TestPullRequestLifecycle(t *testing.T) {
 	assert.NotContains(t, res.Pages[1], res.SHAs[0], "after the push the old commit is gone")
 	assert.Contains(t, res.Pages[1], "database: "+res.Database+" (ready)", "the application reads its binding")
 	assert.Equal(t, []string{"ADMIN_PASSWORD", "DATABASE", "STORE_URL"}, res.BindingKeys)
+
+	// Asleep, the application's one replica was recorded and its URL did
+	// not answer; awake, exactly that replica is back and the page answers.
+	assert.Equal(t, "1", res.Sleep.Recorded)
+	assert.Equal(t, int32(1), res.Sleep.Restored)
+	assert.NotEqual(t, http.StatusOK, res.Sleep.AsleepAnswer)
+	assert.Contains(t, res.Sleep.Page, "commit: "+res.SHAs[1]+"\n")
+	t.Logf("sleep: asleep %s, pods gone %s after the request; wake: Ready %s, URL answering %s after the request",
+		res.Sleep.Asleep.Round(time.Millisecond), res.Sleep.PodsGone.Round(time.Millisecond), res.Sleep.Ready.Round(time.Millisecond), res.Sleep.Answering.Round(time.Millisecond))
 
 	// Nothing of the environment is left.
 	var envs petriv1.EphemeralEnvironmentList
