@@ -110,10 +110,11 @@ func deployStart(env *petriv1.EphemeralEnvironment) *time.Time {
 }
 
 // trackDeployStart keeps status.deployStartedAt to the current generation's
-// deploy. Called before the deploy graph runs (started is false) it clears a
-// start that belongs to an earlier deploy and reports whether this one has
-// started; called after it with that report, it records the start of a
-// deploy whose first Job the graph just created. (metav1.Time, which the
+// deploy. Called before the deploy graph runs (startedBefore true, so that
+// it records nothing) it clears a start that belongs to an earlier deploy and
+// reports whether this one has started; called after the graph with that
+// report, it records the start of a deploy whose first Job the graph just
+// created. (metav1.Time, which the
 // components' start times are, keeps whole seconds only: too coarse to order
 // a request made in the same second as a deploy.)
 func trackDeployStart(env *petriv1.EphemeralEnvironment, startedBefore bool) bool {
