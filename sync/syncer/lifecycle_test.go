@@ -353,7 +353,7 @@ func TestSleepAfterIdleAndWake(t *testing.T) {
 	}
 	first := asked(created.CreationTimestamp.Time)
 	assert.GreaterOrEqual(t, first.Sub(created.CreationTimestamp.Time), idle-time.Second, "asked only after the idle time")
-	assert.Equal(t, 1.0, metricValue(t, h, "petri_sync_lifecycle_total", "sleep_requested"))
+	require.Eventually(t, func() bool { return metricValue(t, h, "petri_sync_lifecycle_total", "sleep_requested") == 1 }, 5*time.Second, 10*time.Millisecond)
 
 	// The operator (played by the test) puts it to sleep.
 	setStatus(t, h, name, func(e *petriv1.EphemeralEnvironment) {
