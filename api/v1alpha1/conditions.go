@@ -10,7 +10,9 @@ const (
 	// desired state of the current generation.
 	ConditionReconciling = "Reconciling"
 	// ConditionStalled is True when progress needs a change from a person: an
-	// invalid spec, a namespace that Petri does not own.
+	// invalid spec, a namespace that Petri does not own, or a deploy that
+	// failed for the current generation (only a new generation moves it; kstatus
+	// reads it as Failed).
 	ConditionStalled = "Stalled"
 	// ConditionNamespaceBound is True once status.targetNamespace is committed
 	// and the namespace exists and is verified as the environment's own. Once
