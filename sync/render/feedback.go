@@ -164,7 +164,7 @@ func CommitStatus(s PRState) (provider.CommitStatus, bool) {
 	case s.Expired():
 		// Not a failure of the commit: a required check stays green.
 		st.State, st.TargetURL = "success", ""
-		st.Description = fmt.Sprintf("Environment expired (ttl %s); push or comment /petri wake to bring it back", s.TTL)
+		st.Description = fmt.Sprintf("Environment expired (ttl %s); push or comment /petri wake to bring it back", FormatDuration(s.TTL))
 	case s.Waiting != "":
 		st.State, st.Description, st.TargetURL = "pending", s.Waiting, ""
 	case s.Env == nil || s.Env.Spec.Source == nil || s.Env.DeletionTimestamp != nil:
@@ -208,7 +208,7 @@ func Comment(states []PRState, state State) string {
 		switch {
 		case s.Expired():
 			fmt.Fprintf(&b, ":hourglass_flowing_sand: **Expired** at %s: the environment of commit `%s` was deleted %s after it was deployed.\n",
-				FormatTime(s.ExpiredAt), short(s.ExpiredSHA), s.TTL)
+				FormatTime(s.ExpiredAt), short(s.ExpiredSHA), FormatDuration(s.TTL))
 			fmt.Fprintf(&b, "To bring it back, push a commit or comment `/petri wake`; `/petri keep` or the label `%s` then keeps it.\n", s.KeepLabel)
 			continue
 		case s.Deleted != "" && s.Env == nil:
@@ -306,12 +306,12 @@ func lifecycleLines(b *strings.Builder, s PRState) {
 		fmt.Fprintf(b, "- Expiry: suspended by %s\n", s.KeptBy)
 	case !s.ExpiresAt.IsZero():
 		fmt.Fprintf(b, "- Expires: %s (ttl %s from the first deploy of its commit); `/petri extend <duration>`, `/petri keep` or the label `%s` keeps it longer\n",
-			FormatTime(s.ExpiresAt), s.TTL, s.KeepLabel)
+			FormatTime(s.ExpiresAt), FormatDuration(s.TTL), s.KeepLabel)
 	default:
-		fmt.Fprintf(b, "- Expires: %s after its commit is first ready\n", s.TTL)
+		fmt.Fprintf(b, "- Expires: %s after its commit is first ready\n", FormatDuration(s.TTL))
 	}
 	if s.SleepAfter > 0 {
-		fmt.Fprintf(b, "- Sleeps after %s without a push or a command; a push or `/petri wake` wakes it\n", s.SleepAfter)
+		fmt.Fprintf(b, "- Sleeps after %s without a push or a command; a push or `/petri wake` wakes it\n", FormatDuration(s.SleepAfter))
 	}
 }
 

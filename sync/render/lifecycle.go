@@ -303,6 +303,19 @@ func WarnBefore(ttl time.Duration) time.Duration {
 	return min(ttl/4, time.Hour)
 }
 
+// FormatDuration is how durations appear in the comment: 72h, 1h30m, 90s,
+// without Go's trailing zero units.
+func FormatDuration(d time.Duration) string {
+	out := d.String()
+	if strings.HasSuffix(out, "m0s") {
+		out = strings.TrimSuffix(out, "0s")
+	}
+	if strings.HasSuffix(out, "h0m") {
+		out = strings.TrimSuffix(out, "0m")
+	}
+	return out
+}
+
 // FormatTime is how times appear in the comment: to the second, in UTC.
 func FormatTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05 UTC")

@@ -127,7 +127,7 @@ func TestLifecycleInCommentAndStatus(t *testing.T) {
 	base := render.PRState{Application: "shop", HeadSHA: "0123456789", Env: ready, TTL: 72 * time.Hour, KeepLabel: "petri/keep", ExpiresAt: expires}
 
 	body := render.Comment([]render.PRState{base}, render.State{})
-	assert.Contains(t, body, "- Expires: 2026-01-02 03:04:05 UTC (ttl 72h0m0s from the first deploy of its commit)")
+	assert.Contains(t, body, "- Expires: 2026-01-02 03:04:05 UTC (ttl 72h from the first deploy of its commit)")
 	assert.NotContains(t, body, ":warning:")
 
 	warn := base
@@ -145,18 +145,18 @@ func TestLifecycleInCommentAndStatus(t *testing.T) {
 	notReady.ExpiresAt = time.Time{}
 	notReady.SleepAfter = 2 * time.Hour
 	body = render.Comment([]render.PRState{notReady}, render.State{})
-	assert.Contains(t, body, "- Expires: 72h0m0s after its commit is first ready")
-	assert.Contains(t, body, "- Sleeps after 2h0m0s without a push or a command")
+	assert.Contains(t, body, "- Expires: 72h after its commit is first ready")
+	assert.Contains(t, body, "- Sleeps after 2h without a push or a command")
 
 	expired := render.PRState{Application: "shop", HeadSHA: "0123456789", TTL: 72 * time.Hour, KeepLabel: "petri/keep", ExpiredSHA: "0123456789", ExpiredAt: expires}
 	body = render.Comment([]render.PRState{expired}, render.State{Notes: []string{"`/petri keep` from @alice: accepted"}})
-	assert.Contains(t, body, ":hourglass_flowing_sand: **Expired** at 2026-01-02 03:04:05 UTC: the environment of commit `0123456` was deleted 72h0m0s after it was deployed.")
+	assert.Contains(t, body, ":hourglass_flowing_sand: **Expired** at 2026-01-02 03:04:05 UTC: the environment of commit `0123456` was deleted 72h after it was deployed.")
 	assert.Contains(t, body, "To bring it back, push a commit or comment `/petri wake`")
 	assert.Contains(t, body, "#### Commands\n- `/petri keep` from @alice: accepted\n")
 	st, ok := render.CommitStatus(expired)
 	require.True(t, ok)
 	assert.Equal(t, "success", st.State, "an expiry is no failure of the commit")
-	assert.Equal(t, "Environment expired (ttl 72h0m0s); push or comment /petri wake to bring it back", st.Description)
+	assert.Equal(t, "Environment expired (ttl 72h); push or comment /petri wake to bring it back", st.Description)
 	assert.Empty(t, st.TargetURL)
 
 	asleep := env(1, 1, petriv1.EnvironmentSleeping, metav1.ConditionFalse)
@@ -172,4 +172,10 @@ func TestLifecycleInCommentAndStatus(t *testing.T) {
 	asleep.Status.Sleep = &petriv1.SleepStatus{Asleep: true, Since: &metav1.Time{Time: expires}}
 	_, detail := render.EnvState(asleep)
 	assert.Equal(t, "asleep since 2026-01-02 03:04:05 UTC: comment /petri wake or push a commit to wake it", detail)
+}
+
+func TestFormatDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{72 * time.Hour: "72h", 90 * time.Minute: "1h30m", 6 * time.Second: "6s", 2 * time.Minute: "2m", time.Hour + time.Second: "1h0m1s"} {
+		assert.Equal(t, want, render.FormatDuration(d))
+	}
 }

@@ -66,7 +66,7 @@ func (s *Syncer) deployment(ctx context.Context, key prKey, st render.PRState, l
 			reason += ": " + st.Deleted
 		}
 		if st.Expired() || (st.Env == nil && st.ExpiredSHA != "") {
-			reason = fmt.Sprintf("Environment expired (ttl %s)", st.TTL)
+			reason = fmt.Sprintf("Environment expired (ttl %s)", render.FormatDuration(st.TTL))
 		}
 		want, sha = provider.DeploymentStatus{State: deploymentInactive, Description: reason}, have.DeploymentSHA
 	case st.Env.Spec.Source == nil || st.Env.Spec.Source.SHA != st.HeadSHA || st.HeadSHA == "":

@@ -292,7 +292,7 @@ func (s *Syncer) lifecycle(ctx context.Context, repo string, rs *repoState, apps
 			if res.held[app.Name] == nil {
 				res.held[app.Name] = map[int]string{}
 			}
-			res.held[app.Name][n] = fmt.Sprintf("expired %s after commit %s was deployed", app.TTL.Duration, shortSHA(a.ExpiredSHA))
+			res.held[app.Name][n] = fmt.Sprintf("expired %s after commit %s was deployed", render.FormatDuration(app.TTL.Duration), shortSHA(a.ExpiredSHA))
 		}
 	}
 	s.mu.Unlock()
