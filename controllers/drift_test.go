@@ -264,3 +264,51 @@ func TestFinalFailureIsNotRetried(t *testing.T) {
 		waitGone(t, e)
 	}
 }
+
+// jobsWithAction lists an environment's Jobs of one action.
+func jobsWithAction(t *testing.T, envName, action string) []string {
+	t.Helper()
+	var list batchv1.JobList
+	require.NoError(t, env.Client.List(context.Background(), &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: envName, jobs.LabelAction: action}))
+	var out []string
+	for _, j := range list.Items {
+		out = append(out, j.Name)
+	}
+	return out
+}
+
+// A replaced namespace loses the binding Secrets too: every binding is
+// bound and provisioned again, with Jobs of its own and the same staged
+// credentials, before the component that uses it deploys again; teardown
+// then deprovisions with those credentials.
+func TestReplacedNamespaceBindsAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := recordDir(t)
+	require.NoError(t, env.Client.Create(ctx, sharedWorkload("pg-lost", dir)))
+	swReady(t, "pg-lost")
+	const name = "bind-lost"
+	require.NoError(t, env.Client.Create(ctx, boundEnv(name, "pg-lost")))
+	first := waitFor(t, name, "ready", ready)
+	ns := first.Status.TargetNamespace
+	secret := &corev1.Secret{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "petri-binding-pg-lost"}, secret))
+	password, database := string(secret.Data["ADMIN_PASSWORD"]), string(secret.Data["DATABASE"])
+
+	require.NoError(t, env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	again := waitFor(t, name, "ready again with its binding", func(e *petriv1.EphemeralEnvironment) bool {
+		return ready(e) && e.Status.Recoveries == 1 && e.Status.NamespaceUID != first.Status.NamespaceUID
+	})
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "petri-binding-pg-lost"}, secret), "the binding Secret is in the new namespace")
+	assert.Equal(t, password, string(secret.Data["ADMIN_PASSWORD"]))
+	assert.Equal(t, database, string(secret.Data["DATABASE"]))
+	assert.Len(t, jobsWithAction(t, name, jobs.ActionBind), 2, "bound again by a Job of its own")
+	assert.Len(t, jobsWithAction(t, name, jobs.ActionProvision), 2, "provisioned again by a Job of its own")
+	assert.Equal(t, map[int]string{1: "deployed"}, helmReleases(t, ns)["app"])
+	assert.Equal(t, database, readRecord(t, dir+"/"+name+"-provision.env")["DATABASE"])
+
+	require.NoError(t, env.Client.Delete(ctx, again))
+	waitGone(t, again)
+	assert.Equal(t, database, readRecord(t, dir+"/"+name+"-deprovision.env")["DATABASE"], "deprovisioned with the same credentials")
+	require.NoError(t, env.Client.Delete(ctx, &petriv1.SharedWorkload{ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: "pg-lost"}}))
+}
