@@ -99,7 +99,8 @@ func (s *Stack) chartValues() map[string]any {
 					"github-token":   s.token,
 				},
 			},
-			"ingress": map[string]any{"enabled": true},
+			// As the overlay's Ingress: the webhook, the read API and the web page.
+			"ingress": map[string]any{"enabled": true, "ui": true},
 		},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -180,7 +181,7 @@ func everyOption() map[string]any {
 			}},
 			"extraArgs": []any{"-resync-interval=2m"},
 			"ingress": map[string]any{
-				"enabled": true, "className": "nginx", "hosts": []any{"petri.example.com"},
+				"enabled": true, "className": "nginx", "hosts": []any{"petri.example.com"}, "ui": true,
 				"annotations": map[string]any{"cert-manager.io/cluster-issuer": "letsencrypt"},
 				"tls":         []any{map[string]any{"hosts": []any{"petri.example.com"}, "secretName": "petri-sync-tls"}},
 			},
@@ -471,6 +472,12 @@ func TestChartOptions(t *testing.T) {
 		rules, _, _ := unstructured.NestedSlice(ing.Object, "spec", "rules")
 		require.Len(t, rules, 1)
 		assert.Equal(t, "petri.example.com", rules[0].(map[string]any)["host"])
+		paths, _, _ := unstructured.NestedSlice(rules[0].(map[string]any), "http", "paths")
+		var routed []string
+		for _, p := range paths {
+			routed = append(routed, p.(map[string]any)["path"].(string))
+		}
+		assert.Equal(t, []string{"/webhooks/", "/api/", "/", "/ui/"}, routed, "ui routes the web page too")
 		assert.Equal(t, "nginx", ing.Object["spec"].(map[string]any)["ingressClassName"])
 		assert.Len(t, ing.Object["spec"].(map[string]any)["tls"], 1)
 		for _, name := range []string{"petri-operator", "petri-sync"} {
@@ -566,6 +573,13 @@ func TestPullRequestLifecycleOnTheChart(t *testing.T) {
 		assert.Equal(t, "Helm", d.Labels["app.kubernetes.io/managed-by"], "%s is the chart's", k)
 		assert.Equal(t, ptr.To(n), d.Spec.Replicas, "%s", k)
 	}
+
+	// The chart's Ingress (sync.ingress.ui) serves sync's web page, as the
+	// overlay's does.
+	resp, err := http.Get(st.IngressURL + "/")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "sync's web page through the chart's Ingress")
 
 	sc := &stack.Scenario{Stack: st, Report: stack.NewReport(os.Stderr), Number: 3, StepTimeout: 2 * time.Minute}
 	res, err := sc.Run(ctx)
