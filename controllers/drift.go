@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -153,7 +154,18 @@ func (r *EphemeralEnvironmentReconciler) checkDeployerAccess(ctx context.Context
 		// admin through it, and the operator's own takes its place.
 		lost = fmt.Sprintf("rolebinding %s in %s was changed to bind another role or subject", naming.DeployerRoleBinding, ns)
 		uid := rb.UID
-		if err := r.Delete(ctx, rb, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+		err := r.Delete(ctx, rb, client.Preconditions{UID: &uid})
+		if apierrors.IsForbidden(err) {
+			// The admission fences let the operator delete only the binding
+			// it wrote: a person has to remove this one. Looked at again
+			// shortly, since no watch tells when it is gone.
+			msg := lost + fmt.Sprintf("; the operator may not remove it (%v): delete it, and the operator creates its own", err)
+			setCondition(env, petriv1.ConditionWorkloadsIntact, metav1.ConditionFalse, petriv1.ReasonDeployerAccessLost, msg)
+			p.stalled(petriv1.ReasonDeployerAccessLost, msg)
+			p.requeueAfter(time.Minute)
+			return nil
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete changed rolebinding %s/%s: %w", ns, rb.Name, err)
 		}
 	}

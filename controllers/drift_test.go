@@ -21,18 +21,23 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/naming"
 )
 
-// warned reports whether the environment has an Event of that type and
+// warned reports whether the environment has (or gets within a few
+// seconds: Events are written asynchronously) an Event of that type and
 // reason whose note contains part.
 func warned(t *testing.T, e *petriv1.EphemeralEnvironment, typ, reason, part string) bool {
 	t.Helper()
-	var events corev1.EventList
-	require.NoError(t, env.Client.List(context.Background(), &events, client.InNamespace(mgmtNS)))
-	for _, ev := range events.Items {
-		if ev.InvolvedObject.UID == e.UID && ev.Type == typ && ev.Reason == reason && strings.Contains(ev.Message, part) {
-			return true
+	return eventually(10*time.Second, func() bool {
+		var events corev1.EventList
+		if err := env.Client.List(context.Background(), &events, client.InNamespace(mgmtNS)); err != nil {
+			return false
 		}
-	}
-	return false
+		for _, ev := range events.Items {
+			if ev.InvolvedObject.UID == e.UID && ev.Type == typ && ev.Reason == reason && strings.Contains(ev.Message, part) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // poke changes an annotation of the environment, which makes the operator
@@ -121,11 +126,26 @@ func TestRemovedDeployerRoleBindingIsCreatedAgain(t *testing.T) {
 		status, reason := workloadsIntact(e)
 		return ready(e) && status == metav1.ConditionTrue && reason == petriv1.ReasonWorkloadsVerified
 	})
-	assert.True(t, warned(t, verified, corev1.EventTypeWarning, petriv1.ReasonDeployerAccessLost, "rolebinding "+naming.DeployerRoleBinding+" in "+ns+" was removed"))
+	assert.True(t, warned(t, verified, corev1.EventTypeWarning, petriv1.ReasonDeployerAccessLost, "rolebinding "+naming.DeployerRoleBinding+" in "+ns+" was removed"), "a Warning Event says the RoleBinding was removed")
 	require.NotNil(t, verified.Status.Verification)
 	assert.Equal(t, petriv1.ReasonDeployerAccessLost, verified.Status.Verification.Trigger)
 	assert.Equal(t, "Verified: web=1", verified.Status.Verification.Result)
 	assert.Equal(t, map[int]string{1: "deployed"}, helmReleases(t, ns)["web"], "nothing was deployed again")
+
+	// Bound to someone else instead: replaced by the operator's own.
+	firstCheck := verified.Status.Verification.Job
+	rb.Subjects[0].Name = "someone-else"
+	require.NoError(t, env.Client.Update(ctx, rb))
+	poke(t, name)
+	require.True(t, eventually(60*time.Second, func() bool {
+		return env.Client.Get(ctx, client.ObjectKeyFromObject(rb), rb) == nil && rb.Subjects[0].Name == naming.DeployerServiceAccount(name)
+	}), "the changed RoleBinding is replaced")
+	verified = waitFor(t, name, "verified again and ready", func(e *petriv1.EphemeralEnvironment) bool {
+		status, reason := workloadsIntact(e)
+		return ready(e) && status == metav1.ConditionTrue && reason == petriv1.ReasonWorkloadsVerified &&
+			e.Status.Verification != nil && e.Status.Verification.Job != firstCheck
+	})
+	assert.True(t, warned(t, verified, corev1.EventTypeWarning, petriv1.ReasonDeployerAccessLost, "was changed to bind another role or subject"), "a Warning Event says the RoleBinding was changed")
 
 	require.NoError(t, env.Client.Delete(ctx, verified))
 	waitGone(t, verified)

@@ -132,7 +132,7 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 			setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployProgressing, "waiting for the deployer's RoleBinding to take effect")
 			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 		}
-	} else if err := r.checkDeployerAccess(ctx, env, st); err != nil {
+	} else if err := r.checkDeployerAccess(ctx, env, st); err != nil || st.stop {
 		return st.result(), err
 	}
 	if err := r.bind(ctx, env, st); err != nil || st.stop {
