@@ -5,8 +5,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,7 +74,7 @@ type ScaleResult struct {
 	// run (watches excluded), and APIServerRequests its requests.
 	APIServerLatency  time.Duration
 	APIServerRequests float64
-		// NoopMessage is a termination message of a no-op Job (no-op mode).
+	// NoopMessage is a termination message of a no-op Job (no-op mode).
 	NoopMessage string
 	LoadBefore  string
 	LoadAfter   string
