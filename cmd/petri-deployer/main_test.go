@@ -148,7 +148,7 @@ func TestBinaryDeployUpgradeUndeploy(t *testing.T) {
 
 	res := deploy("message: first\nreplicas: 0\n")
 	require.Equal(t, 0, res.code, "stdout:\n%s\nstderr:\n%s", res.stdout, res.stderr)
-	assert.Equal(t, "<absent>", res.terminationLog, "nothing to report on success")
+	assert.Equal(t, "Deployed: revision 1", res.terminationLog, "a successful deploy reports the revision it made (status.components[].revision)")
 	assert.Contains(t, res.stdout, `"msg":"Deployed","release":"web","namespace":"`+ns+`","action":"install","revision":1,"status":"deployed"`)
 	assert.Equal(t, "first", configMapData(ctx, ns, "web-greeter")["message"])
 
@@ -325,7 +325,7 @@ func TestBinaryReportsFailures(t *testing.T) {
 		{
 			name: "unknown command",
 			args: []string{"rollback", "--release", "web"},
-			code: 2, message: `InvalidArguments: unknown command "rollback": want deploy, undeploy, write-secret, sleep or wake`,
+			code: 2, message: `InvalidArguments: unknown command "rollback": want deploy, undeploy, write-secret, sleep, wake or verify`,
 		},
 	}
 	for _, tt := range tests {
