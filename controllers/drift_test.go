@@ -226,9 +226,12 @@ func TestRefusedDeployIsRetriedWithBackoff(t *testing.T) {
 	attempts := int32(6)
 	api.Retry = &petriv1.RetryPolicy{Attempts: &attempts, Backoff: &metav1.Duration{Duration: 2 * time.Second}, MaxBackoff: &metav1.Duration{Duration: 4 * time.Second}}
 	updateEnv(t, name, func(e *petriv1.EphemeralEnvironment) { e.Spec.Components = append(e.Spec.Components, api) })
-	retrying := waitFor(t, name, "api failed and waits for its next attempt", func(e *petriv1.EphemeralEnvironment) bool {
-		cs := componentNamed(e, "api")
-		return cs != nil && cs.Phase == petriv1.ComponentFailed && cs.NextRetryAt != nil
+	// The spec change deploys web again too: Ready says DeployRetrying once
+	// nothing else is in progress, only api's next attempt.
+	retrying := waitFor(t, name, "api failed and waits for its next attempt, web deployed", func(e *petriv1.EphemeralEnvironment) bool {
+		cs, web := componentNamed(e, "api"), componentNamed(e, "web")
+		return cs != nil && cs.Phase == petriv1.ComponentFailed && cs.NextRetryAt != nil &&
+			web != nil && web.Phase == petriv1.ComponentDeployed
 	})
 	cs := componentNamed(retrying, "api")
 	assert.True(t, strings.HasPrefix(cs.LastError, "KubernetesRefused:"), cs.LastError)
