@@ -177,6 +177,12 @@ ui-screenshots: controlplane chromium ## Retake docs/ui-desktop.png and docs/ui-
 security-docs: controlplane ## Rewrite docs/security.md's table from the API server's answers (tests/security).
 	PETRI_UPDATE_DOCS=1 go test -count=1 ./tests/security/
 
+# CHAOS_FLAGS passes flags to petri-chaos (bin/petri-chaos -h), e.g.
+# CHAOS_FLAGS="-seed 42 -scenarios 1,4".
+.PHONY: chaos
+chaos: controlplane build ## Inject faults into Petri on this machine at full size (local/chaos) and write docs/reliability.md.
+	$(BIN)/petri-chaos -size full -out docs/reliability.md $(CHAOS_FLAGS)
+
 ##@ Run
 
 # DEMO_FLAGS and RUN_FLAGS pass flags to petri-local (bin/petri-local demo -h).

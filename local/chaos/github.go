@@ -1,0 +1,391 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/local/githubapi"
+	"github.com/petri-dev/petri/local/stack"
+	"github.com/petri-dev/petri/sync/render"
+)
+
+// chaosApplication is the application of ConfigRepo.
+const chaosApplication = "chaos"
+
+// pullEnvironment finds the environment sync wrote for a pull request; nil
+// when there is none.
+func (r *run) pullEnvironment(ctx context.Context, number int) *petriv1.EphemeralEnvironment {
+	var list petriv1.EphemeralEnvironmentList
+	if err := retryAPI(ctx, func() error {
+		return r.st.Client.List(ctx, &list, client.InNamespace(stack.ManagementNamespace), client.MatchingLabels{
+			render.LabelApplication: chaosApplication, render.LabelPullRequest: strconv.Itoa(number),
+		})
+	}); err != nil {
+		return nil
+	}
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp == nil {
+			return &list.Items[i]
+		}
+	}
+	if len(list.Items) > 0 {
+		return &list.Items[0]
+	}
+	return nil
+}
+
+// waitPullEnvironment waits until sync wrote the pull request's environment
+// for its head commit.
+func (r *run) waitPullEnvironment(ctx context.Context, number int, timeout time.Duration) (string, error) {
+	pr, _ := r.st.PullRequest(number)
+	var name string
+	ok := waitFor(ctx, timeout, 200*time.Millisecond, func() bool {
+		env := r.pullEnvironment(ctx, number)
+		if env == nil || env.Spec.Source == nil || env.Spec.Source.SHA != pr.HeadSHA {
+			return false
+		}
+		name = env.Name
+		return true
+	})
+	if !ok {
+		return "", fmt.Errorf("sync wrote no environment for pull request #%d (head %s) within %s", number, pr.HeadSHA, timeout)
+	}
+	return name, nil
+}
+
+// pullRequestPath matches reads of one pull request.
+var pullRequestPath = regexp.MustCompile(`^/repos/` + regexp.QuoteMeta(stack.DemoRepository) + `/pulls/\d+$`)
+
+// listingPath is the listing of open pull requests, once per resync round.
+const listingPath = "/repos/" + stack.DemoRepository + "/pulls"
+
+// outagePhase is one way GitHub fails.
+type outagePhase struct {
+	name  string
+	fault *githubapi.Fault
+}
+
+func outagePhases() []outagePhase {
+	return []outagePhase{
+		{"500", &githubapi.Fault{Status: http.StatusInternalServerError}},
+		{"timeout", &githubapi.Fault{Delay: githubTimeout + 2*time.Second}},
+		{"403 with Retry-After", &githubapi.Fault{SecondaryRateLimited: true, RetryAfter: 2 * time.Second}},
+		// An empty listing, and every other call failing: the environments
+		// of pull requests missing from the listing cannot be confirmed.
+		{"truncated listing", &githubapi.Fault{EmptyList: true, Status: http.StatusInternalServerError}},
+		// The listing works; reading a pull request that is not in it (the
+		// ones closed during the outage) answers 404.
+		{"404 for a pull request", &githubapi.Fault{Status: http.StatusNotFound, Match: func(r *http.Request) bool {
+			return r.Method == http.MethodGet && pullRequestPath.MatchString(r.URL.Path)
+		}}},
+	}
+}
+
+// counted installs a fault that also counts the pull request listings
+// that arrive while it is installed: one per resync round.
+func counted(f *githubapi.Fault, n *atomic.Int64) *githubapi.Fault {
+	c := *f
+	match := f.Match
+	c.Match = func(r *http.Request) bool {
+		if r.Method == http.MethodGet && r.URL.Path == listingPath {
+			n.Add(1)
+		}
+		return match == nil || match(r)
+	}
+	return &c
+}
+
+// playGitHubOutage makes the GitHub API fail in every way sync must ride
+// out, for several resync rounds each, while some pull requests are closed
+// without their webhooks reaching sync. No environment may be deleted while
+// GitHub fails; once it recovers, the closed pull requests' environments
+// must go within one resync.
+func playGitHubOutage(ctx context.Context, sc *scene) error {
+	open := sc.size(8, 3)
+	closing := sc.size(4, 1)
+	rounds := sc.size(3, 1)
+	timeout := time.Duration(sc.size(240, 120)) * time.Second
+
+	var numbers []int
+	names := map[int]string{}
+	for i := 0; i < open; i++ {
+		pr, err := sc.st.OpenPullRequest(ctx, 0, fmt.Sprintf("Chaos change %d", i+1))
+		if err != nil {
+			return err
+		}
+		numbers = append(numbers, pr.Number)
+	}
+	for _, n := range numbers {
+		name, err := sc.waitPullEnvironment(ctx, n, timeout)
+		if err != nil {
+			return err
+		}
+		names[n] = name
+		sc.expectPresent(name)
+	}
+	sc.parallel(mapValues(names), func(name string) { sc.waitState(ctx, name, "deploy", true, timeout) })
+
+	phases := outagePhases()
+	faultStart := time.Now()
+	sc.st.GitHub.SetFault(phases[0].fault)
+	// Closed while GitHub fails and their webhooks lost: only a resync can
+	// tell.
+	closed := numbers[:closing]
+	for _, n := range closed {
+		sc.st.GitHub.UpdatePullRequest(stack.DemoRepository, n, func(p *githubapi.PullRequest) { p.State = "closed" })
+	}
+	var roundNotes []string
+	total := 0
+	for _, p := range phases {
+		var n atomic.Int64
+		sc.st.GitHub.SetFault(counted(p.fault, &n))
+		ok := waitFor(ctx, 3*time.Minute, 50*time.Millisecond, func() bool { return n.Load() >= int64(rounds) })
+		got := int(n.Load())
+		total += got
+		roundNotes = append(roundNotes, fmt.Sprintf("%s ×%d", p.name, got))
+		sc.logf("GitHub failing with %s: %d resync rounds", p.name, got)
+		if !ok {
+			sc.st.GitHub.SetFault(nil)
+			return fmt.Errorf("sync listed pull requests %d times in 3 minutes while GitHub failed with %s, want %d", got, p.name, rounds)
+		}
+	}
+	recovered := time.Now()
+	sc.st.GitHub.SetFault(nil)
+	sc.logf("GitHub recovered after %d failing resync rounds", total)
+
+	// Nothing was deleted while GitHub failed.
+	for n, name := range names {
+		rec := sc.rec.environment(name)
+		if rec != nil && !rec.deleting.IsZero() && rec.deleting.Before(recovered) && !rec.deleting.Before(faultStart) {
+			sc.violate(ScenarioChecks, "outage-delete/"+name, "environment %s (pull request #%d) was deleted at %s while GitHub was failing", name, n, clock(rec.deleting))
+		}
+	}
+	// Closed pull requests are cleaned up within one resync.
+	bound := resyncInterval + 10*time.Second
+	var slowest time.Duration
+	for _, n := range closed {
+		name := names[n]
+		sc.expectGone(name)
+		var rec *envRecord
+		waitFor(ctx, bound+time.Minute, 100*time.Millisecond, func() bool {
+			rec = sc.rec.environment(name)
+			return rec != nil && !rec.deleting.IsZero()
+		})
+		if rec == nil || rec.deleting.IsZero() {
+			sc.violate(ScenarioChecks, "outage-cleanup/"+name, "environment %s of pull request #%d, closed during the outage, was not deleted within %s of GitHub's recovery", name, n, bound+time.Minute)
+			continue
+		}
+		took := rec.deleting.Sub(recovered)
+		slowest = max(slowest, took)
+		if took > bound {
+			sc.violate(ScenarioChecks, "outage-cleanup/"+name, "environment %s of pull request #%d, closed during the outage, was deleted %s after GitHub recovered: more than one resync (%s) and 10 s to act", name, n, took.Round(100*time.Millisecond), resyncInterval)
+		}
+	}
+	// The rest is still there and still right; then their pull requests
+	// close the ordinary way.
+	for _, n := range numbers[closing:] {
+		sc.waitState(ctx, names[n], "outage", true, timeout)
+	}
+	for _, n := range numbers[closing:] {
+		sc.expectGone(names[n])
+		if _, err := sc.st.ClosePullRequest(ctx, n); err != nil {
+			return err
+		}
+	}
+	sc.row.Faults = fmt.Sprintf("%d resync rounds with GitHub failing (%s); %d of %d pull requests closed during the outage, cleaned up at most %s after recovery (resync every %s)",
+		total, strings.Join(roundNotes, ", "), len(closed), open, slowest.Round(100*time.Millisecond), resyncInterval)
+	return nil
+}
+
+func mapValues(m map[int]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// playSyncLeaderKill kills the sync replica that leads while pull request
+// webhooks arrive: pull requests are opened, pushed to and closed (each
+// with its signed webhook, to either replica through the Service) while the
+// leader's process is SIGKILLed. The lease must be renewed by a live
+// process (the other replica, or the killed one started again) within 30 s
+// of each kill; afterwards every pull request must have the environment of
+// its head commit, or none once closed, and no pull request may carry a
+// second comment from sync. It needs sync running as two replicas with
+// leader election; until the installation does, it does not run.
+func playSyncLeaderKill(ctx context.Context, sc *scene) error {
+	replicas, lease, err := sc.syncElection(ctx)
+	if err != nil {
+		return err
+	}
+	if replicas < 2 || lease == "" {
+		return &notRunError{reason: fmt.Sprintf("sync has no leader election yet (config/sync runs %d replica(s) and holds no lease in %s)", replicas, stack.SyncNamespace)}
+	}
+	kills := sc.size(5, 1)
+	events := sc.size(60, 10)
+	maxOpen := sc.size(10, 4)
+	timeout := time.Duration(sc.size(240, 120)) * time.Second
+
+	trafficCtx, stopTraffic := context.WithCancel(ctx)
+	defer stopTraffic()
+	var mu sync.Mutex
+	var openPRs, closedPRs []int
+	delivered, refused := 0, 0
+	trafficDone := make(chan struct{})
+	go func() {
+		defer close(trafficDone)
+		for i := 0; i < events && trafficCtx.Err() == nil; i++ {
+			var err error
+			mu.Lock()
+			switch {
+			case len(openPRs) < 2 || len(openPRs) < maxOpen && i%3 == 0:
+				mu.Unlock()
+				var pr githubapi.PullRequest
+				pr, err = sc.st.OpenPullRequest(trafficCtx, 0, fmt.Sprintf("Leader change %d", i))
+				mu.Lock()
+				if pr.Number != 0 {
+					openPRs = append(openPRs, pr.Number)
+				}
+			case i%3 != 2:
+				n := openPRs[sc.intn(len(openPRs))]
+				mu.Unlock()
+				_, err = sc.st.PushCommit(trafficCtx, n)
+				mu.Lock()
+			default:
+				k := sc.intn(len(openPRs))
+				n := openPRs[k]
+				openPRs = append(openPRs[:k], openPRs[k+1:]...)
+				closedPRs = append(closedPRs, n)
+				mu.Unlock()
+				_, err = sc.st.ClosePullRequest(trafficCtx, n)
+				mu.Lock()
+			}
+			// A refused delivery is lost to sync as a lost webhook is: the
+			// resync must make up for it.
+			if err != nil {
+				refused++
+			} else {
+				delivered++
+			}
+			mu.Unlock()
+			sleep(trafficCtx, sc.between(300*time.Millisecond, time.Second))
+		}
+	}()
+
+	var worst time.Duration
+	killed := 0
+	for killed < kills && ctx.Err() == nil && !isDone(trafficDone) {
+		sleep(ctx, sc.between(time.Second, 4*time.Second))
+		holder, _ := sc.leaseState(ctx, stack.SyncNamespace, lease)
+		var victim string
+		for _, p := range sc.runningPods(ctx, stack.SyncNamespace, "petri-sync", "sync") {
+			if p.Name == holder {
+				victim = p.Name
+			}
+		}
+		if victim == "" {
+			continue
+		}
+		killedAt := time.Now()
+		if err := sc.st.Node.KillContainer(ctx, stack.SyncNamespace, victim, "sync"); err != nil {
+			return err
+		}
+		killed++
+		var next string
+		ok := waitFor(ctx, time.Minute, 100*time.Millisecond, func() bool {
+			var renewed time.Time
+			next, renewed = sc.leaseState(ctx, stack.SyncNamespace, lease)
+			return next != "" && renewed.After(killedAt.Add(100*time.Millisecond))
+		})
+		took := time.Since(killedAt)
+		worst = max(worst, took)
+		switch {
+		case !ok:
+			sc.violate(ScenarioChecks, fmt.Sprintf("takeover/%d", killed), "no sync replica renewed the lease within a minute of the leader %s being killed", victim)
+		case took > 30*time.Second:
+			sc.violate(ScenarioChecks, fmt.Sprintf("takeover/%d", killed), "the sync lease was renewed %s after the leader %s was killed, more than 30 s", took.Round(time.Second), victim)
+		}
+		sc.logf("sync leader %s SIGKILLed; %s leads %s later", victim, next, took.Round(100*time.Millisecond))
+	}
+	<-trafficDone
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, n := range openPRs {
+		name, err := sc.waitPullEnvironment(ctx, n, timeout)
+		if err != nil {
+			sc.violate(ScenarioChecks, fmt.Sprintf("lost/%d", n), "pull request #%d: %v (an event lost with the leader)", n, err)
+			continue
+		}
+		sc.expectPresent(name)
+	}
+	for _, n := range closedPRs {
+		if name := sc.pullRecord(n); name != "" {
+			sc.expectGone(name)
+		}
+	}
+	for _, n := range append(append([]int{}, openPRs...), closedPRs...) {
+		if c := len(sc.st.GitHub.Comments(stack.DemoRepository, n)); c > 1 {
+			sc.violate(ScenarioChecks, fmt.Sprintf("comments/%d", n), "pull request #%d has %d comments from sync, want one updated in place", n, c)
+		}
+	}
+	sc.row.Faults = fmt.Sprintf("%d sync leaders SIGKILLed during %d webhook deliveries (%d refused); the lease was renewed at most %s after a kill",
+		killed, delivered+refused, refused, worst.Round(100*time.Millisecond))
+	if killed < kills {
+		return fmt.Errorf("only %d of %d sync leaders could be killed", killed, kills)
+	}
+	// Close what is still open, the ordinary way.
+	for _, n := range openPRs {
+		if name := sc.pullRecord(n); name != "" {
+			sc.expectGone(name)
+		}
+		if _, err := sc.st.ClosePullRequest(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leaseState reads who holds a lease and when it was last renewed.
+func (r *run) leaseState(ctx context.Context, namespace, name string) (string, time.Time) {
+	var l coordinationv1.Lease
+	if err := r.st.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &l); err != nil {
+		return "", time.Time{}
+	}
+	holder := ""
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	var renewed time.Time
+	if l.Spec.RenewTime != nil {
+		renewed = l.Spec.RenewTime.Time
+	}
+	return holder, renewed
+}
+
+// pullRecord names the environment the recorder saw for a pull request,
+// if any.
+func (r *run) pullRecord(number int) string {
+	r.rec.mu.Lock()
+	defer r.rec.mu.Unlock()
+	for _, e := range r.rec.envs {
+		if e.labels[render.LabelApplication] == chaosApplication && e.labels[render.LabelPullRequest] == strconv.Itoa(number) {
+			return e.name
+		}
+	}
+	return ""
+}

@@ -1,0 +1,79 @@
+package chaos
+
+// Invariant is one property that must hold after every scenario.
+type Invariant int
+
+// The invariants, in the order of the table's columns.
+const (
+	// Converges: every environment reaches its spec: Ready for its current
+	// generation, its namespace owned and active, its deployer RoleBinding
+	// present, every component's Helm release deployed with the spec's chart
+	// and values; a deleted environment is gone with its namespace.
+	Converges Invariant = iota
+	// NamespaceStable: status.targetNamespace, once set, never changes.
+	NamespaceStable
+	// NoOrphanNamespace: no workload namespace outlives its environment.
+	NoOrphanNamespace
+	// NoHelmOverlap: no two Helm operations run on one release at once,
+	// judged from the Job pods' container start and finish times.
+	NoHelmOverlap
+	// NoDuplicateJob: one piece of work (environment, component, action,
+	// generation) gets one Job, unless the previous one failed or a fault
+	// removed it or its work.
+	NoDuplicateJob
+	// NoUnjustifiedDeletion: an environment is deleted only by a user or
+	// because its pull request is closed.
+	NoUnjustifiedDeletion
+	// ScenarioChecks: what the scenario itself promises (sync deletes
+	// nothing while GitHub fails; squatted namespaces are never adopted nor
+	// deleted; the sync leader's successor loses no event).
+	ScenarioChecks
+	numInvariants
+)
+
+// Invariants lists every invariant in column order.
+func Invariants() []Invariant {
+	out := make([]Invariant, 0, numInvariants)
+	for i := Invariant(0); i < numInvariants; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// Column is the invariant's short table heading.
+func (i Invariant) Column() string {
+	return [...]string{
+		"converges",
+		"namespace changed",
+		"orphan namespace",
+		"Helm overlap",
+		"duplicate Job",
+		"unjustified deletion",
+		"scenario checks",
+	}[i]
+}
+
+// Description says what the invariant demands.
+func (i Invariant) Description() string {
+	return [...]string{
+		"every environment converges to its spec: Ready for its current generation, its namespace present with Petri's ownership marks, its deployer RoleBinding present, and each component's Helm release deployed at the spec's chart and values; a deleted environment is gone, with its namespace",
+		"no `status.targetNamespace` ever changes once set (every value is recorded from a watch)",
+		"no workload namespace is left without its environment",
+		"no two Helm operations overlap on one release (workload namespace + component), from the Job pods' `running.startedAt` and `terminated.finishedAt`, recorded by a watch so that deleted pods count too (1-second resolution)",
+		"no Job is duplicated: per (environment, component, action, generation) one Job, unless the previous one had failed or a fault removed it or what it deployed",
+		"no environment is deleted without a closed pull request or a user's delete",
+		"the scenario's own promises: no environment deleted while GitHub fails and closed pull requests cleaned up within one resync after it recovers (5); squatted or tampered namespaces never adopted and never deleted (6); no pull request event lost and no comment posted twice when the sync leader dies (7)",
+	}[i]
+}
+
+// Violation is one breach of an invariant.
+type Violation struct {
+	Invariant Invariant
+	// Key identifies the breach, so a check that runs again reports it once.
+	Key string
+	// Env names the environment concerned, which tells the scenario it
+	// belongs to when scenarios run at once.
+	Env string
+	// Detail says what happened and where to look.
+	Detail string
+}

@@ -1,0 +1,542 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/local/controlplane"
+	"github.com/petri-dev/petri/sync/render"
+)
+
+// Labels of the Jobs the operator creates (controllers/internal/jobs).
+const (
+	labelComponent  = "petri.dev/component"
+	labelAction     = "petri.dev/action"
+	labelGeneration = "petri.dev/generation"
+)
+
+// recorder watches everything the invariants are judged on for the whole
+// run (EphemeralEnvironments, Petri's Jobs and their pods, namespaces) and
+// keeps what it saw after the objects are gone, together with the ledger of
+// what the suite itself did (its deletes and faults).
+type recorder struct {
+	mu sync.Mutex
+
+	envs       map[types.UID]*envRecord
+	jobs       map[types.UID]*jobRecord
+	pods       map[types.UID]*podRecord
+	namespaces map[string]*nsRecord
+
+	// userDeletes are the environments the suite deleted, as a user would.
+	userDeletes map[types.UID]bool
+	// excuses are, per owner (environment UID), the times a fault removed
+	// one of its Jobs or what it deployed: a Job created again after that is
+	// not a duplicate.
+	excuses map[types.UID][]time.Time
+	// foreign are namespaces the suite made or tampered with: not Petri's.
+	foreign map[string]types.UID
+
+	// closedPR tells whether a pull request of the demo repository is
+	// closed on the GitHub stand-in.
+	closedPR func(number int) bool
+
+	// live are breaches seen as they happened, not yet reported.
+	live []Violation
+}
+
+type envRecord struct {
+	uid        types.UID
+	name       string
+	labels     map[string]string
+	target     string
+	targets    []string
+	deleting   time.Time
+	gone       time.Time
+	lastStatus petriv1.EphemeralEnvironmentStatus
+}
+
+type jobRecord struct {
+	uid                types.UID
+	name               string
+	owner              types.UID
+	key                string
+	created            time.Time
+	failed, succeeded  time.Time
+	deleted            time.Time
+	component, action  string
+	generation         string
+	environmentNameTag string
+}
+
+type podRecord struct {
+	uid        types.UID
+	name, job  string
+	release    string // namespace/release
+	action     string
+	start, end time.Time
+	deleted    time.Time
+}
+
+type nsRecord struct {
+	name    string
+	uid     types.UID
+	labels  map[string]string
+	created time.Time
+	deleted time.Time
+}
+
+func newRecorder(closedPR func(int) bool) *recorder {
+	return &recorder{
+		envs: map[types.UID]*envRecord{}, jobs: map[types.UID]*jobRecord{}, pods: map[types.UID]*podRecord{},
+		namespaces: map[string]*nsRecord{}, userDeletes: map[types.UID]bool{}, excuses: map[types.UID][]time.Time{},
+		foreign: map[string]types.UID{}, closedPR: closedPR,
+	}
+}
+
+// start runs the informers until ctx ends and returns once they are synced.
+func (r *recorder) start(ctx context.Context, cfg *rest.Config, managementNamespace string) error {
+	owned := labels.SelectorFromSet(labels.Set{petriv1.LabelManagedBy: petriv1.ManagedByOperator})
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 100, 200
+	c, err := cache.New(cfg, cache.Options{
+		Scheme: controlplane.Scheme(),
+		ByObject: map[client.Object]cache.ByObject{
+			&petriv1.EphemeralEnvironment{}: {Namespaces: map[string]cache.Config{managementNamespace: {}}},
+			&batchv1.Job{}:                  {Label: owned},
+			&corev1.Pod{}:                   {Label: owned},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watch cache: %w", err)
+	}
+	handlers := []struct {
+		obj client.Object
+		fn  func(obj any, deleted bool)
+	}{
+		{&petriv1.EphemeralEnvironment{}, r.onEnvironment},
+		{&batchv1.Job{}, r.onJob},
+		{&corev1.Pod{}, r.onPod},
+		{&corev1.Namespace{}, r.onNamespace},
+	}
+	for _, h := range handlers {
+		inf, err := c.GetInformer(ctx, h.obj)
+		if err != nil {
+			return fmt.Errorf("informer: %w", err)
+		}
+		fn := h.fn
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { fn(obj, false) },
+			UpdateFunc: func(_, obj any) { fn(obj, false) },
+			DeleteFunc: func(obj any) {
+				if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				fn(obj, true)
+			},
+		}); err != nil {
+			return err
+		}
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		return fmt.Errorf("watch cache did not sync")
+	}
+	return nil
+}
+
+func (r *recorder) onEnvironment(obj any, deleted bool) {
+	env, ok := obj.(*petriv1.EphemeralEnvironment)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.envs[env.UID]
+	if rec == nil {
+		rec = &envRecord{uid: env.UID, name: env.Name}
+		r.envs[env.UID] = rec
+	}
+	rec.labels = env.Labels
+	rec.lastStatus = *env.Status.DeepCopy()
+	if t := env.Status.TargetNamespace; t != rec.target {
+		if rec.target != "" {
+			r.live = append(r.live, Violation{Invariant: NamespaceStable, Key: fmt.Sprintf("target/%s/%s", env.UID, t), Env: env.Name,
+				Detail: fmt.Sprintf("environment %s: status.targetNamespace changed from %q to %q", env.Name, rec.target, t)})
+		}
+		if t != "" {
+			rec.targets = append(rec.targets, t)
+			if rec.target == "" {
+				rec.target = t
+			}
+		}
+	}
+	if (deleted || env.DeletionTimestamp != nil) && rec.deleting.IsZero() {
+		rec.deleting = now
+		if why := r.unjustified(env); why != "" {
+			r.live = append(r.live, Violation{Invariant: NoUnjustifiedDeletion, Key: "delete/" + string(env.UID), Env: env.Name, Detail: why})
+		}
+	}
+	if deleted {
+		rec.gone = now
+	}
+}
+
+// unjustified says why a deletion had no cause, or "".
+func (r *recorder) unjustified(env *petriv1.EphemeralEnvironment) string {
+	if r.userDeletes[env.UID] {
+		return ""
+	}
+	if render.Owned(env.Labels) {
+		var n int
+		if _, err := fmt.Sscan(env.Labels[render.LabelPullRequest], &n); err == nil && r.closedPR != nil && r.closedPR(n) {
+			return ""
+		}
+		return fmt.Sprintf("environment %s (pull request #%s) was deleted while its pull request is open and no user deleted it", env.Name, env.Labels[render.LabelPullRequest])
+	}
+	return fmt.Sprintf("environment %s was deleted, and no user deleted it", env.Name)
+}
+
+func (r *recorder) onJob(obj any, deleted bool) {
+	job, ok := obj.(*batchv1.Job)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.jobs[job.UID]
+	if rec == nil {
+		owner := types.UID(job.Labels[petriv1.LabelEnvironmentUID])
+		if ref := metav1.GetControllerOf(job); ref != nil {
+			owner = ref.UID
+		}
+		rec = &jobRecord{
+			uid: job.UID, name: job.Name, owner: owner, created: job.CreationTimestamp.Time,
+			component: job.Labels[labelComponent], action: job.Labels[labelAction], generation: job.Labels[labelGeneration],
+			environmentNameTag: job.Labels[petriv1.LabelEnvironment],
+		}
+		rec.key = strings.Join([]string{string(owner), rec.component, rec.action, rec.generation}, "/")
+		r.jobs[job.UID] = rec
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobFailed:
+			if rec.failed.IsZero() {
+				rec.failed = c.LastTransitionTime.Time
+			}
+		case batchv1.JobComplete:
+			if rec.succeeded.IsZero() {
+				rec.succeeded = c.LastTransitionTime.Time
+			}
+		}
+	}
+	if deleted && rec.deleted.IsZero() {
+		rec.deleted = now
+	}
+}
+
+// helmActions are the deployer commands that run a Helm operation on a
+// release.
+var helmActions = map[string]bool{"deploy": true, "undeploy": true}
+
+func (r *recorder) onPod(obj any, deleted bool) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || len(pod.Spec.Containers) == 0 {
+		return
+	}
+	args := pod.Spec.Containers[0].Args
+	if len(args) == 0 || !helmActions[args[0]] {
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.pods[pod.UID]
+	if rec == nil {
+		rec = &podRecord{uid: pod.UID, name: pod.Name, job: pod.Labels[batchv1.JobNameLabel], action: args[0],
+			release: flagValue(args, "--namespace") + "/" + flagValue(args, "--release")}
+		r.pods[pod.UID] = rec
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if s := cs.State.Running; s != nil && (rec.start.IsZero() || s.StartedAt.Time.Before(rec.start)) {
+			rec.start = s.StartedAt.Time
+		}
+		if s := cs.State.Terminated; s != nil {
+			if !s.StartedAt.IsZero() && (rec.start.IsZero() || s.StartedAt.Time.Before(rec.start)) {
+				rec.start = s.StartedAt.Time
+			}
+			rec.end = s.FinishedAt.Time
+		}
+	}
+	if deleted && rec.deleted.IsZero() {
+		rec.deleted = now
+	}
+}
+
+func flagValue(args []string, name string) string {
+	for i, a := range args {
+		if a == name && i+1 < len(args) {
+			return args[i+1]
+		}
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func (r *recorder) onNamespace(obj any, deleted bool) {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.namespaces[ns.Name]
+	if rec == nil || rec.uid != ns.UID {
+		rec = &nsRecord{name: ns.Name, uid: ns.UID, created: ns.CreationTimestamp.Time}
+		r.namespaces[ns.Name] = rec
+	}
+	rec.labels = ns.Labels
+	if deleted {
+		rec.deleted = now
+	}
+}
+
+// userDelete records that the suite deletes an environment, before it does.
+func (r *recorder) userDelete(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.userDeletes[uid] = true
+}
+
+// excuse records that a fault removed a Job of owner or what it deployed.
+func (r *recorder) excuse(owner types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.excuses[owner] = append(r.excuses[owner], time.Now())
+}
+
+// markForeign records a namespace the suite made or tampered with.
+func (r *recorder) markForeign(name string, uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.foreign[name] = uid
+}
+
+// drainLive returns the breaches seen as they happened since the last call.
+func (r *recorder) drainLive() []Violation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.live
+	r.live = nil
+	return out
+}
+
+// helmOverlaps finds pairs of Helm operations on one release whose pods ran
+// at the same time. Times have the API's 1-second resolution; an interval
+// counts as overlapping only when one starts strictly before the other ends,
+// so truncation can hide an overlap shorter than a second but never invents
+// one. A pod deleted before it reported its end ends when its deletion was
+// seen; a pod still running has not ended.
+func (r *recorder) helmOverlaps(now time.Time) []Violation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	byRelease := map[string][]*podRecord{}
+	for _, p := range r.pods {
+		if p.start.IsZero() {
+			continue
+		}
+		byRelease[p.release] = append(byRelease[p.release], p)
+	}
+	end := func(p *podRecord) time.Time {
+		switch {
+		case !p.end.IsZero():
+			return p.end.Truncate(time.Second)
+		case !p.deleted.IsZero():
+			return p.deleted.Truncate(time.Second)
+		}
+		return now.Add(time.Hour)
+	}
+	envOf := map[string]string{}
+	for _, e := range r.envs {
+		for _, t := range e.targets {
+			envOf[t] = e.name
+		}
+	}
+	var out []Violation
+	for rel, ps := range byRelease {
+		ns, _, _ := strings.Cut(rel, "/")
+		sort.Slice(ps, func(i, j int) bool { return ps[i].start.Before(ps[j].start) })
+		for i := range ps {
+			for j := i + 1; j < len(ps); j++ {
+				a, b := ps[i], ps[j]
+				if !b.start.Truncate(time.Second).Before(end(a)) {
+					continue
+				}
+				if !a.start.Truncate(time.Second).Before(end(b)) {
+					continue
+				}
+				out = append(out, Violation{Invariant: NoHelmOverlap, Key: "overlap/" + string(a.uid) + "/" + string(b.uid), Env: envOf[ns],
+					Detail: fmt.Sprintf("release %s: %s (pod %s, %s-%s) and %s (pod %s, %s-%s) ran at once",
+						rel, a.action, a.name, clock(a.start), clockEnd(a, now), b.action, b.name, clock(b.start), clockEnd(b, now))})
+			}
+		}
+	}
+	return out
+}
+
+func clock(t time.Time) string { return t.Local().Format("15:04:05") }
+
+func clockEnd(p *podRecord, now time.Time) string {
+	switch {
+	case !p.end.IsZero():
+		return clock(p.end)
+	case !p.deleted.IsZero():
+		return clock(p.deleted) + " (deleted)"
+	}
+	_ = now
+	return "running"
+}
+
+// workActions are the Jobs that do a piece of work once per generation;
+// verify Jobs, in contrast, run once per period.
+var workActions = map[string]bool{"deploy": true, "undeploy": true, "bind": true, "provision": true, "deprovision": true}
+
+// duplicateJobs finds work that got a second Job. A later Job for the same
+// (owner, component, action, generation) is a duplicate unless the previous
+// one had failed before it was created (a retry), or a fault removed one of
+// the owner's Jobs or what it deployed in between (work done again).
+func (r *recorder) duplicateJobs() []Violation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	byKey := map[string][]*jobRecord{}
+	for _, j := range r.jobs {
+		if !workActions[j.action] || j.owner == "" {
+			continue
+		}
+		byKey[j.key] = append(byKey[j.key], j)
+	}
+	var out []Violation
+	for _, js := range byKey {
+		sort.Slice(js, func(i, j int) bool {
+			if js[i].created.Equal(js[j].created) {
+				return js[i].uid < js[j].uid
+			}
+			return js[i].created.Before(js[j].created)
+		})
+		for i := 1; i < len(js); i++ {
+			prev, cur := js[i-1], js[i]
+			if !prev.failed.IsZero() && !prev.failed.Truncate(time.Second).After(cur.created) {
+				continue
+			}
+			if r.excused(cur.owner, prev.created.Truncate(time.Second), cur.created.Add(time.Second)) {
+				continue
+			}
+			state := "still running"
+			if !prev.succeeded.IsZero() && !prev.succeeded.After(cur.created) {
+				state = "had succeeded"
+			}
+			out = append(out, Violation{Invariant: NoDuplicateJob, Key: "dup/" + string(cur.uid), Env: cur.environmentNameTag,
+				Detail: fmt.Sprintf("environment %s: %s of %s at generation %s got Job %s (created %s) while Job %s (created %s) %s",
+					cur.environmentNameTag, cur.action, cur.component, cur.generation, cur.name, clock(cur.created), prev.name, clock(prev.created), state)})
+		}
+	}
+	return out
+}
+
+func (r *recorder) excused(owner types.UID, from, to time.Time) bool {
+	for _, t := range r.excuses[owner] {
+		if !t.Before(from) && !t.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
+// environment returns the record of an environment by name (the latest
+// with that name).
+func (r *recorder) environment(name string) *envRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var best *envRecord
+	for _, e := range r.envs {
+		if e.name == name && (best == nil || best.gone.IsZero() || !e.gone.IsZero() && e.gone.After(best.gone)) {
+			best = e
+		}
+	}
+	return best
+}
+
+// orphan is a namespace left behind, and its environment's name.
+type orphan struct{ env, why string }
+
+// orphanCandidates lists namespaces that exist and belong to an
+// environment that does not: by Petri's labels, or as an environment's
+// recorded target. Namespaces the suite made or tampered with are not
+// Petri's and are skipped.
+func (r *recorder) orphanCandidates() map[string]orphan {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	alive := map[types.UID]bool{}
+	for uid, e := range r.envs {
+		if e.gone.IsZero() {
+			alive[uid] = true
+		}
+	}
+	out := map[string]orphan{}
+	for name, ns := range r.namespaces {
+		if !ns.deleted.IsZero() {
+			continue
+		}
+		if uid, ok := r.foreign[name]; ok && (uid == "" || uid == ns.uid) {
+			continue
+		}
+		uid := types.UID(ns.labels[petriv1.LabelEnvironmentUID])
+		if uid != "" && ns.labels[petriv1.LabelManagedBy] == petriv1.ManagedByOperator && !alive[uid] {
+			env, envName := "an environment", ""
+			if e := r.envs[uid]; e != nil {
+				env, envName = "environment "+e.name, e.name
+			}
+			out[name] = orphan{env: envName, why: fmt.Sprintf("namespace %s of %s (uid %s) is left after its environment is gone", name, env, uid)}
+		}
+	}
+	for uid, e := range r.envs {
+		if alive[uid] {
+			continue
+		}
+		for _, t := range e.targets {
+			ns := r.namespaces[t]
+			if ns == nil || !ns.deleted.IsZero() || !ns.created.Before(e.gone) {
+				continue
+			}
+			if fuid, ok := r.foreign[t]; ok && (fuid == "" || fuid == ns.uid) {
+				continue
+			}
+			if _, ok := out[t]; !ok {
+				out[t] = orphan{env: e.name, why: fmt.Sprintf("namespace %s, the target of environment %s, is left after the environment is gone", t, e.name)}
+			}
+		}
+	}
+	return out
+}

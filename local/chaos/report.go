@@ -1,0 +1,189 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// cell is a row's entry for one invariant.
+func (r *Row) cell(i Invariant) string {
+	if r.NotRun != "" {
+		return "-"
+	}
+	return fmt.Sprint(r.Count(i))
+}
+
+// faultsText is what the table says was injected.
+func (r *Row) faultsText() string {
+	switch {
+	case r.NotRun != "":
+		return "not run: " + r.NotRun
+	case r.Err != nil:
+		return r.Faults + " (the suite could not finish it: " + r.Err.Error() + ")"
+	}
+	return r.Faults
+}
+
+// WriteTable prints the result as a table: scenario, faults injected,
+// environments, and the violations of each invariant.
+func WriteTable(w io.Writer, res *Result) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := []string{"SCENARIO", "ENVIRONMENTS"}
+	for _, i := range Invariants() {
+		head = append(head, strings.ToUpper(i.Column()))
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, r := range res.Rows {
+		cells := []string{fmt.Sprintf("%d. %s", r.Number, r.Name), fmt.Sprint(r.Environments)}
+		for _, i := range Invariants() {
+			cells = append(cells, r.cell(i))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Faults injected:")
+	for _, r := range res.Rows {
+		fmt.Fprintf(w, "  %d. %s (%s)\n", r.Number, r.faultsText(), r.Duration.Round(time.Second))
+	}
+	if res.Violations() > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Violations:")
+		for _, r := range res.Rows {
+			for _, i := range Invariants() {
+				for _, v := range r.Violations[i] {
+					fmt.Fprintf(w, "  scenario %d, %s: %s\n", r.Number, i.Column(), v.Detail)
+				}
+			}
+		}
+	}
+	fmt.Fprintf(w, "\n%d violations; %s size, seed %d, %s, on %s\n", res.Violations(), res.Size, res.Seed, res.Duration.Round(time.Second), res.Machine)
+}
+
+// WriteDoc writes docs/reliability.md from a result.
+func WriteDoc(path string, res *Result) error {
+	var b strings.Builder
+	b.WriteString(`# Reliability
+
+Petri keeps its promises when the machinery around it fails. ` + "`make chaos`" + ` proves it: the
+program ` + "`cmd/petri-chaos`" + ` (package ` + "`local/chaos`" + `) starts Petri on the local control plane as
+` + "`make demo`" + ` does (the operator and sync as the Deployments of ` + "`config/`" + `, the local node
+running every pod, the GitHub stand-in), injects faults scenario by scenario, and after each
+scenario checks every invariant below. A short version of every scenario runs in ` + "`make test`" + `
+(` + "`tests/chaos`" + `) and fails on any violation.
+
+This page is written by ` + "`make chaos`" + `; the table is the last run's. At full size every
+scenario plays alone. The short version plays the scenarios that can share the machine (1, 2,
+4, 5, 6) at once and gives each violation to the scenario whose environment it concerns.
+
+## Last run
+
+`)
+	fmt.Fprintf(&b, "- date: %s\n", res.Started.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "- machine: %s\n", res.Machine)
+	fmt.Fprintf(&b, "- size: %s, seed %d (`bin/petri-chaos -size %s -seed %d` repeats the choices; the machine's timing decides the rest)\n", res.Size, res.Seed, res.Size, res.Seed)
+	fmt.Fprintf(&b, "- duration: %s\n", res.Duration.Round(time.Second))
+	for _, s := range res.Settings {
+		fmt.Fprintf(&b, "- changed for the run: `%s`\n", s)
+	}
+	fmt.Fprintf(&b, "- violations: **%d**\n\n", res.Violations())
+
+	head := []string{"scenario", "faults injected", "environments"}
+	for _, i := range Invariants() {
+		head = append(head, i.Column())
+	}
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n")
+	b.WriteString("|" + strings.Repeat("---|", len(head)) + "\n")
+	for _, r := range res.Rows {
+		cells := []string{fmt.Sprintf("%d. %s", r.Number, r.Name), escape(r.faultsText()), fmt.Sprint(r.Environments)}
+		for _, i := range Invariants() {
+			cells = append(cells, r.cell(i))
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	if res.Violations() > 0 {
+		b.WriteString("\n### Violations\n\n")
+		for _, r := range res.Rows {
+			for _, i := range Invariants() {
+				for _, v := range r.Violations[i] {
+					fmt.Fprintf(&b, "- scenario %d, %s: %s\n", r.Number, i.Column(), escape(v.Detail))
+				}
+			}
+		}
+	}
+
+	b.WriteString(`
+## Invariants
+
+Checked after every scenario; each column of the table counts one invariant's violations.
+
+`)
+	for _, i := range Invariants() {
+		fmt.Fprintf(&b, "- **%s**: %s.\n", i.Column(), i.Description())
+	}
+	b.WriteString(`
+## Scenarios
+
+Sizes are full (` + "`make chaos`" + `) / short (` + "`make test`" + `).
+
+1. **Operator SIGKILLed at random moments.** Environments (two components each, one depending
+   on the other) are created, get a new spec, and are deleted, several at a time. The operator's
+   process is killed with SIGKILL a random 0.5-6 s after each restarted process took the leader
+   lease again (the local node restarts it, as a kubelet restarts a killed container): at
+   least 50 kills over at least 20 environments / 2 kills over 3.
+2. **Deployer pods killed mid-Helm.** The pod of a deploy or undeploy Job is killed the moment
+   its release is seen pending (` + "`pending-install`" + `, ` + "`pending-upgrade`" + `, ` + "`uninstalling`" + `), so the
+   Job's next pod finds the release locked: 20 / 2 kills, at most one per Job. The web
+   component waits for its pod to be ready, so the operations last long enough to be caught.
+3. **kube-apiserver restarted.** Killed, kept down 1-4 s and started again on the same etcd,
+   port and keys, a random moment after environments were created, changed and deleted: 6
+   restarts (two rounds of every phase) / 1 (during a redeploy).
+4. **Deleted behind Petri's back.** From Ready environments: the workload namespace, a Helm
+   release (` + "`helm uninstall`" + ` as cluster administrator), the deployer RoleBinding, a finished
+   deploy Job; during a redeploy, the running deploy Job; during teardown, the running undeploy
+   Job (` + "`kubectl delete job`" + ` semantics: pods go in the background). 12 / 4 environments.
+5. **GitHub API failing.** Pull requests on the GitHub stand-in get environments through sync;
+   then GitHub answers 500, times out, answers 403 with ` + "`Retry-After`" + `, lists no pull request
+   (while every other call fails), and answers 404 for the pull requests it does not list: 3 / 1
+   resync rounds each (15 / 5 in all). Meanwhile pull requests are closed with their webhooks
+   lost. No environment may be deleted during the outage; after it, each closed pull request's
+   environment must be deleted within one resync (plus 10 s).
+6. **Namespace squatting and tampered ownership.** While the operator is down, new
+   environments' first namespace names are squatted, plainly or with forged ownership marks; a
+   bound namespace's UID label is tampered with and its environment deleted; a Ready
+   environment's namespace is deleted and its name squatted the moment it is free, then the
+   environment deleted. Squats are never adopted (no mark changed, no RoleBinding, no release)
+   and never deleted; stuck environments leave with the force-delete annotation.
+7. **Sync leader killed while webhooks arrive.** With sync running two replicas under leader
+   election, the leader's process is SIGKILLed (5 / 1 times) while pull requests are opened,
+   pushed to and closed, each with its webhook (60 / 10 deliveries): a live process must renew
+   the lease within 30 s of each kill, every pull request must end with the environment of its
+   head commit (or none once closed), and none may get a second comment. Without leader
+   election in the installation, the scenario reports that it did not run.
+
+## Running it
+
+` + "```" + `
+make chaos                      # full size: builds Petri, runs every scenario, rewrites this page
+bin/petri-chaos -size short     # the short version, printed only
+bin/petri-chaos -scenarios 1,4  # some scenarios
+` + "```" + `
+
+The program exits non-zero on any violation; the log of every pod stays in the run's directory
+(` + "`-dir`" + `, printed at the end).
+`)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// escape keeps a text inside one Markdown table cell.
+func escape(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
