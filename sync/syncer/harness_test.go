@@ -2,6 +2,7 @@ package syncer_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -176,6 +178,9 @@ type harnessOptions struct {
 	noSyncerEvents bool
 	// chartTimeout bounds one chart version resolution.
 	chartTimeout time.Duration
+	// restConfig, when set, is how the syncer reaches the API server
+	// (env.Config with a transport that records requests).
+	restConfig *rest.Config
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -220,7 +225,7 @@ func (h *harness) start() {
 		resync = time.Hour // tests trigger resyncs themselves
 	}
 	h.s, err = syncer.New(syncer.Options{
-		RESTConfig: env.Config, Scheme: controlplane.Scheme(), Namespace: h.ns, Provider: prov,
+		RESTConfig: cmp.Or(o.restConfig, env.Config), Scheme: controlplane.Scheme(), Namespace: h.ns, Provider: prov,
 		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client(), Timeout: o.chartTimeout}, Config: src, ConfigRepository: "acme/petri-config",
 		Metrics: h.m, Log: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})),
 		ConfigInterval: time.Hour, ResyncInterval: resync, EventQueue: o.eventQueue,

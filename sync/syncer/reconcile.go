@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/provider"
@@ -121,7 +119,7 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 	open := s.mergeSnapshots(rs, listed)
 
 	var envs petriv1.EphemeralEnvironmentList
-	if err := s.client.List(ctx, &envs, client.InNamespace(s.opts.Namespace), client.MatchingLabels{petriv1.LabelManagedBy: render.ManagedBy}); err != nil {
+	if err := s.listEnvironments(ctx, apps, &envs); err != nil {
 		s.setAppError(apps, err)
 		return fmt.Errorf("list environments: %w", err)
 	}
