@@ -57,6 +57,10 @@ func (r *Results) rows() []row {
 			fmt.Sprintf("sync: webhook → environment written (%d/s, %d repos, %s; %d events, %d lost, %d superseded)", s.Rate, s.Repos, s.Duration, s.Events, s.Lost, s.Superseded),
 			ms(s.Latency.Median), ms(s.Latency.P99), "p99 ≤ 25 ms", yesNo(s.Latency.P99 <= TargetSyncP99 && s.Lost == 0),
 		})
+		rows = append(rows, row{
+			fmt.Sprintf("sync: repository reconciles during the load (%.0f for %d events), mean duration", s.Reconciles, s.Events),
+			ms(s.ReconcileTime), "", "", "",
+		})
 		charged := float64(s.GitHubRequests-s.NotModified) / float64(max(s.Events, 1))
 		sustained := "-"
 		if charged > 0 {

@@ -275,8 +275,12 @@ type SyncLoadResult struct {
 	GitHubRequests, NotModified int
 	// ByKind counts the stand-in's requests by method and path, with
 	// numbers and commits replaced by placeholders.
-	ByKind                map[string]int
-	RateLimited           float64
+	ByKind      map[string]int
+	RateLimited float64
+	// Reconciles is the repository reconciles during the load, and
+	// ReconcileTime their mean duration.
+	Reconciles            float64
+	ReconcileTime         time.Duration
 	LoadBefore, LoadAfter string
 }
 
@@ -342,6 +346,7 @@ func (e *env) syncLoad(ctx context.Context, o SyncLoadOptions) (res SyncLoadResu
 	}
 	r.gh.ResetRequests()
 	before := r.reconcilesBy("rate_limited")
+	recBefore, recTimeBefore := r.reconciles(), r.histogramSum("petri_sync_reconcile_duration_seconds")
 	interval := time.Second / time.Duration(o.Rate)
 	total := int(o.Duration / interval)
 	tick := time.NewTicker(interval)
@@ -420,6 +425,10 @@ func (e *env) syncLoad(ctx context.Context, o SyncLoadOptions) (res SyncLoadResu
 		}
 	}
 	res.RateLimited = r.reconcilesBy("rate_limited") - before
+	res.Reconciles = r.reconciles() - recBefore
+	if res.Reconciles > 0 {
+		res.ReconcileTime = time.Duration((r.histogramSum("petri_sync_reconcile_duration_seconds") - recTimeBefore) / res.Reconciles * float64(time.Second))
+	}
 	res.LoadAfter = loadavg()
 	return res, nil
 }
@@ -445,6 +454,24 @@ func requestShape(r githubapi.Request) string {
 		s += " (304)"
 	}
 	return s
+}
+
+// histogramSum is the sum of a histogram's observations.
+func (r *syncRig) histogramSum(name string) float64 {
+	fams, err := r.m.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, f := range fams {
+		if f.GetName() == name {
+			total := 0.0
+			for _, m := range f.GetMetric() {
+				total += m.GetHistogram().GetSampleSum()
+			}
+			return total
+		}
+	}
+	return 0
 }
 
 // reconcilesBy is the number of reconciles with one outcome.
