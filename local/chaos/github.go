@@ -221,9 +221,9 @@ func mapValues(m map[int]string) []string {
 // playSyncLeaderKill kills the sync replica that leads while pull request
 // webhooks arrive: pull requests are opened, pushed to and closed (each
 // with its signed webhook, to either replica through the Service) while the
-// leader's process is SIGKILLed. The lease must be renewed by a live
-// process (the other replica, or the killed one started again) within 30 s
-// of each kill; afterwards every pull request must have the environment of
+// leader is SIGKILLed: every other time its whole pod, so that the other
+// replica must take over, else its process, which the pod starts again. The
+// lease must be renewed by a live process within 30 s of each kill; afterwards every pull request must have the environment of
 // its head commit, or none once closed, and no pull request may carry a
 // second comment from sync. It needs sync running as two replicas with
 // leader election; until the installation does, it does not run.
@@ -287,7 +287,7 @@ func playSyncLeaderKill(ctx context.Context, sc *scene) error {
 	}()
 
 	var worst time.Duration
-	killed := 0
+	killed, podKills := 0, 0
 	for killed < kills && ctx.Err() == nil && !isDone(trafficDone) {
 		sleep(ctx, sc.between(time.Second, 4*time.Second))
 		holder, _ := sc.leaseState(ctx, stack.SyncNamespace, lease)
@@ -300,8 +300,19 @@ func playSyncLeaderKill(ctx context.Context, sc *scene) error {
 		if victim == "" {
 			continue
 		}
+		// Every other kill ends the whole pod (the other replica must take
+		// the lease when it expires, while the Deployment replaces the pod);
+		// the rest kill the process, which its pod starts again.
 		killedAt := time.Now()
-		if err := sc.st.Node.KillContainer(ctx, stack.SyncNamespace, victim, "sync"); err != nil {
+		how := "pod"
+		if killed%2 == 0 {
+			err = sc.st.Node.Kill(stack.SyncNamespace, victim)
+			podKills++
+		} else {
+			how = "process"
+			err = sc.st.Node.KillContainer(ctx, stack.SyncNamespace, victim, "sync")
+		}
+		if err != nil {
 			return err
 		}
 		killed++
@@ -319,7 +330,7 @@ func playSyncLeaderKill(ctx context.Context, sc *scene) error {
 		case took > 30*time.Second:
 			sc.violate(ScenarioChecks, fmt.Sprintf("takeover/%d", killed), "the sync lease was renewed %s after the leader %s was killed, more than 30 s", took.Round(time.Second), victim)
 		}
-		sc.logf("sync leader %s SIGKILLed; %s leads %s later", victim, next, took.Round(100*time.Millisecond))
+		sc.logf("sync leader %s SIGKILLed (its %s); %s leads %s later", victim, how, next, took.Round(100*time.Millisecond))
 	}
 	<-trafficDone
 
@@ -343,8 +354,8 @@ func playSyncLeaderKill(ctx context.Context, sc *scene) error {
 			sc.violate(ScenarioChecks, fmt.Sprintf("comments/%d", n), "pull request #%d has %d comments from sync, want one updated in place", n, c)
 		}
 	}
-	sc.row.Faults = fmt.Sprintf("%d sync leaders SIGKILLed during %d webhook deliveries (%d refused); the lease was renewed at most %s after a kill",
-		killed, delivered+refused, refused, worst.Round(100*time.Millisecond))
+	sc.row.Faults = fmt.Sprintf("%d sync leaders SIGKILLed (%d whole pods, %d processes) during %d webhook deliveries (%d refused); the lease was renewed at most %s after a kill",
+		killed, podKills, killed-podKills, delivered+refused, refused, worst.Round(100*time.Millisecond))
 	if killed < kills {
 		return fmt.Errorf("only %d of %d sync leaders could be killed", killed, kills)
 	}

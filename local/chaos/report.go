@@ -160,7 +160,8 @@ Sizes are full (` + "`make chaos`" + `) / short (` + "`make test`" + `).
    environment deleted. Squats are never adopted (no mark changed, no RoleBinding, no release)
    and never deleted; stuck environments leave with the force-delete annotation.
 7. **Sync leader killed while webhooks arrive.** With sync running two replicas under leader
-   election, the leader's process is SIGKILLed (5 / 1 times) while pull requests are opened,
+   election, the leader is SIGKILLed (5 / 1 times; its whole pod first, then its process and
+   the pod in turn) while pull requests are opened,
    pushed to and closed, each with its webhook (60 / 10 deliveries): a live process must renew
    the lease within 30 s of each kill, every pull request must end with the environment of its
    head commit (or none once closed), and none may get a second comment. Without leader

@@ -25,13 +25,14 @@ import (
 // LabelSquat marks the namespaces the suite squats.
 const LabelSquat = "chaos.petri.dev/squat"
 
-// firstCandidate is the namespace name the operator tries first for an
-// environment: its name and the first four hex digits of the SHA-256 of its
-// UID (controllers/internal/naming.NamespaceCandidate, for names that are
-// DNS labels of at most 58 characters, as the suite's are).
-func firstCandidate(name string, uid types.UID) string {
+// candidate is the namespace name the operator tries for an environment
+// with a hash prefix of n hex digits: its name and the first n hex digits
+// of the SHA-256 of its UID (controllers/internal/naming.NamespaceCandidate,
+// for names that are DNS labels of at most 58 characters, as the suite's
+// are). The operator tries n = 4 first and takes the first name free.
+func candidate(name string, uid types.UID, n int) string {
 	sum := sha256.Sum256([]byte(uid))
-	return name + "-" + hex.EncodeToString(sum[:])[:4]
+	return name + "-" + hex.EncodeToString(sum[:])[:n]
 }
 
 // squat is a namespace the suite made in Petri's way.
@@ -162,7 +163,7 @@ func playSquatting(ctx context.Context, sc *scene) error {
 		if err != nil || env == nil {
 			return fmt.Errorf("read environment %s: %v", name, err)
 		}
-		s, err := sc.makeSquat(ctx, firstCandidate(name, env.UID), env, i%2 == 1)
+		s, err := sc.makeSquat(ctx, candidate(name, env.UID, 4), env, i%2 == 1)
 		if err != nil {
 			return err
 		}
@@ -187,8 +188,16 @@ func playSquatting(ctx context.Context, sc *scene) error {
 	}
 	sc.parallel(pre, func(name string) { sc.waitState(ctx, name, "deploy", true, timeout) })
 	for _, s := range squats {
-		if rec := sc.rec.environment(s.env); rec != nil && rec.target == s.name {
+		rec := sc.rec.environment(s.env)
+		switch {
+		case rec == nil || rec.target == "":
+		case rec.target == s.name:
 			sc.violate(ScenarioChecks, "squat-bound/"+s.name, "environment %s bound the squatted namespace %s", s.env, s.name)
+		case rec.target != candidate(s.env, rec.uid, 5):
+			// The squat did not take the name the operator wanted first:
+			// the rule copied above is out of date, and the check proves
+			// nothing.
+			return fmt.Errorf("environment %s bound %s, not %s next to the squat %s: candidate() no longer follows the operator's naming", s.env, rec.target, candidate(s.env, rec.uid, 5), s.name)
 		}
 		sc.checkSquat(ctx, s)
 	}
