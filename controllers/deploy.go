@@ -76,11 +76,11 @@ func observeJob(ctx context.Context, r client.Reader, namespace, name string) (j
 	st := jobState{exists: true, started: job.Status.StartTime, finished: job.Status.CompletionTime}
 	st.done, st.succeeded, st.message = jobs.Finished(job)
 	if st.succeeded {
-		var pods corev1.PodList
-		if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
-			return st, fmt.Errorf("list pods of job %s: %w", name, err)
+		pods, err := jobPods(ctx, r, job)
+		if err != nil {
+			return st, err
 		}
-		st.message = jobs.CompletionMessage(pods.Items)
+		st.message = jobs.CompletionMessage(pods)
 	}
 	if st.done && !st.succeeded {
 		for _, c := range job.Status.Conditions {
@@ -89,11 +89,11 @@ func observeJob(ctx context.Context, r client.Reader, namespace, name string) (j
 				st.finished = &t
 			}
 		}
-		var pods corev1.PodList
-		if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
-			return st, fmt.Errorf("list pods of job %s: %w", name, err)
+		pods, err := jobPods(ctx, r, job)
+		if err != nil {
+			return st, err
 		}
-		if msg := jobs.TerminationMessage(pods.Items); msg != "" {
+		if msg := jobs.TerminationMessage(pods); msg != "" {
 			st.message = msg
 		}
 	}

@@ -160,6 +160,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	cfg = countAPIRequests(cfg)
 	owned := labels.SelectorFromSet(labels.Set{petriv1.LabelManagedBy: petriv1.ManagedByOperator})
+	strip, slimJobs, slimPods := cacheTransforms()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        Scheme(),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
@@ -175,11 +176,12 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		Cache: cache.Options{
 			DefaultNamespaces: map[string]cache.Config{o.ManagementNamespace: {}},
+			DefaultTransform:  strip,
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Namespace{}: {Label: owned},
 				&corev1.Secret{}:    {Label: owned},
-				&batchv1.Job{}:      {Label: owned},
-				&corev1.Pod{}:       {Label: owned},
+				&batchv1.Job{}:      {Label: owned, Transform: slimJobs},
+				&corev1.Pod{}:       {Label: owned, Transform: slimPods},
 			},
 		},
 		Client: client.Options{Cache: &client.CacheOptions{
@@ -203,6 +205,9 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	metrics.Registry.Unregister(collector)
 	if err := metrics.Registry.Register(collector); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	if err := indexPodsByJob(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("index pods by job: %w", err)
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &petriv1.EphemeralEnvironment{}, indexSharedWorkloads, func(obj client.Object) []string {
 		return boundSharedWorkloads(obj.(*petriv1.EphemeralEnvironment))

@@ -237,10 +237,11 @@ func (o *operator) apiRequests() (map[[2]string]float64, error) {
 }
 
 // sampleQueue reads the environment controller's work queue depth every
-// second until ctx ends and returns the largest.
+// five seconds (a scrape costs the operator a list of its environments)
+// until ctx ends and returns the largest.
 func (o *operator) sampleQueue(ctx context.Context) float64 {
 	peak := 0.0
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
 		if m, err := o.metrics(); err == nil {

@@ -128,9 +128,9 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 	var profileDone chan error
 	if o.ProfileDir != "" {
 		profileDone = make(chan error, 1)
-		// Long enough to cover the create-to-Ready phase at the sizes of
-		// make bench; pprof ends it early when the operator stops.
-		d := min(max(o.Timeout/2, 10*time.Second), 300*time.Second)
+		// The first minute of the create-to-Ready phase (the run waits for
+		// the profile to be written).
+		d := min(max(o.Timeout/2, 5*time.Second), 60*time.Second)
 		go func() {
 			profileDone <- op.profileCPU(ctx, d, filepath.Join(o.ProfileDir, name+".cpu.pprof"))
 		}()
