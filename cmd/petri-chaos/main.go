@@ -21,6 +21,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/petri-dev/petri/local/chaos"
 	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/stack"
@@ -36,7 +39,7 @@ func main() {
 func run() error {
 	root, _ := controlplane.RepoRoot()
 	fs := flag.NewFlagSet("petri-chaos", flag.ExitOnError)
-	size := fs.String("size", string(chaos.Full), "full (make chaos) or short (the version make test runs)")
+	size := fs.String("size", string(chaos.Full), "full (make chaos) or short (every scenario with a few faults, a few minutes)")
 	seed := fs.Int64("seed", 0, "seed of the random moments and choices (0: a new one, printed)")
 	out := fs.String("out", "", "write the result into this Markdown file (make chaos: docs/reliability.md)")
 	only := fs.String("scenarios", "", "comma-separated scenario numbers to run (default: all)")
@@ -63,6 +66,8 @@ func run() error {
 		numbers = append(numbers, n)
 	}
 
+	// The suite's watches report through their own progress lines.
+	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := os.RemoveAll(*dir); err != nil {

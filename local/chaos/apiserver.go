@@ -14,7 +14,7 @@ import (
 func playAPIServerRestarts(ctx context.Context, sc *scene) error {
 	rounds := sc.size(2, 1)
 	perRound := sc.size(4, 2)
-	timeout := time.Duration(sc.size(240, 150)) * time.Second
+	timeout := stepTimeout
 	restarts := 0
 	var down time.Duration
 	ph := newPhases()

@@ -51,7 +51,7 @@ func (c *counter) get(kind string) int {
 // (or gone, after its delete).
 func playDeletedBehind(ctx context.Context, sc *scene) error {
 	n := sc.size(12, 4)
-	timeout := time.Duration(sc.size(240, 120)) * time.Second
+	timeout := stepTimeout
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("s4-e%02d", i+1)

@@ -17,7 +17,7 @@
 //     replicas with leader election).
 //
 // Every scenario has a full size (make chaos, cmd/petri-chaos) and a short
-// one (tests/chaos, in make test). Run returns one Row per scenario with the
+// one (petri-chaos -size short). Run returns one Row per scenario with the
 // violations of each Invariant; WriteTable and WriteDoc print them.
 //
 // The suite judges Petri only by what the API server, Helm's storage and the
@@ -52,8 +52,7 @@ const (
 	// operator kills over 20 environments, 20 deployer kills, 12 failing
 	// resync rounds, ...).
 	Full Size = "full"
-	// Short is the version make test runs: every scenario, a few faults
-	// each.
+	// Short is every scenario with a few faults each, in a few minutes.
 	Short Size = "short"
 )
 
@@ -233,8 +232,8 @@ func containsInt(xs []int, x int) bool {
 
 // groups orders the selected scenarios into groups played one after
 // another. At full size every scenario plays alone, so that each row of
-// the table shows the effect of its own faults. The short version, to fit
-// into make test, plays together the scenarios that can share the machine
+// the table shows the effect of its own faults. The short version, to take
+// a few minutes, plays together the scenarios that can share the machine
 // (their own checks do not depend on quiet around them: operator kills,
 // deployer kills, deletions behind Petri's back, GitHub failing,
 // squatting), where the first of them comes; violations still go to the
@@ -434,9 +433,14 @@ type notRunError struct{ reason string }
 
 func (e *notRunError) Error() string { return "not run: " + e.reason }
 
+// stepTimeout bounds the wait for an environment to reach the state of one
+// step of its life. It is generous: a loaded machine must not pass for a
+// broken Petri, and only a broken Petri waits that long.
+const stepTimeout = 4 * time.Minute
+
 // convergeTimeout bounds the wait for the final state after a scenario.
 func (sc *scene) convergeTimeout() time.Duration {
-	return time.Duration(sc.size(240, 120)) * time.Second
+	return time.Duration(sc.size(240, 180)) * time.Second
 }
 
 // checkConvergence waits until every environment is in its expected final

@@ -44,7 +44,7 @@ func playDeployerKills(ctx context.Context, sc *scene) error {
 	target := sc.size(20, 2)
 	minEnvs := sc.size(8, 2)
 	inFlight := sc.size(4, 2)
-	timeout := time.Duration(sc.size(240, 150)) * time.Second
+	timeout := stepTimeout
 
 	killCtx, stopKills := context.WithCancel(ctx)
 	defer stopKills()

@@ -116,7 +116,7 @@ func playGitHubOutage(ctx context.Context, sc *scene) error {
 	open := sc.size(8, 3)
 	closing := sc.size(4, 1)
 	rounds := sc.size(3, 1)
-	timeout := time.Duration(sc.size(240, 120)) * time.Second
+	timeout := stepTimeout
 
 	var numbers []int
 	names := map[int]string{}
@@ -238,17 +238,20 @@ func playSyncLeaderKill(ctx context.Context, sc *scene) error {
 	kills := sc.size(5, 1)
 	events := sc.size(60, 10)
 	maxOpen := sc.size(10, 4)
-	timeout := time.Duration(sc.size(240, 120)) * time.Second
+	timeout := stepTimeout
 
 	trafficCtx, stopTraffic := context.WithCancel(ctx)
 	defer stopTraffic()
 	var mu sync.Mutex
 	var openPRs, closedPRs []int
 	delivered, refused := 0, 0
+	// Webhooks keep arriving until every kill is done: at least events of
+	// them, at most four times as many.
+	var killsDone atomic.Bool
 	trafficDone := make(chan struct{})
 	go func() {
 		defer close(trafficDone)
-		for i := 0; i < events && trafficCtx.Err() == nil; i++ {
+		for i := 0; (i < events || !killsDone.Load()) && i < 4*events && trafficCtx.Err() == nil; i++ {
 			var err error
 			mu.Lock()
 			switch {
@@ -288,7 +291,7 @@ func playSyncLeaderKill(ctx context.Context, sc *scene) error {
 
 	var worst time.Duration
 	killed, podKills := 0, 0
-	for killed < kills && ctx.Err() == nil && !isDone(trafficDone) {
+	for killed < kills && ctx.Err() == nil {
 		sleep(ctx, sc.between(time.Second, 4*time.Second))
 		holder, _ := sc.leaseState(ctx, stack.SyncNamespace, lease)
 		var victim string
@@ -332,6 +335,7 @@ func playSyncLeaderKill(ctx context.Context, sc *scene) error {
 		}
 		sc.logf("sync leader %s SIGKILLed (its %s); %s leads %s later", victim, how, next, took.Round(100*time.Millisecond))
 	}
+	killsDone.Store(true)
 	<-trafficDone
 
 	mu.Lock()

@@ -214,7 +214,7 @@ func playOperatorKills(ctx context.Context, sc *scene) error {
 	kills := sc.size(50, 2)
 	minEnvs := sc.size(20, 3)
 	inFlight := sc.size(6, 3)
-	timeout := time.Duration(sc.size(600, 240)) * time.Second
+	timeout := time.Duration(sc.size(600, 300)) * time.Second
 	ph := newPhases()
 
 	killCtx, stopKills := context.WithCancel(ctx)

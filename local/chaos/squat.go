@@ -139,7 +139,7 @@ func playSquatting(ctx context.Context, sc *scene) error {
 	preBind := sc.size(4, 2)
 	tampered := sc.size(2, 1)
 	postBind := sc.size(2, 1)
-	timeout := time.Duration(sc.size(240, 150)) * time.Second
+	timeout := stepTimeout
 	var squats []*squat
 	lost := 0
 
