@@ -39,7 +39,7 @@ func main() {
 func run() error {
 	root, _ := controlplane.RepoRoot()
 	fs := flag.NewFlagSet("petri-chaos", flag.ExitOnError)
-	size := fs.String("size", string(chaos.Full), "full (make chaos) or short (every scenario with a few faults, a few minutes)")
+	size := fs.String("size", string(chaos.Full), "full (make chaos) or short (the version make test runs)")
 	seed := fs.Int64("seed", 0, "seed of the random moments and choices (0: a new one, printed)")
 	out := fs.String("out", "", "write the result into this Markdown file (make chaos: docs/reliability.md)")
 	only := fs.String("scenarios", "", "comma-separated scenario numbers to run (default: all)")

@@ -17,7 +17,7 @@
 //     replicas with leader election).
 //
 // Every scenario has a full size (make chaos, cmd/petri-chaos) and a short
-// one (petri-chaos -size short). Run returns one Row per scenario with the
+// one (tests/chaos, in make test). Run returns one Row per scenario with the
 // violations of each Invariant; WriteTable and WriteDoc print them.
 //
 // The suite judges Petri only by what the API server, Helm's storage and the
@@ -52,7 +52,8 @@ const (
 	// operator kills over 20 environments, 20 deployer kills, 12 failing
 	// resync rounds, ...).
 	Full Size = "full"
-	// Short is every scenario with a few faults each, in a few minutes.
+	// Short is the version make test runs: every scenario, a few faults
+	// each, in a few minutes.
 	Short Size = "short"
 )
 
@@ -232,8 +233,8 @@ func containsInt(xs []int, x int) bool {
 
 // groups orders the selected scenarios into groups played one after
 // another. At full size every scenario plays alone, so that each row of
-// the table shows the effect of its own faults. The short version, to take
-// a few minutes, plays together the scenarios that can share the machine
+// the table shows the effect of its own faults. The short version, to fit
+// into make test, plays together the scenarios that can share the machine
 // (their own checks do not depend on quiet around them: operator kills,
 // deployer kills, deletions behind Petri's back, GitHub failing,
 // squatting), where the first of them comes; violations still go to the

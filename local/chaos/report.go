@@ -74,8 +74,8 @@ Petri keeps its promises when the machinery around it fails. ` + "`make chaos`" 
 program ` + "`cmd/petri-chaos`" + ` (package ` + "`local/chaos`" + `) starts Petri on the local control plane as
 ` + "`make demo`" + ` does (the operator and sync as the Deployments of ` + "`config/`" + `, the local node
 running every pod, the GitHub stand-in), injects faults scenario by scenario, and after each
-scenario checks every invariant below. A short version of every scenario
-(` + "`bin/petri-chaos -size short`" + `, a few minutes) runs the same checks with fewer faults.
+scenario checks every invariant below. A short version of every scenario runs in ` + "`make test`" + `
+(` + "`tests/chaos`" + `, a few minutes) and fails on any violation.
 
 This page is written by ` + "`make chaos`" + `; the table is the last run's. At full size every
 scenario plays alone. The short version plays the scenarios that can share the machine (1, 2,
@@ -129,7 +129,7 @@ Checked after every scenario; each column of the table counts one invariant's vi
 	b.WriteString(`
 ## Scenarios
 
-Sizes are full (` + "`make chaos`" + `) / short (` + "`-size short`" + `).
+Sizes are full (` + "`make chaos`" + `) / short (` + "`make test`" + `, ` + "`-size short`" + `).
 
 1. **Operator SIGKILLed at random moments.** Environments (two components each, one depending
    on the other) are created, get a new spec, and are deleted, several at a time. The operator's
