@@ -45,6 +45,8 @@ type EphemeralEnvironmentReconciler struct {
 
 	// now is the clock; tests of expiry read the same clock as production.
 	now func() time.Time
+	// ownership holds the key of the namespaces' ownership proofs.
+	ownership ownershipKey
 }
 
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=ephemeralenvironments,verbs=get;list;watch;update;patch;delete

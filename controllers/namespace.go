@@ -47,7 +47,10 @@ func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env 
 		if ns, err = r.getOrCreateNamespace(ctx, env); err != nil {
 			return err
 		}
-		why := ownershipProblem(ns, env)
+		why, err := r.namespaceOwnership(ctx, ns, env)
+		if err != nil {
+			return err
+		}
 		if why == "" {
 			break
 		}
@@ -102,8 +105,13 @@ func (r *EphemeralEnvironmentReconciler) reserveNamespace(ctx context.Context, e
 		setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, petriv1.ReasonNamespaceBindFailed, err.Error())
 		return err
 	}
+	nonce, err := newNonce()
+	if err != nil {
+		return err
+	}
 	base := env.DeepCopy()
 	env.Status.TargetNamespace = name
+	env.Status.NamespaceNonce = nonce
 	msg := "namespace " + name + " reserved, creating it"
 	if taken != "" {
 		msg = fmt.Sprintf("namespace %s reserved (%s was taken before it could be created), creating it", name, taken)
@@ -114,6 +122,22 @@ func (r *EphemeralEnvironmentReconciler) reserveNamespace(ctx context.Context, e
 		return fmt.Errorf("commit target namespace %s: %w", name, err)
 	}
 	log.FromContext(ctx).Info("Committed target namespace", "namespace", name)
+	return nil
+}
+
+// rotateNonce commits a fresh status.namespaceNonce, with optimistic
+// locking like the reservation.
+func (r *EphemeralEnvironmentReconciler) rotateNonce(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
+	nonce, err := newNonce()
+	if err != nil {
+		return err
+	}
+	base := env.DeepCopy()
+	env.Status.NamespaceNonce = nonce
+	if err := r.Status().Patch(ctx, env, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		env.Status = base.Status
+		return fmt.Errorf("commit namespace nonce: %w", err)
+	}
 	return nil
 }
 
@@ -130,7 +154,19 @@ func (r *EphemeralEnvironmentReconciler) getOrCreateNamespace(ctx context.Contex
 	if !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("get namespace %s: %w", name, err)
 	}
-	ns = newOwnedNamespace(env)
+	key, err := r.ownership.get(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace)
+	if err != nil {
+		return nil, err
+	}
+	if env.Status.NamespaceUID != "" || env.Status.NamespaceNonce == "" {
+		// Made again (or first made before nonces): a fresh nonce is
+		// committed first, so the proof of the namespace that was there
+		// cannot be copied onto another under the same name.
+		if err := r.rotateNonce(ctx, env); err != nil {
+			return nil, err
+		}
+	}
+	ns = newOwnedNamespace(env, key)
 	err = r.Create(ctx, ns)
 	switch {
 	case err == nil:
@@ -169,7 +205,8 @@ func (r *EphemeralEnvironmentReconciler) boundInCache(ctx context.Context, env *
 	if err := r.NamespaceCache.Get(ctx, client.ObjectKey{Name: env.Status.TargetNamespace}, ns); err != nil {
 		return nil, false
 	}
-	return ns, ownershipProblem(ns, env) == "" && ns.DeletionTimestamp.IsZero()
+	why, err := r.namespaceOwnership(ctx, ns, env)
+	return ns, err == nil && why == "" && ns.DeletionTimestamp.IsZero()
 }
 
 func conditionGeneration(env *petriv1.EphemeralEnvironment, typ string) int64 {
@@ -199,11 +236,13 @@ func (r *EphemeralEnvironmentReconciler) chooseNamespace(ctx context.Context, en
 }
 
 // newOwnedNamespace is the namespace Petri creates for an environment: the
-// ownership marks of ownedNamespace, plus the annotation naming the deployer
-// identity that the admission fences allow to be bound to admin there.
-func newOwnedNamespace(env *petriv1.EphemeralEnvironment) *corev1.Namespace {
+// ownership marks of ownedNamespace, the annotation naming the deployer
+// identity that the admission fences allow to be bound to admin there, and
+// the ownership proof made with key.
+func newOwnedNamespace(env *petriv1.EphemeralEnvironment, key []byte) *corev1.Namespace {
 	ns := ownedNamespace(env)
 	ns.Annotations[petriv1.AnnotationDeployerServiceAccount] = naming.DeployerServiceAccount(env.Name)
+	ns.Annotations[petriv1.AnnotationOwnershipProof] = ownershipProof(key, ns.Name, string(env.UID), env.Status.NamespaceNonce)
 	return ns
 }
 
@@ -224,7 +263,8 @@ func ownedNamespace(env *petriv1.EphemeralEnvironment) *corev1.Namespace {
 	}}
 }
 
-// ownershipProblem returns why ns is not provably the environment's, or "".
+// ownershipProblem returns why ns does not carry the environment's marks, or
+// "". Marks alone can be copied: namespaceOwnership decides.
 func ownershipProblem(ns *corev1.Namespace, env *petriv1.EphemeralEnvironment) string {
 	want := ownedNamespace(env)
 	var problems []string

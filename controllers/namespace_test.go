@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -256,13 +257,27 @@ func findCondition(e *petriv1.EphemeralEnvironment, typ string) metav1.Condition
 // and the namespace it lost is neither adopted nor deleted.
 func TestNamespaceTakenBeforeItWasCreatedIsGivenUp(t *testing.T) {
 	t.Parallel()
+	testNamespaceTakenBeforeCreation(t, "taken", false)
+}
+
+// The same race, lost to someone who copies every mark Petri puts on a
+// namespace (labels, annotations, the environment's UID): the marks alone
+// would have made it the environment's; its ownership proof cannot be
+// copied, so it is given up like any other.
+func TestNamespaceTakenWithForgedMarksIsGivenUp(t *testing.T) {
+	t.Parallel()
+	testNamespaceTakenBeforeCreation(t, "forged", true)
+}
+
+// holdNamespace keeps the operator from creating the namespace name until
+// the returned release is called: an admission policy refuses it to the
+// operator only.
+func holdNamespace(t *testing.T, name string) (release func()) {
+	t.Helper()
 	ctx := context.Background()
-	taken := "taken-" + hashPrefix[:4]
-	// Keep the operator from creating the first candidate until the test
-	// has taken it: an admission policy refuses it to the operator only.
 	operator := "system:serviceaccount:" + mgmtNS + ":petri-operator"
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "petri-test-hold-" + taken},
+		ObjectMeta: metav1.ObjectMeta{Name: "petri-test-hold-" + name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
@@ -272,7 +287,7 @@ func TestNamespaceTakenBeforeItWasCreatedIsGivenUp(t *testing.T) {
 				},
 			}}},
 			Validations: []admissionregistrationv1.Validation{{
-				Expression: fmt.Sprintf("object.metadata.name != %q || request.userInfo.username != %q", taken, operator),
+				Expression: fmt.Sprintf("object.metadata.name != %q || request.userInfo.username != %q", name, operator),
 				Message:    "held by the test",
 			}},
 		},
@@ -293,32 +308,113 @@ func TestNamespaceTakenBeforeItWasCreatedIsGivenUp(t *testing.T) {
 	asOperator, err := client.New(cfg, client.Options{})
 	require.NoError(t, err)
 	require.True(t, eventually(30*time.Second, func() bool {
-		err := asOperator.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: taken}}, client.DryRunAll)
+		err := asOperator.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.DryRunAll)
 		return err != nil && strings.Contains(err.Error(), "held by the test")
 	}), "the admission policy is in force")
+	return func() { require.NoError(t, env.Client.Delete(ctx, binding)) }
+}
 
-	require.NoError(t, env.Client.Create(ctx, newEnv("taken", greeter("app"))))
-	waitFor(t, "taken", "the first candidate committed", func(e *petriv1.EphemeralEnvironment) bool {
+// forgedNamespace is a namespace made by someone other than the operator
+// with every mark the operator puts on the environment's own.
+func forgedNamespace(name string, e *petriv1.EphemeralEnvironment) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Labels: map[string]string{
+			petriv1.LabelManagedBy:      petriv1.ManagedByOperator,
+			petriv1.LabelEnvironment:    e.Name,
+			petriv1.LabelEnvironmentUID: string(e.UID),
+			"owner":                     "someone-else",
+		},
+		Annotations: map[string]string{
+			petriv1.AnnotationEnvironment:            e.Namespace + "/" + e.Name,
+			petriv1.AnnotationEnvironmentUID:         string(e.UID),
+			petriv1.AnnotationDeployerServiceAccount: naming.DeployerServiceAccount(e.Name),
+		},
+	}}
+}
+
+func testNamespaceTakenBeforeCreation(t *testing.T, name string, forged bool) {
+	ctx := context.Background()
+	taken := name + "-" + hashPrefix[:4]
+	release := holdNamespace(t, taken)
+
+	require.NoError(t, env.Client.Create(ctx, newEnv(name, greeter("app"))))
+	reserved := waitFor(t, name, "the first candidate committed", func(e *petriv1.EphemeralEnvironment) bool {
 		return e.Status.TargetNamespace == taken
 	})
 	// Someone else takes the committed name before the environment could
 	// create it.
 	squat := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: taken, Labels: map[string]string{"owner": "someone-else"}}}
+	if forged {
+		squat = forgedNamespace(taken, reserved)
+	}
 	require.NoError(t, env.Client.Create(ctx, squat))
-	require.NoError(t, env.Client.Delete(ctx, binding))
+	wantLabels := maps.Clone(squat.Labels)
+	wantLabels[corev1.LabelMetadataName] = taken
+	release()
 
 	stalled := func(e *petriv1.EphemeralEnvironment) bool {
 		return conditionIs(e, petriv1.ConditionStalled, metav1.ConditionTrue, "")
 	}
-	e := waitFor(t, "taken", "bound (or stalled)", func(e *petriv1.EphemeralEnvironment) bool { return bound(e) || stalled(e) })
+	e := waitFor(t, name, "bound (or stalled)", func(e *petriv1.EphemeralEnvironment) bool {
+		return bound(e) && e.Status.TargetNamespace != taken || stalled(e)
+	})
 	require.True(t, bound(e), "a name lost before it was bound is given up: %s", describe(e))
-	assert.Equal(t, "taken-"+hashPrefix[:5], e.Status.TargetNamespace, "the next free candidate")
-	waitFor(t, "taken", "ready", ready)
+	assert.Equal(t, name+"-"+hashPrefix[:5], e.Status.TargetNamespace, "the next free candidate")
+	waitFor(t, name, "ready", ready)
 
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(squat), squat))
-	assert.Equal(t, map[string]string{"owner": "someone-else", "kubernetes.io/metadata.name": taken}, squat.Labels, "not adopted")
+	assert.Equal(t, wantLabels, squat.Labels, "not adopted")
+	var rbs rbacv1.RoleBindingList
+	require.NoError(t, env.Client.List(ctx, &rbs, client.InNamespace(taken)))
+	assert.Empty(t, rbs.Items, "nothing of the environment's was created in it")
 	require.NoError(t, env.Client.Delete(ctx, e))
 	waitGone(t, e)
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(squat), squat))
 	assert.True(t, squat.DeletionTimestamp.IsZero(), "not deleted")
+}
+
+// A bound environment's namespace deleted, and its name taken the moment
+// it is free by a namespace that copies every mark and annotation of the
+// one deleted, ownership proof included: the proof was made for a nonce
+// that is no longer the environment's, so the copy is not adopted: no
+// redeploy into it, the environment stalls, and its deletion leaves it.
+func TestReplacedNamespaceWithCopiedMarksIsNotAdopted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, newEnv("copied", greeter("app"))))
+	e := waitFor(t, "copied", "ready", ready)
+	name := e.Status.TargetNamespace
+	old := &corev1.Namespace{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Name: name}, old))
+	require.NotEmpty(t, old.Annotations[petriv1.AnnotationOwnershipProof], "the operator's namespace carries a proof")
+
+	release := holdNamespace(t, name)
+	require.NoError(t, env.Client.Delete(ctx, old))
+	require.True(t, eventually(60*time.Second, func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Name: name}, &corev1.Namespace{}))
+	}), "the namespace is gone")
+	copied := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: maps.Clone(old.Labels), Annotations: maps.Clone(old.Annotations)}}
+	require.NoError(t, env.Client.Create(ctx, copied))
+	release()
+
+	e = waitFor(t, "copied", "stalled", func(e *petriv1.EphemeralEnvironment) bool {
+		return conditionIs(e, petriv1.ConditionStalled, metav1.ConditionTrue, petriv1.ReasonNamespaceNotOwned)
+	})
+	assert.Contains(t, findCondition(e, petriv1.ConditionStalled).Message, petriv1.AnnotationOwnershipProof)
+	assert.False(t, ready(e), "not Ready on a namespace it did not make")
+	assert.Equal(t, name, e.Status.TargetNamespace, "the bound name is kept")
+	var rbs rbacv1.RoleBindingList
+	require.NoError(t, env.Client.List(ctx, &rbs, client.InNamespace(name)))
+	assert.Empty(t, rbs.Items, "no deployer RoleBinding in the copy")
+
+	require.NoError(t, env.Client.Delete(ctx, e))
+	e = waitFor(t, "copied", "stalled deletion", func(e *petriv1.EphemeralEnvironment) bool {
+		return e.DeletionTimestamp != nil && conditionIs(e, petriv1.ConditionStalled, metav1.ConditionTrue, petriv1.ReasonNamespaceNotOwned)
+	})
+	patch := client.MergeFrom(e.DeepCopy())
+	e.Annotations = map[string]string{petriv1.AnnotationForceDelete: "true"}
+	require.NoError(t, env.Client.Patch(ctx, e, patch))
+	waitGone(t, e)
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(copied), copied))
+	assert.True(t, copied.DeletionTimestamp.IsZero(), "the copy is not deleted")
 }

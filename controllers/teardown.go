@@ -76,7 +76,11 @@ func (r *EphemeralEnvironmentReconciler) deleteNamespace(ctx context.Context, en
 		}
 		return false, fmt.Errorf("get namespace %s: %w", name, err)
 	}
-	if why := ownershipProblem(ns, env); why != "" {
+	why, err := r.namespaceOwnership(ctx, ns, env)
+	if err != nil {
+		return false, err
+	}
+	if why != "" {
 		msg := fmt.Sprintf("namespace %s is not provably this environment's (%s); it is not deleted. Fix its marks, or set the annotation %s: \"true\" to release the environment without touching it", name, why, petriv1.AnnotationForceDelete)
 		p.stalled(petriv1.ReasonNamespaceNotOwned, msg)
 		return false, nil
@@ -99,14 +103,21 @@ func (r *EphemeralEnvironmentReconciler) forceDelete(ctx context.Context, env *p
 	if name := env.Status.TargetNamespace; name != "" {
 		ns := &corev1.Namespace{}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns)
+		var why string
+		if err == nil {
+			var checkErr error
+			if why, checkErr = r.namespaceOwnership(ctx, ns, env); checkErr != nil {
+				why = "its ownership could not be checked: " + checkErr.Error()
+			}
+		}
 		switch {
-		case err == nil && ownershipProblem(ns, env) == "" && ns.DeletionTimestamp.IsZero():
+		case err == nil && why == "" && ns.DeletionTimestamp.IsZero():
 			uid := ns.UID
 			if err := r.Delete(ctx, ns, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
 				logger.Info("Force delete: namespace deletion failed, leaving it", "namespace", name, "error", err.Error())
 			}
-		case err == nil && ownershipProblem(ns, env) != "":
-			logger.Info("Force delete: namespace is not provably ours, leaving it", "namespace", name)
+		case err == nil && why != "":
+			logger.Info("Force delete: namespace is not provably ours, leaving it", "namespace", name, "why", why)
 		}
 	}
 	if err := r.deleteDeployerIdentity(ctx, env); err != nil {

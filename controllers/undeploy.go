@@ -31,7 +31,9 @@ func (r *EphemeralEnvironmentReconciler) undeployComponents(ctx context.Context,
 		}
 		return false, fmt.Errorf("get namespace %s: %w", name, err)
 	}
-	if ownershipProblem(ns, env) != "" {
+	if why, err := r.namespaceOwnership(ctx, ns, env); err != nil {
+		return false, err
+	} else if why != "" {
 		// deleteNamespace reports it; nothing runs in a namespace that is
 		// not provably ours.
 		return true, nil

@@ -153,6 +153,18 @@ const (
 	// one deployer ServiceAccount (in the management namespace) that may be
 	// bound to admin there; the admission fences check RoleBindings against it.
 	AnnotationDeployerServiceAccount = "petri.dev/deployer-serviceaccount"
+	// AnnotationOwnershipProof, on a workload namespace, is an HMAC of the
+	// namespace's name and its environment's UID under a key only the
+	// operator reads (the Secret OwnershipKeySecret in the management
+	// namespace). Labels and annotations can be copied by anyone who may
+	// create namespaces; the proof cannot, so a namespace someone else made
+	// with Petri's marks, in the moment between the operator choosing a
+	// name and creating it, is never taken for the environment's.
+	AnnotationOwnershipProof = "petri.dev/ownership-proof"
+	// OwnershipKeySecret names the Secret (key "key") in the management
+	// namespace that holds the operator's ownership key; the operator
+	// creates it on first use.
+	OwnershipKeySecret = "petri-operator-ownership-key"
 	// AnnotationSleepRequested, an RFC 3339 time, asks the operator to put the
 	// environment to sleep: a Job running as the environment's deployer
 	// identity scales every Deployment and StatefulSet of its namespace to

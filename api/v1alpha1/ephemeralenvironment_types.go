@@ -266,6 +266,12 @@ type EphemeralEnvironmentStatus struct {
 	// environment is deployed again.
 	// +optional
 	NamespaceUID string `json:"namespaceUID,omitempty"`
+	// NamespaceNonce is a random value the operator commits before it
+	// creates the workload namespace (again). The namespace's ownership
+	// proof (annotation petri.dev/ownership-proof) covers it, so a proof
+	// copied from an earlier namespace of the same name proves nothing.
+	// +optional
+	NamespaceNonce string `json:"namespaceNonce,omitempty"`
 	// Recoveries counts the times the operator deployed the environment
 	// again on its own because what it had deployed was gone (its namespace
 	// replaced, a release missing or at another revision). It goes into the

@@ -13,8 +13,9 @@
 //  5. the GitHub API failing for many resync rounds (500s, timeouts, 403 with
 //     Retry-After, truncated listings, 404 for a pull request);
 //  6. namespace squatting and tampered ownership marks;
-//  7. the sync leader killed while webhooks arrive (once sync runs two
-//     replicas with leader election).
+//  7. the sync leader killed while webhooks arrive (sync running two
+//     replicas under leader election; without it the scenario does not
+//     run).
 //
 // Every scenario has a full size (make chaos, cmd/petri-chaos) and a short
 // one (tests/chaos, in make test). Run returns one Row per scenario with the
@@ -395,6 +396,7 @@ func (r *run) playGroup(ctx context.Context, group []scenario) []Row {
 	global = append(global, r.checkOrphans(ctx, time.Duration(scenes[0].size(120, 60))*time.Second)...)
 	global = append(global, r.rec.helmOverlaps(time.Now())...)
 	global = append(global, r.rec.duplicateJobs()...)
+	global = append(global, r.rec.targetMoves()...)
 	global = append(global, r.rec.drainLive()...)
 	for _, v := range global {
 		i := 0

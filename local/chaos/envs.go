@@ -407,8 +407,7 @@ func (r *run) gone(ctx context.Context, name string) ([]string, error) {
 func (r *run) isForeign(name string, uid types.UID) bool {
 	r.rec.mu.Lock()
 	defer r.rec.mu.Unlock()
-	f, ok := r.rec.foreign[name]
-	return ok && (f == "" || f == uid)
+	return r.rec.isForeignLocked(name, uid)
 }
 
 // explain describes an environment for a violation's detail.

@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -60,15 +61,24 @@ type recorder struct {
 }
 
 type envRecord struct {
-	uid        types.UID
-	name       string
-	labels     map[string]string
-	target     string
-	targets    []string
+	uid    types.UID
+	name   string
+	labels map[string]string
+	// target is the current status.targetNamespace; targets every name it
+	// has held; bound the names NamespaceBound was seen True on.
+	target  string
+	targets []string
+	bound   map[string]bool
+	// moves are the changes of status.targetNamespace, judged by
+	// targetMoves once the namespaces' events are in.
+	moves      []targetMove
 	deleting   time.Time
 	gone       time.Time
 	lastStatus petriv1.EphemeralEnvironmentStatus
 }
+
+// targetMove is one change of an environment's status.targetNamespace.
+type targetMove struct{ from, to string }
 
 type jobRecord struct {
 	uid                types.UID
@@ -93,9 +103,12 @@ type podRecord struct {
 }
 
 type nsRecord struct {
-	name    string
-	uid     types.UID
-	labels  map[string]string
+	name   string
+	uid    types.UID
+	labels map[string]string
+	// madeFor are the environments (by UID label) a namespace of this
+	// name was made for by Petri: every incarnation not made by the suite.
+	madeFor map[string]bool
 	created time.Time
 	deleted time.Time
 }
@@ -174,17 +187,18 @@ func (r *recorder) onEnvironment(obj any, deleted bool) {
 	}
 	rec.labels = env.Labels
 	rec.lastStatus = *env.Status.DeepCopy()
-	if t := env.Status.TargetNamespace; t != rec.target {
+	if t := env.Status.TargetNamespace; t != "" && t != rec.target {
 		if rec.target != "" {
-			r.live = append(r.live, Violation{Invariant: NamespaceStable, Key: fmt.Sprintf("target/%s/%s", env.UID, t), Env: env.Name,
-				Detail: fmt.Sprintf("environment %s: status.targetNamespace changed from %q to %q", env.Name, rec.target, t)})
+			rec.moves = append(rec.moves, targetMove{from: rec.target, to: t})
 		}
-		if t != "" {
-			rec.targets = append(rec.targets, t)
-			if rec.target == "" {
-				rec.target = t
-			}
+		rec.targets = append(rec.targets, t)
+		rec.target = t
+	}
+	if t := env.Status.TargetNamespace; t != "" && apimeta.IsStatusConditionTrue(env.Status.Conditions, petriv1.ConditionNamespaceBound) {
+		if rec.bound == nil {
+			rec.bound = map[string]bool{}
 		}
+		rec.bound[t] = true
 	}
 	if (deleted || env.DeletionTimestamp != nil) && rec.deleting.IsZero() {
 		rec.deleting = now
@@ -314,10 +328,20 @@ func (r *recorder) onNamespace(obj any, deleted bool) {
 	defer r.mu.Unlock()
 	rec := r.namespaces[ns.Name]
 	if rec == nil || rec.uid != ns.UID {
-		rec = &nsRecord{name: ns.Name, uid: ns.UID, created: ns.CreationTimestamp.Time}
+		next := &nsRecord{name: ns.Name, uid: ns.UID, created: ns.CreationTimestamp.Time}
+		if rec != nil {
+			next.madeFor = rec.madeFor
+		}
+		rec = next
 		r.namespaces[ns.Name] = rec
 	}
 	rec.labels = ns.Labels
+	if uid := ns.Labels[petriv1.LabelEnvironmentUID]; uid != "" && !r.isForeignLocked(ns.Name, ns.UID) {
+		if rec.madeFor == nil {
+			rec.madeFor = map[string]bool{}
+		}
+		rec.madeFor[uid] = true
+	}
 	if deleted {
 		rec.deleted = now
 	}
@@ -342,6 +366,40 @@ func (r *recorder) markForeign(name string, uid types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.foreign[name] = uid
+}
+
+// isForeignLocked tells whether the namespace name (in its incarnation
+// uid) is one the suite made or tampered with. r.mu is held.
+func (r *recorder) isForeignLocked(name string, uid types.UID) bool {
+	f, ok := r.foreign[name]
+	return ok && (f == "" || f == uid)
+}
+
+// targetMoves returns the changes of status.targetNamespace that broke the
+// lock: a name is locked once NamespaceBound was True on it, or once Petri
+// made a namespace under it for the environment. Before that the name is
+// only reserved, and giving up a reserved name that someone else took
+// first is the operator doing its job.
+func (r *recorder) targetMoves() []Violation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Violation
+	for _, e := range r.envs {
+		for _, m := range e.moves {
+			ns := r.namespaces[m.from]
+			made := ns != nil && ns.madeFor[string(e.uid)]
+			if !e.bound[m.from] && !made {
+				continue
+			}
+			why := "it was bound there"
+			if !e.bound[m.from] {
+				why = "Petri had made its namespace there"
+			}
+			out = append(out, Violation{Invariant: NamespaceStable, Key: fmt.Sprintf("target/%s/%s", e.uid, m.to), Env: e.name,
+				Detail: fmt.Sprintf("environment %s: status.targetNamespace changed from %q to %q after %s", e.name, m.from, m.to, why)})
+		}
+	}
+	return out
 }
 
 // drainLive returns the breaches seen as they happened since the last call.

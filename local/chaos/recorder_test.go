@@ -131,19 +131,49 @@ func env(name, uid, target string) *petriv1.EphemeralEnvironment {
 	}
 }
 
+func bound(e *petriv1.EphemeralEnvironment) *petriv1.EphemeralEnvironment {
+	e.Status.Conditions = []metav1.Condition{{Type: petriv1.ConditionNamespaceBound, Status: metav1.ConditionTrue, Reason: petriv1.ReasonNamespaceBindSucceeded}}
+	return e
+}
+
 func TestTargetNamespaceChanges(t *testing.T) {
 	r := newRecorder(nil)
 	r.onEnvironment(env("e", "u1", ""), false)
 	r.onEnvironment(env("e", "u1", "e-abcd"), false)
-	r.onEnvironment(env("e", "u1", "e-abcd"), false)
-	assert.Empty(t, r.drainLive(), "setting it once is no change")
-	r.onEnvironment(env("e", "u1", "e-abcde"), false)
-	got := r.drainLive()
+	r.onEnvironment(bound(env("e", "u1", "e-abcd")), false)
+	assert.Empty(t, r.targetMoves(), "setting it once is no change")
+	r.onEnvironment(bound(env("e", "u1", "e-abcde")), false)
+	got := r.targetMoves()
 	require.Len(t, got, 1)
 	assert.Equal(t, NamespaceStable, got[0].Invariant)
 	assert.Equal(t, "e", got[0].Env)
+	assert.Contains(t, got[0].Detail, "bound there")
 	r.onEnvironment(env("f", "u2", "f-1234"), false)
-	assert.Empty(t, r.drainLive(), "another environment's namespace is its own")
+	assert.Len(t, r.targetMoves(), 1, "another environment's namespace is its own")
+}
+
+func TestReservedTargetMayMove(t *testing.T) {
+	r := newRecorder(nil)
+	// g reserved g-1234, someone else took the name first, g reserved
+	// g-12345 and bound it: the lock was never taken.
+	r.markForeign("g-1234", "")
+	r.onNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "g-1234", UID: "squat",
+		Labels: map[string]string{petriv1.LabelEnvironmentUID: "u3"}}}, false)
+	r.onEnvironment(env("g", "u3", "g-1234"), false)
+	r.onEnvironment(env("g", "u3", "g-12345"), false)
+	r.onEnvironment(bound(env("g", "u3", "g-12345")), false)
+	assert.Empty(t, r.targetMoves(), "a reserved name given up is no change of the bound one")
+
+	// h reserved h-1234 and Petri made the namespace, then the target
+	// moved before the bind was seen: that breaks the lock.
+	r.onNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "h-1234", UID: "made",
+		Labels: map[string]string{petriv1.LabelEnvironmentUID: "u4"}}}, false)
+	r.onEnvironment(env("h", "u4", "h-1234"), false)
+	r.onEnvironment(env("h", "u4", "h-12345"), false)
+	got := r.targetMoves()
+	require.Len(t, got, 1)
+	assert.Equal(t, "h", got[0].Env)
+	assert.Contains(t, got[0].Detail, "Petri had made its namespace there")
 }
 
 func TestUnjustifiedDeletions(t *testing.T) {
