@@ -47,6 +47,9 @@ type EphemeralEnvironmentReconciler struct {
 	now func() time.Time
 	// ownership holds the key of the namespaces' ownership proofs.
 	ownership ownershipKey
+	// written remembers the resourceVersion of each environment's last
+	// write by this operator.
+	written writtenVersions
 }
 
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=ephemeralenvironments,verbs=get;list;watch;update;patch;delete
@@ -67,7 +70,18 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 	logger := log.FromContext(ctx)
 	env := &petriv1.EphemeralEnvironment{}
 	if err := r.Get(ctx, req.NamespacedName, env); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.forget(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.written.stale(req.NamespacedName, env.ResourceVersion) {
+		// The cache has not caught up with this operator's own last write:
+		// acting on the older object would repeat what that write recorded
+		// (start a Job again under a name already used). The write's watch
+		// event brings the environment back; the requeue covers a lost one.
+		logger.V(1).Info("Cache is behind the last status written, waiting for it", "resourceVersion", env.ResourceVersion)
+		return reconcile.Result{RequeueAfter: 250 * time.Millisecond}, nil
 	}
 	before := env.DeepCopy()
 	st := &pass{}
@@ -77,6 +91,9 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 			if err := r.Status().Patch(ctx, env, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
 				retErr = errors.Join(retErr, fmt.Errorf("patch status: %w", err))
 			}
+		}
+		if env.ResourceVersion != before.ResourceVersion {
+			r.written.remember(req.NamespacedName, env.ResourceVersion)
 		}
 		r.recordTransitions(before, env)
 		if retErr != nil && !errors.Is(retErr, reconcile.TerminalError(nil)) {
