@@ -10,7 +10,8 @@ const (
 	// present, every component's Helm release deployed with the spec's chart
 	// and values; a deleted environment is gone with its namespace.
 	Converges Invariant = iota
-	// NamespaceStable: status.targetNamespace, once set, never changes.
+	// NamespaceStable: status.targetNamespace never changes once it is
+	// locked: NamespaceBound True on it, or a namespace made there by Petri.
 	NamespaceStable
 	// NoOrphanNamespace: no workload namespace outlives its environment.
 	NoOrphanNamespace
@@ -57,7 +58,7 @@ func (i Invariant) Column() string {
 func (i Invariant) Description() string {
 	return [...]string{
 		"every environment converges to its spec: Ready for its current generation, its namespace present with Petri's ownership marks, its deployer RoleBinding present, and each component's Helm release deployed at the spec's chart and values; a deleted environment is gone, with its namespace",
-		"no `status.targetNamespace` ever changes once set (every value is recorded from a watch)",
+		"no `status.targetNamespace` ever changes once locked: once `NamespaceBound` was True on it or Petri made a namespace under it (every value is recorded from a watch; a name only reserved, found taken by someone else before the operator could create it, is given up for the next candidate, as the design allows)",
 		"no workload namespace is left without its environment",
 		"no two Helm operations overlap on one release (workload namespace + component), from the Job pods' `running.startedAt` and `terminated.finishedAt`, recorded by a watch so that deleted pods count too (1-second resolution)",
 		"no Job is duplicated: per (environment, component, action, generation) one Job, unless the previous one had failed or a fault removed it or what it deployed",

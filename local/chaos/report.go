@@ -154,7 +154,9 @@ Sizes are full (` + "`make chaos`" + `) / short (` + "`make test`" + `, ` + "`-s
    lost. No environment may be deleted during the outage; after it, each closed pull request's
    environment must be deleted within one resync (plus 10 s).
 6. **Namespace squatting and tampered ownership.** While the operator is down, new
-   environments' first namespace names are squatted, plainly or with forged ownership marks; a
+   environments' first namespace names are squatted, plainly or with forged ownership marks
+   (every label and annotation Petri puts on the environment's namespace, bar the ownership
+   proof no one else can make); a
    bound namespace's UID label is tampered with and its environment deleted; a Ready
    environment's namespace is deleted and its name squatted the moment it is free, then the
    environment deleted. Squats are never adopted (no mark changed, no RoleBinding, no release)
