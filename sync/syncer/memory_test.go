@@ -16,14 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
-	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/githubapi"
 	"github.com/petri-dev/petri/sync/api"
 	"github.com/petri-dev/petri/sync/render"
@@ -41,49 +37,10 @@ const limit = 256 << 20
 // stays under the Deployment's limit, and a signed delivery is served
 // after the flood.
 func TestSyncProcessStaysUnderItsMemoryLimitDuringAWebhookFlood(t *testing.T) {
-	require.NoError(t, controlplane.RegisterInputs("sync", "cmd/petri-sync"))
-	dir := t.TempDir()
-	bins, err := controlplane.Build(filepath.Join(dir, "bin"), "./cmd/petri-sync")
-	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	ns, err := env.CreateNamespace(ctx, "syncmem")
-	require.NoError(t, err)
-	kubeconfig, err := env.WriteKubeconfig("petri-sync-memory", "system:masters")
-	require.NoError(t, err)
-
-	gh := githubapi.New(githubapi.Options{Tokens: []string{"ghp_test"}})
-	t.Cleanup(gh.Close)
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
-		return p
-	}
-	tokenFile := write("token", "ghp_test\n")
-	secretFile := write("secret", secret+"\n")
-	gitDir := filepath.Join(dir, "config")
-	repo, err := git.PlainInitWithOptions(gitDir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.Main}})
-	require.NoError(t, err)
-	write("config/applications/shop.yaml", `apiVersion: petri.dev/v1alpha1
-kind: Application
-name: shop
-repository: acme/shop
-trigger:
-  labels: [preview]
-components:
-  - name: api
-    chart:
-      repository: /charts/api
-      name: api
-      version: 1.0.0
-`)
-	wt, err := repo.Worktree()
-	require.NoError(t, err)
-	_, err = wt.Add("applications/shop.yaml")
-	require.NoError(t, err)
-	_, err = wt.Commit("shop", &git.CommitOptions{Author: &object.Signature{Name: "test", Email: "test@example.com", When: time.Now()}})
-	require.NoError(t, err)
+	sp := newSyncProcess(t, ctx, "syncmem", "petri-sync-memory")
+	dir, ns, gh := sp.dir, sp.namespace, sp.gh
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -92,10 +49,7 @@ components:
 	logFile, err := os.Create(filepath.Join(dir, "sync.log"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = logFile.Close() })
-	cmd := exec.CommandContext(ctx, bins["petri-sync"],
-		"-namespace", ns, "-config-repo", gitDir, "-config-repo-github", "acme/petri-config",
-		"-github-api-url", gh.URL, "-github-token-file", tokenFile, "-webhook-secret-file", secretFile,
-		"-listen", addr, "-kubeconfig", kubeconfig, "-leader-election-namespace", ns)
+	cmd := exec.CommandContext(ctx, sp.binary, append(sp.args(addr), "-leader-election-namespace", ns)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	require.NoError(t, cmd.Start())
 	exited := make(chan struct{})

@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -21,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
-	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/githubapi"
 	"github.com/petri-dev/petri/sync/api"
 	"github.com/petri-dev/petri/sync/render"
@@ -36,50 +32,11 @@ import (
 // Lease once it expires (about 15 s), and both pull requests get their
 // environment; every pull request carries one comment, posted once.
 func TestKilledLeaderProcessIsReplaced(t *testing.T) {
-	require.NoError(t, controlplane.RegisterInputs("sync", "cmd/petri-sync"))
-	dir := t.TempDir()
-	bins, err := controlplane.Build(filepath.Join(dir, "bin"), "./cmd/petri-sync")
-	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	ns, err := env.CreateNamespace(ctx, "synckill")
-	require.NoError(t, err)
+	sp := newSyncProcess(t, ctx, "synckill", "petri-sync-takeover")
+	dir, ns, gh := sp.dir, sp.namespace, sp.gh
 	leaseNS, err := env.CreateNamespace(ctx, "petri-sync")
-	require.NoError(t, err)
-	kubeconfig, err := env.WriteKubeconfig("petri-sync-takeover", "system:masters")
-	require.NoError(t, err)
-
-	gh := githubapi.New(githubapi.Options{Tokens: []string{"ghp_test"}})
-	t.Cleanup(gh.Close)
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
-		return p
-	}
-	tokenFile := write("token", "ghp_test\n")
-	secretFile := write("secret", secret+"\n")
-	gitDir := filepath.Join(dir, "config")
-	repo, err := git.PlainInitWithOptions(gitDir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.Main}})
-	require.NoError(t, err)
-	write("config/applications/shop.yaml", `apiVersion: petri.dev/v1alpha1
-kind: Application
-name: shop
-repository: acme/shop
-trigger:
-  labels: [preview]
-components:
-  - name: api
-    chart:
-      repository: /charts/api
-      name: api
-      version: 1.0.0
-`)
-	wt, err := repo.Worktree()
-	require.NoError(t, err)
-	_, err = wt.Add("applications/shop.yaml")
-	require.NoError(t, err)
-	_, err = wt.Commit("shop", &git.CommitOptions{Author: &object.Signature{Name: "test", Email: "test@example.com", When: time.Now()}})
 	require.NoError(t, err)
 
 	type process struct {
@@ -95,11 +52,8 @@ components:
 		logFile, err := os.Create(filepath.Join(dir, id+".log"))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = logFile.Close() })
-		cmd := exec.CommandContext(ctx, bins["petri-sync"],
-			"-namespace", ns, "-config-repo", gitDir, "-config-repo-github", "acme/petri-config",
-			"-github-api-url", gh.URL, "-github-token-file", tokenFile, "-webhook-secret-file", secretFile,
-			"-listen", addr, "-kubeconfig", kubeconfig, "-resync-interval", "1h",
-			"-leader-election-namespace", leaseNS, "-leader-election-id", id)
+		cmd := exec.CommandContext(ctx, sp.binary, append(sp.args(addr), "-resync-interval", "1h",
+			"-leader-election-namespace", leaseNS, "-leader-election-id", id)...)
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		require.NoError(t, cmd.Start())
 		p := &process{cmd: cmd, base: "http://" + addr, exited: make(chan struct{})}

@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,80 +32,21 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/petri-dev/petri/deployer"
 	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/stack"
+	"github.com/petri-dev/petri/tests/internal/stacktest"
 )
 
 var st *stack.Stack
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctrl.SetLogger(logr.Discard())
-	dir, err := os.MkdirTemp("", "petri-chart-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	keep := os.Getenv("PETRI_KEEP_CLUSTER_DIR") != ""
-	defer func() {
-		if !keep {
-			_ = os.RemoveAll(dir)
-		}
-	}()
-	bins, err := controlplane.Build(filepath.Join(dir, "bin"), "./cmd/petri-operator", "./cmd/petri-sync", "./cmd/petri-deployer", "./examples/app")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	assets, err := controlplane.AssetsDir()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	st, err = stack.Start(context.Background(), stack.Options{
-		Dir: filepath.Join(dir, "run"),
-		Binaries: map[string]string{
-			stack.BinOperator:   bins["petri-operator"],
-			stack.BinSync:       bins["petri-sync"],
-			stack.BinDeployer:   bins["petri-deployer"],
-			stack.BinExampleApp: bins["app"],
-			stack.BinKubectl:    filepath.Join(assets, "kubectl"),
-		},
-		IngressAddress: "localhost:0",
-		Install:        stack.InstallChart,
-		Report:         stack.NewReport(os.Stderr),
-	})
-	if err != nil {
-		keep = true
-		fmt.Fprintln(os.Stderr, err)
-		fmt.Fprintln(os.Stderr, "kept for inspection:", dir)
-		return 1
-	}
-	defer st.Stop()
-	code := m.Run()
-	if code != 0 {
-		keep = true
-		fmt.Fprintf(os.Stderr, "logs of every pod: %s\n", st.LogDir())
-	}
-	return code
-}
-
-var inputs sync.Once
-
-// registerInputs looks at every file used through other processes, so that
-// go test's cache is invalidated when any of them changes.
-func registerInputs(t *testing.T) {
-	t.Helper()
-	inputs.Do(func() {
-		require.NoError(t, controlplane.RegisterInputs("api", "cmd", "controllers", "deployer", "sync", "config", "charts", "examples", "local", "go.mod", "go.sum"))
-	})
+	os.Exit(stacktest.Main(m, &st, stacktest.Config{Prefix: "chart", Setup: func(_ string, _ map[string]string, o *stack.Options) error {
+		o.Install = stack.InstallChart
+		return nil
+	}}))
 }
 
 const kubeVersion = "v1.37.2"
@@ -148,7 +87,7 @@ func find(t *testing.T, objs []*unstructured.Unstructured, kind, ns, name string
 // The chart lints clean with the Helm SDK's linter, with its defaults and
 // with every option on.
 func TestChartLintsClean(t *testing.T) {
-	registerInputs(t)
+	stacktest.RegisterInputs(t)
 	dir, err := stack.ChartDir()
 	require.NoError(t, err)
 	kv, err := chartutil.ParseKubeVersion(kubeVersion)
@@ -194,7 +133,7 @@ func everyOption() map[string]any {
 // are copies of config/ (make generate makes them), byte for byte, and
 // nothing else is there.
 func TestChartCopiesOfConfigAreCurrent(t *testing.T) {
-	registerInputs(t)
+	stacktest.RegisterInputs(t)
 	r := root(t)
 	glob := func(pattern string) []string {
 		m, err := filepath.Glob(filepath.Join(r, pattern))
@@ -316,7 +255,7 @@ var kustomizeHash = regexp.MustCompile(`^(petri-sync)-[a-z0-9]{10}$`)
 // and the same specs (RBAC rules, CRDs, policy expressions, Deployment
 // args, env and securityContext), once Helm's own labels are set aside.
 func TestChartRendersWhatConfigDefaultInstalls(t *testing.T) {
-	registerInputs(t)
+	stacktest.RegisterInputs(t)
 	ctx := context.Background()
 	built, err := st.Kubectl(ctx, "kustomize", filepath.Join(root(t), "config", "default"))
 	require.NoError(t, err)
@@ -373,7 +312,7 @@ func sortedKeys(m map[string]*unstructured.Unstructured) []string {
 // Every value is documented twice: a comment above its key in values.yaml
 // and a description in values.schema.json, which knows every key.
 func TestEveryValueIsDocumentedAndChecked(t *testing.T) {
-	registerInputs(t)
+	stacktest.RegisterInputs(t)
 	dir, err := stack.ChartDir()
 	require.NoError(t, err)
 	var schema map[string]any
@@ -411,7 +350,7 @@ func TestEveryValueIsDocumentedAndChecked(t *testing.T) {
 
 // The schema refuses mistakes before anything is rendered, naming them.
 func TestSchemaRefusesMistakes(t *testing.T) {
-	registerInputs(t)
+	stacktest.RegisterInputs(t)
 	for _, tc := range []struct {
 		name   string
 		values map[string]any
@@ -450,7 +389,7 @@ func fromUnstructured(u *unstructured.Unstructured, into any) error {
 
 // Each option renders what it promises.
 func TestChartOptions(t *testing.T) {
-	registerInputs(t)
+	stacktest.RegisterInputs(t)
 	t.Run("every option", func(t *testing.T) {
 		objs := render(t, everyOption())
 		cm := find(t, objs, "ConfigMap", "petri-system", "petri-operator")
@@ -534,7 +473,7 @@ func TestChartOptions(t *testing.T) {
 // with the options a cluster here can hold (no ServiceMonitor CRD), in a
 // server-side dry run: schemas, CEL rules, RBAC escalation checks.
 func TestChartPassesServerDryRun(t *testing.T) {
-	registerInputs(t)
+	stacktest.RegisterInputs(t)
 	ctx := context.Background()
 	opts := everyOption()
 	delete(opts, "serviceMonitor")
@@ -558,7 +497,7 @@ func TestChartPassesServerDryRun(t *testing.T) {
 // Petri installed with helm install of charts/petri plays a pull request's
 // life: opened, pushed to, closed, every step checked.
 func TestPullRequestLifecycleOnTheChart(t *testing.T) {
-	registerInputs(t)
+	stacktest.RegisterInputs(t)
 	ctx := context.Background()
 	cfg, err := deployer.NewActionConfig(deployer.NewRESTClientGetter(st.Kubeconfig(), stack.ChartReleaseNamespace), stack.ChartReleaseNamespace, logr.Discard())
 	require.NoError(t, err)

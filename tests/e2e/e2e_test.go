@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"fmt"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,82 +25,19 @@ import (
 	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/stack"
 	"github.com/petri-dev/petri/sync/config"
+	"github.com/petri-dev/petri/tests/internal/stacktest"
 )
 
 var st *stack.Stack
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "petri-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	keep := os.Getenv("PETRI_KEEP_CLUSTER_DIR") != ""
-	defer func() {
-		if !keep {
-			_ = os.RemoveAll(dir)
-		}
-	}()
-	bins, err := controlplane.Build(filepath.Join(dir, "bin"), "./cmd/petri-operator", "./cmd/petri-sync", "./cmd/petri-deployer", "./examples/app")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	assets, err := controlplane.AssetsDir()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	report := stack.NewReport(os.Stderr)
-	st, err = stack.Start(context.Background(), stack.Options{
-		Dir: filepath.Join(dir, "run"),
-		Binaries: map[string]string{
-			stack.BinOperator:   bins["petri-operator"],
-			stack.BinSync:       bins["petri-sync"],
-			stack.BinDeployer:   bins["petri-deployer"],
-			stack.BinExampleApp: bins["app"],
-			stack.BinKubectl:    filepath.Join(assets, "kubectl"),
-		},
-		IngressAddress: "localhost:0",
-		Report:         report,
-	})
-	if err != nil {
-		keep = true
-		fmt.Fprintln(os.Stderr, err)
-		fmt.Fprintln(os.Stderr, "kept for inspection:", dir)
-		return 1
-	}
-	defer st.Stop()
-	code := m.Run()
-	if code != 0 {
-		keep = true
-		fmt.Fprintf(os.Stderr, "logs of every pod: %s\n", st.LogDir())
-	}
-	return code
-}
-
-var inputs sync.Once
-
-// registerInputs looks at every file the st uses through other processes
-// (the binaries built from the operator's, sync's and deployer's sources,
-// the manifests kubectl reads, the charts the deployer loads), so that go
-// test's result cache is invalidated when any of them changes. go test
-// records file accesses only while tests run, so each test calls it.
-func registerInputs(t *testing.T) {
-	t.Helper()
-	inputs.Do(func() {
-		require.NoError(t, controlplane.RegisterInputs("api", "cmd", "controllers", "deployer", "sync", "config", "examples", "local", "tests", "go.mod", "go.sum"))
-	})
+	os.Exit(stacktest.Main(m, &st, stacktest.Config{Prefix: "e2e"}))
 }
 
 // TestPullRequestLifecycle is make demo: a pull request is opened, pushed to
 // and closed, and every step must reach its expected state.
 func TestPullRequestLifecycle(t *testing.T) {
-	registerInputs(t)
+	stacktest.RegisterInputs(t)
 	ctx := context.Background()
 	sc := &stack.Scenario{Stack: st, Report: stack.NewReport(os.Stderr), Number: 1, StepTimeout: 2 * time.Minute}
 	res, err := sc.Run(ctx)
@@ -157,7 +92,7 @@ func TestPullRequestLifecycle(t *testing.T) {
 // TestPullRequestsFromAnotherProcess drives pull requests the way
 // "petri-local pr" does against make run.
 func TestPullRequestsFromAnotherProcess(t *testing.T) {
-	registerInputs(t)
+	stacktest.RegisterInputs(t)
 	ctx := context.Background()
 	srv := httptest.NewServer(st.ControlHandler())
 	defer srv.Close()
@@ -198,7 +133,7 @@ func TestPullRequestsFromAnotherProcess(t *testing.T) {
 // overlays: the API server validates every object (schemas, CEL rules, RBAC
 // escalation checks) and stores none.
 func TestInstallManifestsPassServerDryRun(t *testing.T) {
-	registerInputs(t)
+	stacktest.RegisterInputs(t)
 	root, err := controlplane.RepoRoot()
 	require.NoError(t, err)
 	for _, dir := range []string{"config/default", "config/samples/install", "config/samples/github-app"} {
@@ -251,7 +186,7 @@ func manifests(t *testing.T, text string) []*unstructured.Unstructured {
 
 // TestDemoConfigRepositoryLoads keeps examples/app/config-repo valid for sync.
 func TestDemoConfigRepositoryLoads(t *testing.T) {
-	registerInputs(t)
+	stacktest.RegisterInputs(t)
 	root, err := controlplane.RepoRoot()
 	require.NoError(t, err)
 	dir := filepath.Join(root, "examples", "app", "config-repo")
@@ -278,7 +213,7 @@ func TestDemoConfigRepositoryLoads(t *testing.T) {
 // TestManagementNamespaceIsRestricted: petri-system enforces the restricted
 // Pod Security Standard, so every Job the scenario ran met it.
 func TestManagementNamespaceIsRestricted(t *testing.T) {
-	registerInputs(t)
+	stacktest.RegisterInputs(t)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: stack.ManagementNamespace, Name: "privileged"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
