@@ -224,6 +224,9 @@ func New(opts Options) (*Syncer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := ca.IndexField(context.Background(), &petriv1.EphemeralEnvironment{}, indexPullRequest, pullRequestIndex); err != nil {
+		return nil, fmt.Errorf("index environments by pull request: %w", err)
+	}
 	return &Syncer{
 		opts:          opts,
 		log:           opts.Log,
