@@ -70,7 +70,8 @@ func (e *env) startOperator(ctx context.Context, name, deployerImage string, con
 		args = append(args, fmt.Sprintf("--concurrency=%d", concurrency))
 	}
 	o.cmd = exec.Command(e.bins["petri-operator"], args...)
-	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	// GOMEMLIMIT as the operator's Deployment sets it (config/manager).
+	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "GOMEMLIMIT=200MiB")
 	o.cmd.Stdout, o.cmd.Stderr = logFile, logFile
 	if err := o.cmd.Start(); err != nil {
 		logFile.Close()
