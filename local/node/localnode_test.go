@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/petri-dev/petri/local/controlplane"
@@ -615,4 +617,52 @@ func TestPodStatusSurvivesAPIServerRestart(t *testing.T) {
 		}
 		return false
 	}, 60*time.Second, 100*time.Millisecond, "the pod's success reaches the API server after its restart")
+}
+
+// lostAnswers performs requests whose path ends in suffix and then, the
+// first times, reports a broken connection instead of the answer: the API
+// server acted, the client never heard, as when the API server is killed
+// mid-request.
+type lostAnswers struct {
+	next   http.RoundTripper
+	suffix string
+	lose   atomic.Int32
+}
+
+func (l *lostAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(r)
+	if err == nil && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, l.suffix) && l.lose.Add(-1) >= 0 {
+		resp.Body.Close()
+		return nil, fmt.Errorf("connection reset by peer (answer to %s lost by the test)", r.URL.Path)
+	}
+	return resp, err
+}
+
+// A pod whose binding the API server made but whose answer the node never
+// got (the API server restarted mid-request) is still run: the node retries
+// the binding, is told the pod is already bound, and finds it bound to
+// itself. Before, it took that answer for another node's and left the pod
+// Pending for good.
+func TestPodBoundWithTheAnswerLostStillRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := namespace(t)
+	const image = "petri.dev/testhelper-lostbind"
+	lost := &lostAnswers{suffix: "/binding"}
+	lost.lose.Store(1)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { lost.next = rt; return lost }
+	n, err := node.New(cfg, node.Options{Name: "lostbind-node", Images: map[string]string{image: helper}, Dir: filepath.Join(scratch, ns)})
+	require.NoError(t, err)
+	nctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- n.Run(nctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	j := job(ns, "lostbind", "succeed")
+	j.Spec.Template.Spec.Containers[0].Image = image
+	require.NoError(t, env.Client.Create(ctx, j))
+	require.Eventually(t, func() bool { return jobCondition(ctx, ns, "lostbind")() == batchv1.JobComplete }, 60*time.Second, 50*time.Millisecond,
+		"the Job completes on the node that bound its pod")
+	assert.Equal(t, int32(-1), lost.lose.Load(), "one binding answer was lost")
 }

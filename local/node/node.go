@@ -394,7 +394,7 @@ func (n *Node) runPod(ctx context.Context, pod *corev1.Pod, run *podRun) {
 			Target:     corev1.ObjectReference{Kind: "Node", Name: n.opts.Name},
 		}, metav1.CreateOptions{})
 	})
-	if err != nil {
+	if err != nil && !n.boundHere(ctx, pod) {
 		// Someone else bound it, or it is gone: not ours to run.
 		return
 	}
@@ -468,6 +468,20 @@ func (n *Node) runPod(ctx context.Context, pod *corev1.Pod, run *podRun) {
 		}
 		setReady(p, false)
 	})
+}
+
+// boundHere tells whether a pod whose binding was refused is bound to this
+// node after all: a binding the API server made whose answer was lost (the
+// API server restarted mid-request) is retried and refused as already
+// bound, by this node's own first request.
+func (n *Node) boundHere(ctx context.Context, pod *corev1.Pod) bool {
+	var cur *corev1.Pod
+	err := untilAnswered(ctx, func() error {
+		var err error
+		cur, err = n.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		return err
+	})
+	return err == nil && cur.UID == pod.UID && cur.Spec.NodeName == n.opts.Name && cur.DeletionTimestamp == nil
 }
 
 // annotatePorts records the pod's port mapping where Services, the ingress
