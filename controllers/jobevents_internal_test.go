@@ -49,4 +49,3 @@ func TestJobEventsThatWakeTheOwner(t *testing.T) {
 	assert.True(t, jobOutcomeChanged.Create(event.CreateEvent{Object: job(nil)}), "created")
 	assert.True(t, jobOutcomeChanged.Delete(event.DeleteEvent{Object: job(nil)}), "deleted")
 }
-
