@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -30,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -156,6 +158,8 @@ type Server struct {
 	now      func() time.Time
 	// more holds reactions, permissions and deployments (lifecycle.go).
 	more more
+	// conns counts the TCP connections clients opened.
+	conns atomic.Int64
 }
 
 // New starts a server on a loopback port.
@@ -172,10 +176,20 @@ func New(opts Options) *Server {
 	for _, t := range opts.Tokens {
 		s.tokens[t] = time.Time{}
 	}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	s.srv.Start()
 	s.URL = s.srv.URL + strings.TrimSuffix(opts.PathPrefix, "/") + "/"
 	return s
 }
+
+// Connections returns how many TCP connections clients have opened to the
+// server: a client that keeps its connections alive opens few.
+func (s *Server) Connections() int { return int(s.conns.Load()) }
 
 // Close stops the server.
 func (s *Server) Close() { s.srv.Close() }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -255,4 +256,33 @@ func TestGitHubAppOnEnterpriseBaseURL(t *testing.T) {
 	wrong := newProvider(t, long, ghprovider.App(43, 7, keyFile))
 	_, err = wrong.ListOpenPullRequests(context.Background(), repo)
 	assert.Error(t, err, "a JWT of another app is refused")
+}
+
+// sync's workers, feedback and gates call GitHub at once; their connections
+// stay open for the next calls instead of a new TCP and TLS handshake each.
+func TestConnectionsAreKeptForConcurrentCalls(t *testing.T) {
+	t.Parallel()
+	srv := githubapi.New(githubapi.Options{Tokens: []string{"tok"}})
+	defer srv.Close()
+	srv.OpenPullRequest(repo, githubapi.PullRequest{Labels: []string{"preview"}})
+	p := newProvider(t, srv, ghprovider.TokenFile(tokenFile(t, "tok")))
+	const callers, rounds = 12, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, callers*rounds)
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				_, err := p.ListOpenPullRequests(context.Background(), repo)
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	assert.LessOrEqual(t, srv.Connections(), callers, "at most one connection per concurrent caller, kept for its next calls")
 }
