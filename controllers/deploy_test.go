@@ -361,10 +361,7 @@ func TestFailingUndeployIsRetriedAndReported(t *testing.T) {
 	require.NoError(t, env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: "stuck", jobs.LabelAction: jobs.ActionUndeploy}))
 	assert.GreaterOrEqual(t, len(list.Items), 3, "one Job per attempt")
 
-	patch := client.MergeFrom(e.DeepCopy())
-	e.Annotations = map[string]string{petriv1.AnnotationForceDelete: "true"}
-	require.NoError(t, env.Client.Patch(ctx, e, patch))
-	waitGone(t, e)
+	forceDelete(t, e)
 	ns := &corev1.Namespace{}
 	err := env.Client.Get(ctx, client.ObjectKey{Name: e.Status.TargetNamespace}, ns)
 	assert.True(t, err != nil || !ns.DeletionTimestamp.IsZero(), "force-delete deletes the verified namespace")

@@ -199,10 +199,7 @@ func TestTamperedNamespaceStopsDeletionUntilForced(t *testing.T) {
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(ns), ns))
 	assert.True(t, ns.DeletionTimestamp.IsZero(), "an unverified namespace is never deleted")
 
-	patch := client.MergeFrom(e.DeepCopy())
-	e.Annotations = map[string]string{petriv1.AnnotationForceDelete: "true"}
-	require.NoError(t, env.Client.Patch(ctx, e, patch))
-	waitGone(t, e)
+	forceDelete(t, e)
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(ns), ns))
 	assert.True(t, ns.DeletionTimestamp.IsZero(), "force-delete deletes nothing unverified")
 }
@@ -267,6 +264,16 @@ func TestNamespaceTakenBeforeItWasCreatedIsGivenUp(t *testing.T) {
 func TestNamespaceTakenWithForgedMarksIsGivenUp(t *testing.T) {
 	t.Parallel()
 	testNamespaceTakenBeforeCreation(t, "forged", true)
+}
+
+// forceDelete releases a stuck environment with the force-delete annotation
+// and waits until it is gone.
+func forceDelete(t *testing.T, e *petriv1.EphemeralEnvironment) {
+	t.Helper()
+	patch := client.MergeFrom(e.DeepCopy())
+	e.Annotations = map[string]string{petriv1.AnnotationForceDelete: "true"}
+	require.NoError(t, env.Client.Patch(context.Background(), e, patch))
+	waitGone(t, e)
 }
 
 // holdNamespace keeps the operator from creating the namespace name until
@@ -411,10 +418,7 @@ func TestReplacedNamespaceWithCopiedMarksIsNotAdopted(t *testing.T) {
 	e = waitFor(t, "copied", "stalled deletion", func(e *petriv1.EphemeralEnvironment) bool {
 		return e.DeletionTimestamp != nil && conditionIs(e, petriv1.ConditionStalled, metav1.ConditionTrue, petriv1.ReasonNamespaceNotOwned)
 	})
-	patch := client.MergeFrom(e.DeepCopy())
-	e.Annotations = map[string]string{petriv1.AnnotationForceDelete: "true"}
-	require.NoError(t, env.Client.Patch(ctx, e, patch))
-	waitGone(t, e)
+	forceDelete(t, e)
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(copied), copied))
 	assert.True(t, copied.DeletionTimestamp.IsZero(), "the copy is not deleted")
 }
