@@ -55,6 +55,9 @@ import (
 // still runs (an undeploy of a removed component, a deprovision) keeps that
 // from happening, so the RoleBinding is then created here.
 func (r *EphemeralEnvironmentReconciler) noticeNamespace(ctx context.Context, env *petriv1.EphemeralEnvironment, ns *corev1.Namespace) error {
+	if err := r.spendNonce(ctx, env, ns); err != nil {
+		return err
+	}
 	uid := string(ns.UID)
 	old := env.Status.NamespaceUID
 	if uid == "" || old == uid {

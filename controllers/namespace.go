@@ -158,10 +158,8 @@ func (r *EphemeralEnvironmentReconciler) getOrCreateNamespace(ctx context.Contex
 	if err != nil {
 		return nil, err
 	}
-	if env.Status.NamespaceUID != "" || env.Status.NamespaceNonce == "" {
-		// Made again (or first made before nonces): a fresh nonce is
-		// committed first, so the proof of the namespace that was there
-		// cannot be copied onto another under the same name.
+	if env.Status.NamespaceNonce == "" {
+		// An environment from before nonces: one is committed first.
 		if err := r.rotateNonce(ctx, env); err != nil {
 			return nil, err
 		}

@@ -119,3 +119,29 @@ func (r *EphemeralEnvironmentReconciler) namespaceOwnership(ctx context.Context,
 	}
 	return "", nil
 }
+
+// spendNonce retires the nonce the bound namespace's proof was made with, as
+// soon as the namespace is verified: from then on that namespace is known by
+// its UID (status.namespaceUID), and a copy of its proof, put on another
+// namespace of the same name after it is deleted, no longer matches the
+// nonce in status. The operator makes a namespace only under a nonce no
+// namespace it verified carries.
+func (r *EphemeralEnvironmentReconciler) spendNonce(ctx context.Context, env *petriv1.EphemeralEnvironment, ns *corev1.Namespace) error {
+	proof := ns.Annotations[petriv1.AnnotationOwnershipProof]
+	if proof == "" || env.Status.NamespaceNonce == "" {
+		return nil
+	}
+	key, err := r.ownership.get(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace)
+	if err != nil {
+		return err
+	}
+	if !hmac.Equal([]byte(proof), []byte(ownershipProof(key, ns.Name, string(env.UID), env.Status.NamespaceNonce))) {
+		return nil
+	}
+	nonce, err := newNonce()
+	if err != nil {
+		return err
+	}
+	env.Status.NamespaceNonce = nonce
+	return nil
+}
