@@ -267,8 +267,9 @@ type EphemeralEnvironmentStatus struct {
 	// +optional
 	NamespaceUID string `json:"namespaceUID,omitempty"`
 	// NamespaceNonce is a random value the operator commits before it
-	// creates the workload namespace (again). The namespace's ownership
-	// proof (annotation petri.dev/ownership-proof) covers it, so a proof
+	// creates the workload namespace. The namespace's ownership proof
+	// (annotation petri.dev/ownership-proof) covers it, and it is replaced
+	// as soon as that namespace is verified and its UID recorded, so a proof
 	// copied from an earlier namespace of the same name proves nothing.
 	// +optional
 	NamespaceNonce string `json:"namespaceNonce,omitempty"`
