@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -107,34 +108,12 @@ func playDeployerKills(ctx context.Context, sc *scene) error {
 		}
 	}()
 
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, inFlight)
-	var lifeErr error
-	var errMu sync.Mutex
-	created := 0
-	for created < minEnvs || !isDone(done) {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		name := fmt.Sprintf("s2-e%02d", created+1)
-		created++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := sc.lifecycle(ctx, name, waiting, nil, timeout, nil); err != nil {
-				errMu.Lock()
-				lifeErr = err
-				errMu.Unlock()
-			}
-		}()
-		if created > 4*minEnvs+40 {
-			break
-		}
+	lifeErr := sc.lives(ctx, "s2-e", minEnvs, 4*minEnvs+41, inFlight, done, func(name string) error {
+		return sc.lifecycle(ctx, name, waiting, nil, timeout, nil)
+	})
+	if errors.Is(lifeErr, ctx.Err()) && ctx.Err() != nil {
+		return lifeErr
 	}
-	wg.Wait()
 	stopKills()
 	<-done
 	mu.Lock()

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -243,26 +244,49 @@ func playOperatorKills(ctx context.Context, sc *scene) error {
 		}
 	}()
 
+	lifeErr := sc.lives(ctx, "s1-e", minEnvs, 0, inFlight, done, func(name string) error {
+		// Stagger the starts, so that lives overlap in every phase.
+		sleep(ctx, sc.between(0, 3*time.Second))
+		return sc.lifecycle(ctx, name, light, ph, timeout, nil)
+	})
+	if errors.Is(lifeErr, ctx.Err()) && ctx.Err() != nil {
+		return lifeErr
+	}
+	stopKills()
+	<-done
+	sc.row.Faults = fmt.Sprintf("%d operator SIGKILLs; kills that found work in flight: %s", killed, ph.summary())
+	if killErr != nil {
+		return killErr
+	}
+	return lifeErr
+}
+
+// lives runs life for environments named prefix01, prefix02, ..., at most
+// inFlight at once, until at least minEnvs have started and done is closed
+// (or maxEnvs have started, when maxEnvs > 0), and waits for them all. It
+// returns the context's error if it ended first, else a life's error.
+func (sc *scene) lives(ctx context.Context, prefix string, minEnvs, maxEnvs, inFlight int, done chan struct{}, life func(name string) error) error {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, inFlight)
 	var lifeErr error
 	var errMu sync.Mutex
-	created := 0
-	for created < minEnvs || !isDone(done) {
+	for created := 0; created < minEnvs || !isDone(done); {
+		if maxEnvs > 0 && created >= maxEnvs {
+			break
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
+			wg.Wait()
 			return ctx.Err()
 		}
-		name := fmt.Sprintf("s1-e%02d", created+1)
 		created++
+		name := fmt.Sprintf("%s%02d", prefix, created)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			// Stagger the starts, so that lives overlap in every phase.
-			sleep(ctx, sc.between(0, 3*time.Second))
-			if err := sc.lifecycle(ctx, name, light, ph, timeout, nil); err != nil {
+			if err := life(name); err != nil {
 				errMu.Lock()
 				lifeErr = err
 				errMu.Unlock()
@@ -270,12 +294,6 @@ func playOperatorKills(ctx context.Context, sc *scene) error {
 		}()
 	}
 	wg.Wait()
-	stopKills()
-	<-done
-	sc.row.Faults = fmt.Sprintf("%d operator SIGKILLs; kills that found work in flight: %s", killed, ph.summary())
-	if killErr != nil {
-		return killErr
-	}
 	return lifeErr
 }
 

@@ -218,16 +218,10 @@ func playSquatting(ctx context.Context, sc *scene) error {
 	var tamperedNS []*squat
 	for i := 0; i < tampered; i++ {
 		name := fmt.Sprintf("s6-tampered%02d", i+1)
-		sc.expectPresent(name)
-		if err := sc.create(ctx, newEnvironment(name, sc.tag(), light, 1)); err != nil {
+		env, nsName, err := sc.deployedEnvironment(ctx, name, timeout)
+		if err != nil {
 			return err
 		}
-		sc.waitState(ctx, name, "deploy", true, timeout)
-		env, err := sc.getEnv(ctx, name)
-		if err != nil || env == nil || env.Status.TargetNamespace == "" {
-			return fmt.Errorf("environment %s has no namespace: %v", name, err)
-		}
-		nsName := env.Status.TargetNamespace
 		ns := &corev1.Namespace{}
 		if err := retryAPI(ctx, func() error {
 			if err := sc.st.Client.Get(ctx, client.ObjectKey{Name: nsName}, ns); err != nil {
@@ -254,16 +248,10 @@ func playSquatting(ctx context.Context, sc *scene) error {
 	var postSquats []*squat
 	for i := 0; i < postBind; i++ {
 		name := fmt.Sprintf("s6-post%02d", i+1)
-		sc.expectPresent(name)
-		if err := sc.create(ctx, newEnvironment(name, sc.tag(), light, 1)); err != nil {
+		env, nsName, err := sc.deployedEnvironment(ctx, name, timeout)
+		if err != nil {
 			return err
 		}
-		sc.waitState(ctx, name, "deploy", true, timeout)
-		env, err := sc.getEnv(ctx, name)
-		if err != nil || env == nil || env.Status.TargetNamespace == "" {
-			return fmt.Errorf("environment %s has no namespace: %v", name, err)
-		}
-		nsName := env.Status.TargetNamespace
 		old := &corev1.Namespace{}
 		if err := retryAPI(ctx, func() error { return sc.st.Client.Get(ctx, client.ObjectKey{Name: nsName}, old) }); err != nil {
 			return err
@@ -355,6 +343,21 @@ func playSquatting(ctx context.Context, sc *scene) error {
 	sc.row.Faults = fmt.Sprintf("namespace names squatted before binding: %d (%d with forged ownership marks, %d taken after the operator had reserved them); bound namespaces with tampered marks: %d; freed names squatted after binding: %d (the operator SIGKILLed to make the time); squats that lost the race to the operator: %d",
 		len(squats), forged, reservedFirst, len(tamperedNS), len(postSquats), lost)
 	return nil
+}
+
+// deployedEnvironment creates an environment the scenario expects to stay,
+// waits until it is deployed and returns it with its workload namespace.
+func (sc *scene) deployedEnvironment(ctx context.Context, name string, timeout time.Duration) (*petriv1.EphemeralEnvironment, string, error) {
+	sc.expectPresent(name)
+	if err := sc.create(ctx, newEnvironment(name, sc.tag(), light, 1)); err != nil {
+		return nil, "", err
+	}
+	sc.waitState(ctx, name, "deploy", true, timeout)
+	env, err := sc.getEnv(ctx, name)
+	if err != nil || env == nil || env.Status.TargetNamespace == "" {
+		return nil, "", fmt.Errorf("environment %s has no namespace: %v", name, err)
+	}
+	return env, env.Status.TargetNamespace, nil
 }
 
 // releaseStuck deletes an environment whose namespace Petri cannot prove
