@@ -54,6 +54,7 @@ func run() error {
 	fs.IntVar(&o.DeployerRuns, "deployer-runs", o.DeployerRuns, "installs and no-op upgrades, process and in-process each")
 	scaleNoop := fs.String("scale-noop", joinInts(o.ScaleNoop), "environments created at once in no-op mode (comma-separated runs; empty for none)")
 	scaleReal := fs.String("scale-real", joinInts(o.ScaleReal), "environments created at once with the real deployer (comma-separated runs; empty for none)")
+	fs.BoolVar(&o.ScaleFloor, "scale-floor", o.ScaleFloor, "follow every no-op scale run with a floor run of the same size: the operator's writes issued raw by a client, the same Jobs, no operator")
 	fs.DurationVar(&o.ScaleTimeout, "scale-timeout", o.ScaleTimeout, "longest wait for all Ready, and for all gone, of one scale run")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "the operator's --concurrency (default: the operator's default)")
 	fs.StringVar(&o.ProfileDir, "profile", "", "write the operator's CPU and heap profiles of every scale run into this directory")

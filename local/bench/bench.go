@@ -44,6 +44,9 @@ type Options struct {
 	// runs in each mode.
 	ScaleNoop []int
 	ScaleReal []int
+	// ScaleFloor follows every no-op run with a floor run of the same size
+	// (ModeFloor): the operator's writes issued raw, the same Jobs.
+	ScaleFloor bool
 	// ScaleTimeout bounds each phase (to Ready, to gone) of a scale run.
 	ScaleTimeout time.Duration
 	// Concurrency is the operator's --concurrency; its default when zero.
@@ -64,6 +67,7 @@ func Defaults() Options {
 		DeployerRuns: 10,
 		ScaleNoop:    []int{100, 500, 1000},
 		ScaleReal:    []int{100, 500, 1000},
+		ScaleFloor:   true,
 		ScaleTimeout: 30 * time.Minute,
 	}
 }
@@ -77,6 +81,7 @@ func Smoke() Options {
 		DeployerRuns: 1,
 		ScaleNoop:    []int{3},
 		ScaleReal:    []int{2},
+		ScaleFloor:   true,
 		ScaleTimeout: 3 * time.Minute,
 		Smoke:        true,
 	}
@@ -196,6 +201,19 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 			res.Scale = append(res.Scale, sr)
 			logf("scale: %d %s: all Ready %s, all gone %s, operator peak RSS %d MiB, CPU %s %s",
 				r.n, r.mode, secs(sr.AllReady), secs(sr.AllGone), sr.PeakRSS>>20, secs(sr.CPU), sr.Error)
+			if r.mode != ModeNoop || !o.ScaleFloor {
+				continue
+			}
+			if sr.template == nil {
+				return res, fmt.Errorf("scale %d %s: no deploy Job to copy for the floor run", r.n, r.mode)
+			}
+			logf("scale: %d environments, %s", r.n, ModeFloor)
+			fr, err := e.scaleFloor(ctx, r.n, sr.template, o.ScaleTimeout)
+			if err != nil {
+				return res, fmt.Errorf("scale %d %s: %w", r.n, ModeFloor, err)
+			}
+			res.Scale = append(res.Scale, fr)
+			logf("scale: %d %s: all Ready %s %s", r.n, ModeFloor, secs(fr.AllReady), fr.Error)
 		}
 	}
 	res.Took = time.Since(start)

@@ -115,14 +115,27 @@ func (e *env) deployJob(ctx context.Context, envName, component string) (*batchv
 }
 
 // floorRun issues, as a plain client, the writes the operator makes for one
-// environment: the environment itself, its namespace, deployer
-// ServiceAccount and RoleBinding, a values Secret and a Job per component
-// in dependency order (db and web at once, api after db), each Job
-// completed by the Job controller and the local node as the operator's are,
-// and one status write. It returns the time taken and the writes issued.
+// environment (floorCreate), then removes them outside the measurement. It
+// returns the time taken and the writes issued.
 func (e *env) floorRun(ctx context.Context, jobs *jobTracker, template *batchv1.Job, i int) (time.Duration, int, error) {
-	c := e.cluster.Client
 	name := fmt.Sprintf("floor-%03d", i)
+	took, writes, err := floorCreate(ctx, e.cluster.Client, jobs, template, name, 2*time.Minute)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := floorDelete(ctx, e.cluster.Client, name); err != nil {
+		return 0, 0, err
+	}
+	return took, writes, e.waitNamespaceGone(ctx, name+"-ws")
+}
+
+// floorCreate issues the writes the operator makes for one environment:
+// the environment itself, its namespace, deployer ServiceAccount and
+// RoleBinding, a values Secret and a Job per component in dependency order
+// (db and web at once, api after db), each Job completed by the Job
+// controller and the local node as the operator's are, and one status
+// write. It returns the time taken and the writes issued.
+func floorCreate(ctx context.Context, c client.Client, jobs *jobTracker, template *batchv1.Job, name string, timeout time.Duration) (time.Duration, int, error) {
 	ws := name + "-ws"
 	sa := "petri-deployer-" + name
 	writes := 0
@@ -172,7 +185,7 @@ func (e *env) floorRun(ctx context.Context, jobs *jobTracker, template *batchv1.
 	if err != nil {
 		return 0, 0, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := jobs.wait(wctx, db); err != nil {
 		return 0, 0, err
@@ -190,33 +203,30 @@ func (e *env) floorRun(ctx context.Context, jobs *jobTracker, template *batchv1.
 	if err := c.Status().Patch(ctx, ee, client.MergeFrom(base)); err != nil {
 		return 0, 0, fmt.Errorf("status of %s: %w", name, err)
 	}
-	took := time.Since(start)
+	return time.Since(start), writes, nil
+}
 
-	// Cleaned up before the next run, outside the measurement.
+// floorDelete deletes what floorCreate made for name; the namespace goes
+// on terminating after it returns.
+func floorDelete(ctx context.Context, c client.Client, name string) error {
 	var errs []error
 	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
-	for _, o := range []client.Object{
-		ee, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: floorNamespace, Name: sa}},
-	} {
+	objs := []client.Object{
+		&petriv1.EphemeralEnvironment{ObjectMeta: metav1.ObjectMeta{Namespace: floorNamespace, Name: name}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name + "-ws"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: floorNamespace, Name: "petri-deployer-" + name}},
+	}
+	for _, comp := range []string{"db", "api", "web"} {
+		objs = append(objs,
+			&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: floorNamespace, Name: name + "-deploy-" + comp}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: floorNamespace, Name: name + "-values-" + comp}})
+	}
+	for _, o := range objs {
 		if err := c.Delete(ctx, o, bg); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)
 		}
 	}
-	for _, comp := range []string{"db", "api", "web"} {
-		for _, o := range []client.Object{
-			&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: floorNamespace, Name: name + "-deploy-" + comp}},
-			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: floorNamespace, Name: name + "-values-" + comp}},
-		} {
-			if err := c.Delete(ctx, o, bg); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, err)
-			}
-		}
-	}
-	if err := e.waitNamespaceGone(ctx, ws); err != nil {
-		errs = append(errs, err)
-	}
-	return took, writes, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // floorJob is the operator's deploy Job, renamed, in the floor namespace,

@@ -129,6 +129,10 @@ func (r *Results) WriteTable(w io.Writer) {
 		fmt.Fprintln(tw, "scale\tcreates\tall Ready\tall gone\toperator peak RSS\toperator CPU\tAPI requests per environment\ttarget\tmet")
 		for _, s := range r.Scale {
 			t, met := r.scaleTarget(s)
+			if s.Mode == ModeFloor {
+				fmt.Fprintf(tw, "%d × 3 components, %s\t-\t%s\t-\t-\t-\t-\t%s\t\n", s.Environments, s.Mode, readyCell(s.AllReady, s.NotReady), r.floorRatio(s))
+				continue
+			}
 			fmt.Fprintf(tw, "%d × 3 components, %s\t%s\t%s\t%s\t%d MiB\t%s\t%s\t%s\t%s\n", s.Environments, s.Mode, secs(s.Created),
 				readyCell(s.AllReady, s.NotReady), readyCell(s.AllGone, s.NotGone), s.PeakRSS>>20, secs(s.CPU), verbs(s.Requests), t, met)
 		}
@@ -213,8 +217,17 @@ func (r *Results) Markdown() string {
 		fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|")
 		for _, s := range r.Scale {
 			t, met := r.scaleTarget(s)
+			if s.Mode == ModeFloor {
+				fmt.Fprintf(&b, "| %d × 3 components, %s | - | %s | - | - | - | %s → %s | %s | |\n", s.Environments, s.Mode,
+					readyCell(s.AllReady, s.NotReady), s.LoadBefore, s.LoadAfter, r.floorRatio(s))
+				continue
+			}
 			fmt.Fprintf(&b, "| %d × 3 components, %s | %s | %s | %s | %d MiB | %s | %s → %s | %s | %s |\n", s.Environments, s.Mode, secs(s.Created),
 				readyCell(s.AllReady, s.NotReady), readyCell(s.AllGone, s.NotGone), s.PeakRSS>>20, secs(s.CPU), s.LoadBefore, s.LoadAfter, t, met)
+		}
+		if r.hasFloor() {
+			fmt.Fprintln(&b)
+			fmt.Fprintln(&b, "A floor run follows each no-op run: the writes the operator makes for each environment (the environment, namespace, ServiceAccount, RoleBinding, values Secrets, Jobs in graph order, status) issued raw by a plain client, every environment at once, the same Jobs completed by the same Job controller and node. Its time to all Ready is what this machine needs for the environments' Jobs alone; the ratio beside it is the no-op operator's all Ready over it.")
 		}
 		fmt.Fprintln(&b)
 		fmt.Fprintln(&b, "Where the time went: the operator's reconciles per environment (with errors), their mean duration and the longest work queue seen; a deploy Job's creation to completion (Job controller and local node); kube-apiserver's mean request duration (watches excluded) and requests.")
@@ -222,8 +235,28 @@ func (r *Results) Markdown() string {
 		fmt.Fprintln(&b, "| scale | reconciles per environment | errors | mean reconcile | longest queue | deploy Job created → complete, median / p99 | kube-apiserver mean request | kube-apiserver requests |")
 		fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|")
 		for _, s := range r.Scale {
+			if s.Mode == ModeFloor {
+				fmt.Fprintf(&b, "| %d, %s | - | - | - | - | %s / %s | %s | %.0f (to all Ready) |\n", s.Environments, s.Mode,
+					secs(s.JobLatency.Median), secs(s.JobLatency.P99), ms(s.APIServerLatency), s.APIServerRequests)
+				continue
+			}
 			fmt.Fprintf(&b, "| %d, %s | %.1f | %.2f | %s | %.0f | %s / %s | %s | %.0f |\n", s.Environments, s.Mode, s.Reconciles, s.Errors, ms(s.ReconcileTime), s.MaxQueue,
 				secs(s.JobLatency.Median), secs(s.JobLatency.P99), ms(s.APIServerLatency), s.APIServerRequests)
+		}
+		fmt.Fprintln(&b)
+		fmt.Fprintln(&b, "kube-apiserver's requests per environment from the first create to the last Ready, from every client (the operator, the Job controller, the node, a namespace's own controllers), by verb and resource (`apiserver_request_total`, watches left out):")
+		fmt.Fprintln(&b)
+		fmt.Fprintln(&b, "| scale | total | largest by resource |")
+		fmt.Fprintln(&b, "|---|---|---|")
+		for _, s := range r.Scale {
+			if len(s.APIServerByResource) == 0 {
+				continue
+			}
+			total := 0.0
+			for _, v := range s.APIServerByResource {
+				total += v
+			}
+			fmt.Fprintf(&b, "| %d, %s | %.1f | %s |\n", s.Environments, s.Mode, total, topResources(s.APIServerByResource, 10))
 		}
 		fmt.Fprintln(&b)
 		fmt.Fprintln(&b, "Operator API requests per environment lifecycle (create, deploy, Ready, delete, gone), by verb, counted by the operator (`petri_api_requests_total`):")
@@ -231,6 +264,9 @@ func (r *Results) Markdown() string {
 		fmt.Fprintln(&b, "| scale | total | by verb | largest by resource |")
 		fmt.Fprintln(&b, "|---|---|---|---|")
 		for _, s := range r.Scale {
+			if s.Mode == ModeFloor {
+				continue
+			}
 			total := 0.0
 			for _, v := range s.Requests {
 				total += v
@@ -256,6 +292,26 @@ func (r *Results) Markdown() string {
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, EndMarker)
 	return b.String()
+}
+
+func (r *Results) hasFloor() bool {
+	for _, s := range r.Scale {
+		if s.Mode == ModeFloor {
+			return true
+		}
+	}
+	return false
+}
+
+// floorRatio is the no-op operator's all Ready over the floor's at the
+// floor run's size.
+func (r *Results) floorRatio(f ScaleResult) string {
+	for _, s := range r.Scale {
+		if s.Mode == ModeNoop && s.Environments == f.Environments && s.NotReady == 0 && f.NotReady == 0 && f.AllReady > 0 {
+			return fmt.Sprintf("operator ÷ floor %.2fx", float64(s.AllReady)/float64(f.AllReady))
+		}
+	}
+	return ""
 }
 
 func topResources(m map[[2]string]float64, n int) string {

@@ -74,11 +74,18 @@ type ScaleResult struct {
 	// run (watches excluded), and APIServerRequests its requests.
 	APIServerLatency  time.Duration
 	APIServerRequests float64
+	// APIServerByResource is kube-apiserver's requests per environment
+	// from the first create to the last Ready, from every client (the
+	// operator, the Job controller, the node, the namespace's own
+	// controllers), by verb and resource.
+	APIServerByResource map[[2]string]float64
 	// NoopMessage is a termination message of a no-op Job (no-op mode).
 	NoopMessage string
 	LoadBefore  string
 	LoadAfter   string
 	Error       string
+	// template is a deploy Job of a no-op run, for the floor run after it.
+	template *batchv1.Job
 }
 
 // ScaleOptions configure one scale run.
@@ -149,11 +156,18 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 		res.Error = waitErr.Error()
 		res.AllReady = time.Since(start)
 	}
+	if apiReady, err := e.apiServerMetrics(ctx); err == nil && apiBefore != nil {
+		res.APIServerByResource = apiServerRequestsByResource(apiBefore, apiReady, o.Environments)
+	}
 	if o.ProfileDir != "" {
 		_ = op.profileHeap(ctx, filepath.Join(o.ProfileDir, name+".heap.pprof"))
 	}
 	if o.Mode == ModeNoop {
 		res.NoopMessage = e.noopMessage(ctx, names[0])
+		if res.NotReady == 0 {
+			// The floor run copies the operator's deploy Job.
+			res.template, _ = e.deployJob(ctx, names[0], "db")
+		}
 	}
 	res.JobLatency = e.jobLatency(ctx, name)
 
@@ -198,12 +212,7 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 		}
 	}
 	if apiAfter, err := e.apiServerMetrics(ctx); err == nil && apiBefore != nil {
-		sum := metricSum(apiAfter, "apiserver_request_duration_seconds_sum", "") - metricSum(apiBefore, "apiserver_request_duration_seconds_sum", "")
-		count := metricSum(apiAfter, "apiserver_request_duration_seconds_count", "") - metricSum(apiBefore, "apiserver_request_duration_seconds_count", "")
-		if count > 0 {
-			res.APIServerLatency = time.Duration(sum / count * float64(time.Second))
-		}
-		res.APIServerRequests = count
+		res.APIServerLatency, res.APIServerRequests = apiServerLatency(apiBefore, apiAfter)
 	}
 	res.Requests, res.ByResource = perEnvironment(before, after, o.Environments)
 	cpu, err := op.cpu()

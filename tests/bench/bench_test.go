@@ -79,10 +79,22 @@ func TestSmoke(t *testing.T) {
 	assert.GreaterOrEqual(t, ov.Operator.P99, ov.Operator.Median)
 
 	// scale: every environment came and went; the operator's process was
-	// measured and counted its requests; no-op mode says so.
-	require.Len(t, res.Scale, len(o.ScaleNoop)+len(o.ScaleReal))
+	// measured and counted its requests; no-op mode says so. Each no-op
+	// run is followed by a floor run of its size.
+	require.Len(t, res.Scale, 2*len(o.ScaleNoop)+len(o.ScaleReal))
 	for _, sc := range res.Scale {
 		assert.Empty(t, sc.Error, "%d %s", sc.Environments, sc.Mode)
+		// Every run counted kube-apiserver's requests by resource up to
+		// Ready: each environment's three deploy Jobs and their pods.
+		assert.InDelta(t, 3.0, sc.APIServerByResource[[2]string{"POST", "jobs"}], 0.01, sc.Mode)
+		assert.InDelta(t, 3.0, sc.APIServerByResource[[2]string{"POST", "pods"}], 0.01, sc.Mode)
+		assert.Positive(t, sc.APIServerRequests, sc.Mode)
+		if sc.Mode == bench.ModeFloor {
+			assert.Zero(t, sc.NotReady, sc.Mode)
+			assert.Positive(t, sc.AllReady, sc.Mode)
+			assert.Equal(t, 3*sc.Environments, sc.JobLatency.N, "the floor's deploy Jobs completed")
+			continue
+		}
 		assert.Zero(t, sc.NotReady, sc.Mode)
 		assert.Zero(t, sc.NotGone, sc.Mode)
 		assert.Positive(t, sc.AllReady, sc.Mode)
@@ -103,7 +115,7 @@ func TestSmoke(t *testing.T) {
 	// The table and the document.
 	var table bytes.Buffer
 	res.WriteTable(&table)
-	for _, want := range []string{"smoke run", "webhook → environment written", "operator overhead", "no-op deployer", "real deployer"} {
+	for _, want := range []string{"smoke run", "webhook → environment written", "operator overhead", "no-op deployer", "real deployer", bench.ModeFloor, "operator ÷ floor"} {
 		assert.Contains(t, table.String(), want)
 	}
 	doc := filepath.Join(t.TempDir(), "benchmarks.md")
