@@ -3,7 +3,9 @@ package githubapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -93,4 +95,50 @@ func TestPullRequestDeliveryCarriesTheServersStateAndSignature(t *testing.T) {
 	sig := githubapi.Sign([]byte("secret"), d.Body)
 	assert.Regexp(t, `^sha256=[0-9a-f]{64}$`, sig)
 	assert.NotEqual(t, sig, githubapi.Sign([]byte("other"), d.Body), "the signature depends on the secret")
+}
+
+// Deliveries are built from a copy of the example payload parsed once:
+// deliveries built at once, as make bench builds 50 a second, each carry
+// their own pull request and repository.
+func TestDeliveriesBuiltAtOnceDoNotShareThePayload(t *testing.T) {
+	s := githubapi.New(githubapi.Options{Tokens: []string{"good"}})
+	t.Cleanup(s.Close)
+	const n = 16
+	for i := range n {
+		s.OpenPullRequest(fmt.Sprintf("acme/repo-%d", i), githubapi.PullRequest{Number: 1, Title: fmt.Sprint(i), HeadSHA: githubapi.SHA(fmt.Sprint(i))})
+	}
+	type delivery struct {
+		PullRequest struct {
+			Title string `json:"title"`
+			Head  struct {
+				SHA  string `json:"sha"`
+				Repo struct {
+					FullName string `json:"full_name"`
+				} `json:"repo"`
+			} `json:"head"`
+		} `json:"pull_request"`
+		Repository struct {
+			FullName string `json:"full_name"`
+		} `json:"repository"`
+	}
+	got := make([][]byte, n*20)
+	var wg sync.WaitGroup
+	for k := range got {
+		wg.Go(func() {
+			d, err := s.PullRequestEvent(fmt.Sprintf("acme/repo-%d", k%n), 1, "synchronize")
+			if err == nil {
+				got[k] = d.Body
+			}
+		})
+	}
+	wg.Wait()
+	for k, body := range got {
+		var d delivery
+		require.NoError(t, json.Unmarshal(body, &d), "delivery %d", k)
+		i := k % n
+		assert.Equal(t, fmt.Sprint(i), d.PullRequest.Title, "delivery %d", k)
+		assert.Equal(t, githubapi.SHA(fmt.Sprint(i)), d.PullRequest.Head.SHA, "delivery %d", k)
+		assert.Equal(t, fmt.Sprintf("acme/repo-%d", i), d.Repository.FullName, "delivery %d", k)
+		assert.Equal(t, fmt.Sprintf("acme/repo-%d", i), d.PullRequest.Head.Repo.FullName, "delivery %d", k)
+	}
 }
