@@ -452,7 +452,14 @@ func TestGitHubDeployments(t *testing.T) {
 	assert.Equal(t, "failure", sts[2].State)
 	assert.Equal(t, "Deploy failed: web: ImagePullBackOff: web:abc", sts[2].Description)
 
-	// A new sync process: no second deployment, no repeated status.
+	// A new sync process: no second deployment, no repeated status. The
+	// state it reads back is what the comment records; the process is
+	// stopped once the comment has the failure (a process stopped between
+	// posting a status and recording it posts it again: at least once).
+	require.Eventually(t, func() bool {
+		state, ok := render.ParseState(h.comment(pr.Number))
+		return ok && state.Apps["shop"] != nil && state.Apps["shop"].DeploymentState == "failure"
+	}, 10*time.Second, 10*time.Millisecond, "the comment records the failure")
 	h.restart()
 	h.resync()
 	h.prEvent(pr.Number, "assigned")
