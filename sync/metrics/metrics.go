@@ -38,6 +38,10 @@ type Metrics struct {
 	// Lifecycle counts what sync did to environments on its own, by
 	// action (expired, sleep_requested).
 	Lifecycle *prometheus.CounterVec
+	// UncachedLists counts repository reconciles that listed their
+	// environments from the API server because sync's cache did not show
+	// one of its own writes yet.
+	UncachedLists prometheus.Counter
 }
 
 // New registers every metric on a new registry.
@@ -86,9 +90,12 @@ func New() *Metrics {
 		Lifecycle: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "petri_sync_lifecycle_total", Help: "Environments sync expired or asked to sleep on its own, by action (expired, sleep_requested).",
 		}, []string{"action"}),
+		UncachedLists: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "petri_sync_uncached_environment_lists_total", Help: "Repository reconciles that listed environments from the API server because sync's cache did not show one of its own writes yet.",
+		}),
 	}
 	m.Registry.MustRegister(m.WebhookEvents, m.WebhookReadsInFlight, m.Reconciles, m.ReconcileDuration, m.WebhookToWrite, m.GitHubRequests,
-		m.RateLimit, m.Environments, m.ConfigErrors, m.Writes, m.Leader, m.Handovers, m.Commands, m.Lifecycle,
+		m.RateLimit, m.Environments, m.ConfigErrors, m.Writes, m.Leader, m.Handovers, m.Commands, m.Lifecycle, m.UncachedLists,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

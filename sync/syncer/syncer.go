@@ -101,7 +101,10 @@ type Syncer struct {
 	statuses   map[statusKey]provider.CommitStatus
 	appStatus  map[string]*appStatus
 	cacheReady bool
-	configErr  error
+	// writes are sync's own writes of environments its cache does not
+	// show yet (listEnvironments).
+	writes    ownWrites
+	configErr error
 
 	// kube reaches the Lease and the hand-over ConfigMap; set with
 	// LeaderElection only.

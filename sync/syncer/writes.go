@@ -96,9 +96,11 @@ func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provi
 			return false, fmt.Errorf("get environment %s: %w", ee.Name, err)
 		}
 	}
-	if err := s.apply(ctx, ee); err != nil {
+	written, err := s.applied(ctx, ee)
+	if err != nil {
 		return false, fmt.Errorf("apply environment %s: %w", ee.Name, err)
 	}
+	s.writes.applied(app.Name, ee.Name, written.GetResourceVersion())
 	op := "update"
 	if existing == nil {
 		op = "create"
@@ -139,17 +141,23 @@ func jsonEqual(a, b any) bool {
 // apply writes an object with server-side apply as field manager
 // petri-sync, forcing ownership of the fields it sets.
 func (s *Syncer) apply(ctx context.Context, obj client.Object) error {
+	_, err := s.applied(ctx, obj)
+	return err
+}
+
+// applied is apply returning the object as the API server stored it.
+func (s *Syncer) applied(ctx context.Context, obj client.Object) (*unstructured.Unstructured, error) {
 	raw, err := json.Marshal(obj)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	u := &unstructured.Unstructured{}
 	if err := json.Unmarshal(raw, &u.Object); err != nil {
-		return err
+		return nil, err
 	}
 	delete(u.Object, "status")
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	return s.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(render.FieldManager), client.ForceOwnership)
+	return u, s.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(render.FieldManager), client.ForceOwnership)
 }
 
 // deleteEnv deletes an environment sync owns, with its UID as a
@@ -163,6 +171,7 @@ func (s *Syncer) deleteEnv(ctx context.Context, e *petriv1.EphemeralEnvironment,
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete environment %s: %w", e.Name, err)
 	}
+	s.writes.removed(e.Labels[render.LabelApplication], e.Name, uid)
 	s.opts.Metrics.Writes.WithLabelValues("EphemeralEnvironment", "delete").Inc()
 	s.log.Info("Deleted environment", "environment", e.Name, "reason", reason)
 	return nil

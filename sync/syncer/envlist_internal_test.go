@@ -1,0 +1,44 @@
+package syncer
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+)
+
+func envList(items ...petriv1.EphemeralEnvironment) *petriv1.EphemeralEnvironmentList {
+	return &petriv1.EphemeralEnvironmentList{Items: items}
+}
+
+func cachedEnv(name, uid, rv string) petriv1.EphemeralEnvironment {
+	return petriv1.EphemeralEnvironment{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid), ResourceVersion: rv}}
+}
+
+// The cache is trusted for an application only once it shows every write
+// sync made for it: an apply at its resourceVersion or later, a deletion
+// as gone (or replaced by another object of the name).
+func TestOwnWritesHoldTheCacheBackUntilItShowsThem(t *testing.T) {
+	var w ownWrites
+	assert.True(t, w.seen(envList(), []string{"shop"}), "nothing written: the cache is used")
+
+	w.applied("shop", "shop-pr1", "100")
+	assert.False(t, w.seen(envList(), []string{"shop"}), "a created environment the cache does not have yet")
+	assert.False(t, w.seen(envList(cachedEnv("shop-pr1", "u1", "99")), []string{"shop"}), "the cache has the version before the write")
+	assert.True(t, w.seen(envList(), []string{"other"}), "another application's write does not hold its lists back")
+	assert.True(t, w.seen(envList(cachedEnv("shop-pr1", "u1", "100")), []string{"shop"}))
+	assert.True(t, w.seen(envList(), []string{"shop"}), "a write the cache showed once is forgotten")
+
+	w.removed("shop", "shop-pr1", "u1")
+	assert.False(t, w.seen(envList(cachedEnv("shop-pr1", "u1", "120")), []string{"shop"}), "a deleted environment still in the cache")
+	assert.True(t, w.seen(envList(cachedEnv("shop-pr1", "u2", "130")), []string{"shop"}), "a new object of the name is not the deleted one")
+
+	// An environment someone else deleted before the cache showed sync's
+	// apply: the API server's list lets it go.
+	w.applied("shop", "shop-pr2", "200")
+	w.dropGone(envList(), []string{"shop"})
+	assert.True(t, w.seen(envList(), []string{"shop"}))
+}
