@@ -147,8 +147,15 @@ func (r *EphemeralEnvironmentReconciler) summarize(env *petriv1.EphemeralEnviron
 	}
 }
 
-// recordTransitions emits one Event per condition whose status or reason
-// changed; the event reason is the condition reason.
+// recordTransitions emits an Event for each condition that changed in a way
+// a person looks for in kubectl describe: a Warning whenever a problem's
+// status or reason changes, and a Normal event when a condition's status
+// flips (NamespaceBound, ComponentsDeployed and Ready turning True, Ready
+// turning False for a teardown or a sleep). A condition that appears not yet
+// met, or whose progress reason changes while its status stays, is in the
+// status and not repeated as an Event: at a thousand environments those
+// Events were a third of the operator's writes. The event reason is the
+// condition reason.
 func (r *EphemeralEnvironmentReconciler) recordTransitions(before, after *petriv1.EphemeralEnvironment) {
 	for _, c := range after.Status.Conditions {
 		if c.Type == petriv1.ConditionReconciling {
@@ -164,6 +171,9 @@ func (r *EphemeralEnvironmentReconciler) recordTransitions(before, after *petriv
 		}
 		if c.Type == petriv1.ConditionStalled && c.Status == metav1.ConditionTrue {
 			typ = corev1.EventTypeWarning
+		}
+		if typ == corev1.EventTypeNormal && (old == nil && c.Status != metav1.ConditionTrue || old != nil && old.Status == c.Status) {
+			continue
 		}
 		note := c.Message
 		if note == "" {
