@@ -35,6 +35,11 @@
 //     Ready once the probe passes on its local port (probed more often than a
 //     kubelet would); without a probe it is Ready when started. Liveness and
 //     startup probes are not run.
+//   - Status: a pod is reported Running when the node starts it, then with
+//     its outcome. A pod that runs to completion (restartPolicy Never, no
+//     readiness probe) and finishes within 100 ms is reported once, with its
+//     outcome, as a kubelet's status sync finds such a pod already finished.
+//     Status writes start from the newest copy of the pod the node has seen.
 //   - Restarts: under restartPolicy Always (OnFailure: after a failure) an
 //     exited container is started again after a back-off, with restartCount and
 //     lastState as the kubelet reports them.
