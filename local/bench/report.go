@@ -259,6 +259,16 @@ func (r *Results) Markdown() string {
 			fmt.Fprintf(&b, "| %d, %s | %.1f | %s |\n", s.Environments, s.Mode, total, topResources(s.APIServerByResource, 10))
 		}
 		fmt.Fprintln(&b)
+		fmt.Fprintln(&b, "Where the machine's CPU went from the first create to the last Ready, in cores on average, by process (read from /proc; the benchmark's own process runs the local node, waits for the pods' processes and watches):")
+		fmt.Fprintln(&b)
+		fmt.Fprintln(&b, "| scale | cores by process |")
+		fmt.Fprintln(&b, "|---|---|")
+		for _, s := range r.Scale {
+			if len(s.CPUToReady) > 0 {
+				fmt.Fprintf(&b, "| %d, %s | %s |\n", s.Environments, s.Mode, s.CPUToReady.cores(s.AllReady))
+			}
+		}
+		fmt.Fprintln(&b)
 		fmt.Fprintln(&b, "Operator API requests per environment lifecycle (create, deploy, Ready, delete, gone), by verb, counted by the operator (`petri_api_requests_total`):")
 		fmt.Fprintln(&b)
 		fmt.Fprintln(&b, "| scale | total | by verb | largest by resource |")

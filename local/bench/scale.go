@@ -79,6 +79,9 @@ type ScaleResult struct {
 	// operator, the Job controller, the node, the namespace's own
 	// controllers), by verb and resource.
 	APIServerByResource map[[2]string]float64
+	// CPUToReady is the CPU time each process used from the first create
+	// to the last Ready (cpuParts).
+	CPUToReady cpuSample
 	// NoopMessage is a termination message of a no-op Job (no-op mode).
 	NoopMessage string
 	LoadBefore  string
@@ -142,6 +145,7 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 			profileDone <- op.profileCPU(ctx, d, filepath.Join(o.ProfileDir, name+".cpu.pprof"))
 		}()
 	}
+	cpuBefore := sampleCPU()
 	start := time.Now()
 	if err := forEach(ctx, names, 16, func(n string) error {
 		return c.Create(ctx, benchEnvironment(managementNamespace, n))
@@ -156,6 +160,7 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 		res.Error = waitErr.Error()
 		res.AllReady = time.Since(start)
 	}
+	res.CPUToReady = sampleCPU().since(cpuBefore)
 	if apiReady, err := e.apiServerMetrics(ctx); err == nil && apiBefore != nil {
 		res.APIServerByResource = apiServerRequestsByResource(apiBefore, apiReady, o.Environments)
 	}

@@ -49,6 +49,7 @@ func (e *env) scaleFloor(ctx context.Context, n int, template *batchv1.Job, time
 	for i := range names {
 		names[i] = fmt.Sprintf("floor-%d-%04d", n, i)
 	}
+	cpuBefore := sampleCPU()
 	start := time.Now()
 	var (
 		mu      sync.Mutex
@@ -75,6 +76,7 @@ func (e *env) scaleFloor(ctx context.Context, n int, template *batchv1.Job, time
 		}()
 	}
 	wg.Wait()
+	res.CPUToReady = sampleCPU().since(cpuBefore)
 	res.AllReady, res.NotReady = last, missing
 	if len(errs) > 0 {
 		res.Error = fmt.Sprintf("%d not Ready, first errors: %v", missing, errs)

@@ -89,6 +89,12 @@ func TestSmoke(t *testing.T) {
 		assert.InDelta(t, 3.0, sc.APIServerByResource[[2]string{"POST", "jobs"}], 0.01, sc.Mode)
 		assert.InDelta(t, 3.0, sc.APIServerByResource[[2]string{"POST", "pods"}], 0.01, sc.Mode)
 		assert.Positive(t, sc.APIServerRequests, sc.Mode)
+		// The CPU split found the control plane's processes.
+		assert.Positive(t, sc.CPUToReady["kube-apiserver"], sc.Mode)
+		assert.Positive(t, sc.CPUToReady["etcd"], sc.Mode)
+		if sc.Mode != bench.ModeFloor {
+			assert.Positive(t, sc.CPUToReady["petri-operator"], sc.Mode)
+		}
 		if sc.Mode == bench.ModeFloor {
 			assert.Zero(t, sc.NotReady, sc.Mode)
 			assert.Positive(t, sc.AllReady, sc.Mode)
@@ -127,5 +133,6 @@ func TestSmoke(t *testing.T) {
 	assert.Contains(t, string(got), "## History\n\nKept.\n")
 	assert.NotContains(t, string(got), "old figures")
 	assert.Contains(t, string(got), "| 3 × 3 components, no-op deployer |")
+	assert.Contains(t, string(got), "| 3, no-op deployer | kube-apiserver ")
 	assert.Equal(t, 1, strings.Count(string(got), bench.BeginMarker))
 }
