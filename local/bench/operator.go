@@ -140,22 +140,7 @@ func (o *operator) stop() {
 }
 
 // cpu is the CPU time (user and system) the process has used.
-func (o *operator) cpu() (time.Duration, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", o.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name, which is in parentheses.
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("short /proc stat: %q", s)
-	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	// USER_HZ is 100 on Linux.
-	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
-}
+func (o *operator) cpu() (time.Duration, error) { return procCPU(o.cmd.Process.Pid, false) }
 
 // peakRSS is the process's resident set high-water mark (VmHWM).
 func (o *operator) peakRSS() (int64, error) {
