@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -103,7 +104,7 @@ func (w *ownWrites) seen(list *petriv1.EphemeralEnvironmentList, apps []string) 
 	}
 	all := true
 	for name, wr := range w.m {
-		if !contains(apps, wr.app) {
+		if !slices.Contains(apps, wr.app) {
 			continue
 		}
 		e := byName[name]
@@ -134,17 +135,8 @@ func (w *ownWrites) dropGone(list *petriv1.EphemeralEnvironmentList, apps []stri
 		present[list.Items[i].Name] = true
 	}
 	for name, wr := range w.m {
-		if wr.deleted == "" && contains(apps, wr.app) && !present[name] {
+		if wr.deleted == "" && slices.Contains(apps, wr.app) && !present[name] {
 			delete(w.m, name)
 		}
 	}
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
