@@ -81,16 +81,17 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs, RBAC and the API 
 	$(MAKE) -s chart-copies
 
 # charts/petri installs what config/ installs: its CRDs, the operator's RBAC,
-# sync's Roles and the admission fences are copies of config/ (tests/chart
-# proves the rest renders the same objects).
+# sync's Roles, the admission fences and the FlowSchemas are copies of config/
+# (tests/chart proves the rest renders the same objects).
 .PHONY: chart-copies
 chart-copies:
 	@rm -rf charts/petri/crds charts/petri/files
-	@mkdir -p charts/petri/crds charts/petri/files/fences charts/petri/files/sync
+	@mkdir -p charts/petri/crds charts/petri/files/fences charts/petri/files/flowcontrol charts/petri/files/sync
 	@cp config/crd/bases/*.yaml charts/petri/crds/
 	@cp config/rbac/generated/role.yaml charts/petri/files/operator-rbac.yaml
 	@cp $(filter-out %/kustomization.yaml,$(wildcard config/fences/*.yaml)) charts/petri/files/fences/
 	@cp $(wildcard config/sync/*role*.yaml) charts/petri/files/sync/
+	@cp config/flowcontrol/flowschemas.yaml charts/petri/files/flowcontrol/
 
 .PHONY: docs
 docs: ## Regenerate docs/api-reference.md from the CRDs (make generate does it too).

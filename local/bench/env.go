@@ -85,8 +85,8 @@ func (e *env) stop() { e.cluster.Stop() }
 
 // install applies what config/default installs apart from the Deployments
 // (the benchmarks start the operator themselves): the namespaces, the
-// operator's ServiceAccount and RBAC, and the admission fences with their
-// settings.
+// operator's ServiceAccount and RBAC, the admission fences with their
+// settings and the FlowSchemas.
 func (e *env) install(ctx context.Context) error {
 	cfg := filepath.Join(e.root, "config")
 	files := []string{
@@ -100,13 +100,17 @@ func (e *env) install(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range fences {
+	flowcontrol, err := filepath.Glob(filepath.Join(cfg, "flowcontrol", "*.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, f := range append(fences, flowcontrol...) {
 		if filepath.Base(f) != "kustomization.yaml" {
 			files = append(files, f)
 		}
 	}
 	if err := e.cluster.Apply(ctx, files...); err != nil {
-		return fmt.Errorf("install Petri's namespaces, RBAC and fences: %w", err)
+		return fmt.Errorf("install Petri's namespaces, RBAC, fences and FlowSchemas: %w", err)
 	}
 	return e.setDeployerImage(ctx, DeployerImage)
 }

@@ -145,6 +145,7 @@ func TestChartCopiesOfConfigAreCurrent(t *testing.T) {
 		{"config/crd/bases/*.yaml", "charts/petri/crds"},
 		{"config/fences/*.yaml", "charts/petri/files/fences"},
 		{"config/sync/*role*.yaml", "charts/petri/files/sync"},
+		{"config/flowcontrol/*.yaml", "charts/petri/files/flowcontrol"},
 	} {
 		for _, src := range glob(c.src) {
 			if filepath.Base(src) != "kustomization.yaml" {
