@@ -84,6 +84,8 @@ func (n *Node) registerNode(ctx context.Context, port int) error {
 		now := metav1.Now()
 		node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
 		node.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(port)
+		node.Status.Capacity = n.opts.Allocatable.DeepCopy()
+		node.Status.Allocatable = n.opts.Allocatable.DeepCopy()
 		node.Status.Conditions = []corev1.NodeCondition{{
 			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "LocalNodeReady",
 			Message: "the local node runs pods as local processes", LastHeartbeatTime: now, LastTransitionTime: now,

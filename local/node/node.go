@@ -1,8 +1,8 @@
-// Package node stands in for a kubelet on a local control plane: it runs the
-// pods of a control plane that has no kubelet: it
-// claims pods whose container images it knows, runs each container as a local
-// process and reports the pod's status back through the API server. The Job
-// controller, RBAC and everything else stay the real thing.
+// Package node stands in for a kubelet and a scheduler on a local control
+// plane that has neither: it places and claims pods whose container images
+// it knows, runs each container as a local process and reports the pod's
+// status back through the API server. The Job controller, RBAC and
+// everything else stay the real thing.
 //
 // It is not a container runtime: processes share the machine's file system,
 // network and user, there are no cgroups, resource limits, images or image
@@ -22,6 +22,13 @@
 //     to the local copy; so is a path under a directory the image carries, when
 //     Options.ImageFiles says where those files are here. Apart from listen
 //     addresses (below), nothing else is rewritten.
+//   - Placement: the node reports the machine's CPUs and memory as its
+//     allocatable (Options.Allocatable) and, as the scheduler would, runs
+//     pods only while their requests fit in it together: a pod that does
+//     not fit waits, unbound and Pending, until running pods finish (in the
+//     order pods arrived, a smaller one passing a larger one). A pod that
+//     requests more than the whole node is marked PodScheduled false,
+//     Unschedulable, and never runs.
 //   - Claim: a pod is claimed by binding it to this node through the pods/binding
 //     subresource, which succeeds once; a pod is therefore never run twice. A pod
 //     found bound to this node but unknown to this process (the node restarted)
@@ -107,6 +114,10 @@ type Options struct {
 	// carries). Arguments and environment values under it are rewritten like
 	// mount paths.
 	ImageFiles map[string]map[string]string
+	// Allocatable is the CPU and memory the node offers pods, reported on
+	// its Node object; the pods it runs together never request more
+	// (DefaultAllocatable when nil: the machine's CPUs and memory).
+	Allocatable corev1.ResourceList
 }
 
 // Node runs pods as local processes.
@@ -114,6 +125,8 @@ type Node struct {
 	opts   Options
 	config *rest.Config
 	client kubernetes.Interface
+	// capacity places pods within Options.Allocatable.
+	capacity *capacity
 
 	mu      sync.Mutex
 	running map[types.UID]*podRun
@@ -181,6 +194,9 @@ func New(config *rest.Config, opts Options) (*Node, error) {
 	if opts.Host == "" {
 		opts.Host = config.Host
 	}
+	if opts.Allocatable == nil {
+		opts.Allocatable = DefaultAllocatable()
+	}
 	if err := os.MkdirAll(filepath.Join(opts.Dir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("local node directory: %w", err)
 	}
@@ -199,7 +215,7 @@ func New(config *rest.Config, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Node{opts: opts, config: cfg, client: client,
+	return &Node{opts: opts, config: cfg, client: client, capacity: newCapacity(opts.Allocatable),
 		running: map[types.UID]*podRun{}, done: map[types.UID]bool{}, latest: map[types.UID]*corev1.Pod{}}, nil
 }
 
@@ -232,7 +248,7 @@ func (n *Node) Run(ctx context.Context) error {
 		UpdateFunc: func(_, obj any) { n.observe(ctx, obj) },
 		DeleteFunc: func(obj any) {
 			if pod, ok := obj.(*corev1.Pod); ok {
-				n.forget(pod.UID)
+				n.forget(pod)
 			}
 		},
 	})
@@ -253,13 +269,24 @@ func (n *Node) Run(ctx context.Context) error {
 	return nil
 }
 
-func (n *Node) forget(uid types.UID) {
+// forget drops a deleted pod; one still waiting for room on the node stops
+// waiting.
+func (n *Node) forget(pod *corev1.Pod) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if _, ok := n.running[uid]; !ok {
-		delete(n.done, uid)
+	run, ok := n.running[pod.UID]
+	if !ok {
+		delete(n.done, pod.UID)
+		return
+	}
+	if pod.Spec.NodeName == "" {
+		run.kill()
 	}
 }
+
+// Waiting returns how many pods wait for room on the node: their requests
+// do not fit beside the pods running here yet.
+func (n *Node) Waiting() int { return n.capacity.waitingCount() }
 
 // Handles reports whether the node knows every image of the pod.
 func (n *Node) Handles(pod *corev1.Pod) bool {
@@ -439,6 +466,15 @@ func (n *Node) runPod(ctx context.Context, pod *corev1.Pod, run *podRun) {
 		n.mu.Unlock()
 		close(run.exited)
 	}()
+	need := podNeeds(pod)
+	if why := n.capacity.neverFits(need); why != "" {
+		n.unschedulable(ctx, pod, "0/1 nodes are available: 1 Insufficient "+why+".")
+		return
+	}
+	if err := n.capacity.acquire(ctx, run.stop, need); err != nil {
+		return
+	}
+	defer n.capacity.release(need)
 	err := untilAnswered(ctx, func() error {
 		return n.client.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
 			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
@@ -601,6 +637,22 @@ func (n *Node) annotatePorts(ctx context.Context, pod *corev1.Pod, ports map[int
 	}
 	pod.Annotations = updated.Annotations
 	return nil
+}
+
+// unschedulable reports a pod the node can never place, as the scheduler
+// does: Pending, with PodScheduled false.
+func (n *Node) unschedulable(ctx context.Context, pod *corev1.Pod, msg string) {
+	n.updateStatus(ctx, pod, func(p *corev1.Pod) {
+		c := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()}
+		for i := range p.Status.Conditions {
+			if p.Status.Conditions[i].Type == corev1.PodScheduled {
+				p.Status.Conditions[i] = c
+				return
+			}
+		}
+		p.Status.Conditions = append(p.Status.Conditions, c)
+	})
 }
 
 func (n *Node) fail(ctx context.Context, pod *corev1.Pod, reason, msg string) {
