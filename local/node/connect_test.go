@@ -77,8 +77,18 @@ func TestConnectTunnelsToAService(t *testing.T) {
 		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "tcp"}, &d) == nil && d.Status.AvailableReplicas == 1
 	}, 30*time.Second, 50*time.Millisecond)
 
-	conn, br, status := connectThrough(t, proxy.URL, target)
-	require.Equal(t, "200", status)
+	// Without a readiness probe the pod is Ready once started, as a
+	// kubelet has it, which can be before the server listens: the first
+	// tunnels may find nothing there yet.
+	var (
+		conn   net.Conn
+		br     *bufio.Reader
+		status string
+	)
+	require.Eventually(t, func() bool {
+		conn, br, status = connectThrough(t, proxy.URL, target)
+		return status == "200"
+	}, 30*time.Second, 50*time.Millisecond, "the tunnel never answered 200")
 	// Raw bytes through the tunnel: the server answers its own protocol.
 	_, err := fmt.Fprintf(conn, "GET /through HTTP/1.1\r\nHost: raw\r\n\r\n")
 	require.NoError(t, err)
