@@ -494,6 +494,7 @@ func createJob(ctx context.Context, c client.Client, o Options, spec jobs.Spec) 
 	spec.BackoffLimit = o.JobBackoffLimit
 	spec.ActiveDeadline = o.JobActiveDeadline
 	spec.TTLAfterFinished = o.JobTTLAfterFinished
+	spec.Resources = o.JobResources
 	if err := c.Create(ctx, jobs.Build(spec)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create job %s: %w", spec.Name, err)
 	}

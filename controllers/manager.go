@@ -4,11 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -45,6 +47,11 @@ type Options struct {
 	JobActiveDeadline time.Duration
 	// JobTTLAfterFinished keeps finished Jobs (and their pods' logs) this long.
 	JobTTLAfterFinished time.Duration
+	// JobResources are the requests (and limits) of every Job's container:
+	// the scheduler places Job pods by them, so a burst of environments
+	// queues its Jobs as Pending pods rather than running hundreds at once
+	// on too few CPUs.
+	JobResources corev1.ResourceRequirements
 	// ChartCASecret names a Secret in the management namespace whose ca.crt
 	// the deployer trusts for https chart repositories and registries.
 	ChartCASecret string
@@ -81,6 +88,7 @@ func DefaultOptions() Options {
 		JobBackoffLimit:     2,
 		JobActiveDeadline:   15 * time.Minute,
 		JobTTLAfterFinished: 24 * time.Hour,
+		JobResources:        DefaultJobResources(),
 		TeardownBackoff:     2 * time.Second,
 		VerifyInterval:      10 * time.Minute,
 		MetricsAddr:         ":8080",
@@ -104,6 +112,34 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	})
 	fs.DurationVar(&o.JobActiveDeadline, "job-active-deadline", o.JobActiveDeadline, "longest run time of one Job")
 	fs.DurationVar(&o.JobTTLAfterFinished, "job-ttl-after-finished", o.JobTTLAfterFinished, "how long finished Jobs and their pods are kept")
+	quantity := func(flag string, list *corev1.ResourceList, name corev1.ResourceName) {
+		def := ""
+		if q, ok := (*list)[name]; ok {
+			def = q.String()
+		}
+		fs.Func(flag, fmt.Sprintf("%s of every Job's container, a Kubernetes quantity; 0 for none (default %q)", strings.ReplaceAll(strings.TrimPrefix(flag, "job-"), "-", " "), def), func(v string) error {
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				return fmt.Errorf("%q is not a quantity (like 100m, 0.5, 128Mi): %w", v, err)
+			}
+			if q.Sign() < 0 {
+				return fmt.Errorf("%q is negative", v)
+			}
+			if *list == nil {
+				*list = corev1.ResourceList{}
+			}
+			if q.IsZero() {
+				delete(*list, name)
+				return nil
+			}
+			(*list)[name] = q
+			return nil
+		})
+	}
+	quantity("job-cpu-request", &o.JobResources.Requests, corev1.ResourceCPU)
+	quantity("job-memory-request", &o.JobResources.Requests, corev1.ResourceMemory)
+	quantity("job-cpu-limit", &o.JobResources.Limits, corev1.ResourceCPU)
+	quantity("job-memory-limit", &o.JobResources.Limits, corev1.ResourceMemory)
 	fs.StringVar(&o.ChartCASecret, "chart-ca-secret", o.ChartCASecret, "Secret (key ca.crt) in the management namespace trusted for chart repositories and registries")
 	fs.Func("plain-http-registry", "OCI registry host reached over plain HTTP (repeatable)", func(s string) error {
 		o.PlainHTTPRegistries = append(o.PlainHTTPRegistries, s)
@@ -134,7 +170,26 @@ func (o *Options) Validate() error {
 	case o.VerifyInterval < 0:
 		return fmt.Errorf("--verify-interval must not be negative")
 	}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		req, hasReq := o.JobResources.Requests[name]
+		limit, hasLimit := o.JobResources.Limits[name]
+		if hasReq && hasLimit && req.Cmp(limit) > 0 {
+			return fmt.Errorf("--job-%s-request (%s) must not exceed --job-%s-limit (%s)", name, req.String(), name, limit.String())
+		}
+	}
 	return nil
+}
+
+// DefaultJobResources are what every Job's container requests unless the
+// flags say otherwise: a tenth of a CPU (a deploy Job is short and waits on
+// the API server much of its life) and 128 Mi. No limits: a large chart may
+// need more, and a memory limit would kill the deployer halfway through a
+// Helm operation.
+func DefaultJobResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("100m"),
+		corev1.ResourceMemory: resource.MustParse("128Mi"),
+	}}
 }
 
 // Scheme knows the built-in types and Petri's.

@@ -76,6 +76,9 @@ type Spec struct {
 	// CASecret, when set, is mounted at CADir.
 	CASecret string
 
+	// Resources are the container's requests and limits.
+	Resources corev1.ResourceRequirements
+
 	BackoffLimit          int32
 	ActiveDeadline        time.Duration
 	TTLAfterFinished      time.Duration
@@ -127,6 +130,7 @@ func Build(s Spec) *batchv1.Job {
 						Env:                      env,
 						EnvFrom:                  s.EnvFrom,
 						VolumeMounts:             mounts,
+						Resources:                *s.Resources.DeepCopy(),
 						TerminationMessagePath:   TerminationLogPath,
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 						SecurityContext: &corev1.SecurityContext{

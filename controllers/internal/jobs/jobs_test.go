@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -20,6 +21,10 @@ func TestBuild(t *testing.T) {
 		Command: []string{DeployerEntrypoint}, Args: []string{"deploy"},
 		ValuesSecret: "values-secret", CASecret: "ca",
 		BackoffLimit: 2, ActiveDeadline: 10 * time.Minute, TTLAfterFinished: time.Hour,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		},
 	})
 	assert.Equal(t, int32(2), *j.Spec.BackoffLimit)
 	assert.Equal(t, int64(600), *j.Spec.ActiveDeadlineSeconds)
@@ -32,6 +37,8 @@ func TestBuild(t *testing.T) {
 	c := pod.Containers[0]
 	assert.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
 	assert.Equal(t, TerminationLogPath, c.TerminationMessagePath)
+	assert.Equal(t, "100m", c.Resources.Requests.Cpu().String())
+	assert.Equal(t, "1Gi", c.Resources.Limits.Memory().String())
 	mounts := map[string]string{}
 	for _, m := range c.VolumeMounts {
 		mounts[m.Name] = m.MountPath

@@ -1,0 +1,55 @@
+package controllers
+
+import (
+	"flag"
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+)
+
+func parseOptions(args ...string) (Options, error) {
+	o := DefaultOptions()
+	fs := flag.NewFlagSet("petri-operator", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	return o, o.Validate()
+}
+
+// Every Job's container requests CPU and memory by default, so that the
+// scheduler queues a burst of Jobs instead of running them all at once; the
+// flags change, add or remove each quantity, and refuse nonsense by name.
+func TestJobResourcesFlags(t *testing.T) {
+	o, err := parseOptions()
+	require.NoError(t, err)
+	assert.Equal(t, "100m", o.JobResources.Requests.Cpu().String())
+	assert.Equal(t, "128Mi", o.JobResources.Requests.Memory().String())
+	assert.Empty(t, o.JobResources.Limits)
+
+	o, err = parseOptions("--job-cpu-request=250m", "--job-memory-request=0", "--job-memory-limit=1Gi")
+	require.NoError(t, err)
+	assert.Equal(t, "250m", o.JobResources.Requests.Cpu().String())
+	_, hasMemory := o.JobResources.Requests[corev1.ResourceMemory]
+	assert.False(t, hasMemory, "0 removes the request")
+	assert.Equal(t, "1Gi", o.JobResources.Limits.Memory().String())
+	defaults := DefaultOptions().JobResources.Requests
+	assert.Equal(t, "100m", defaults.Cpu().String(), "the defaults are not changed by parsing")
+
+	_, err = parseOptions("--job-cpu-request=lots")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "job-cpu-request")
+	assert.Contains(t, err.Error(), `"lots" is not a quantity`)
+
+	_, err = parseOptions("--job-memory-limit=-1Gi")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "negative")
+
+	_, err = parseOptions("--job-memory-request=2Gi", "--job-memory-limit=1Gi")
+	require.Error(t, err)
+	assert.Equal(t, "--job-memory-request (2Gi) must not exceed --job-memory-limit (1Gi)", err.Error())
+}
