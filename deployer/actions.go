@@ -16,6 +16,16 @@ import (
 // Thin wrappers around Helm's actions: each sets the few options Petri needs
 // and turns Helm's errors into ones Classify understands.
 
+// skipClientValidation turns off Helm's client-side OpenAPI validation of
+// rendered manifests. Against an API server that validates fields itself
+// (Kubernetes 1.27 and later; Petri needs 1.30) Helm fetches the OpenAPI
+// document of every API group a chart uses, parses it only to find the
+// server's fieldValidation parameter, and then skips its own validation:
+// the API server decodes and validates every object either way, and an
+// unknown field was dropped before as it is now. Each deploy Job paid for
+// those documents in CPU, and the API server in serving them.
+const skipClientValidation = true
+
 func (d *Deployer) install(ctx context.Context, req DeployRequest) (*release.Release, error) {
 	in := action.NewInstall(d.cfg)
 	in.ReleaseName = req.Release
@@ -25,6 +35,7 @@ func (d *Deployer) install(ctx context.Context, req DeployRequest) (*release.Rel
 	// Replace lets an install reuse the name of a release uninstalled with
 	// its history kept; with no history it has no effect.
 	in.Replace = true
+	in.DisableOpenAPIValidation = skipClientValidation
 	rel, err := in.RunWithContext(ctx, req.Chart, req.Values)
 	return rel, deployError("install", req, err)
 }
@@ -38,6 +49,7 @@ func (d *Deployer) upgrade(ctx context.Context, req DeployRequest) (*release.Rel
 	// The operator sends the complete values every time; Helm would
 	// otherwise reuse the previous revision's values when none are given.
 	up.ResetValues = true
+	up.DisableOpenAPIValidation = skipClientValidation
 	rel, err := up.RunWithContext(ctx, req.Release, req.Chart, req.Values)
 	return rel, deployError("upgrade", req, err)
 }
