@@ -69,6 +69,13 @@ func (e *env) startOperator(ctx context.Context, name, deployerImage string, con
 	if concurrency > 0 {
 		args = append(args, fmt.Sprintf("--concurrency=%d", concurrency))
 	}
+	if deployerImage == NoopDeployerImage {
+		// The no-op deployer's Jobs request what its process uses (it
+		// exits at once), not the real deployer's 100m and 128Mi: the node
+		// places pods by their requests, and no-op mode measures the
+		// operator, not how many deploy Jobs two cores hold at once.
+		args = append(args, "--job-cpu-request=10m", "--job-memory-request=16Mi")
+	}
 	o.cmd = exec.Command(e.bins["petri-operator"], args...)
 	// GOMEMLIMIT as the operator's Deployment sets it (config/manager).
 	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "GOMEMLIMIT=200MiB")
