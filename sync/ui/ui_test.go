@@ -50,9 +50,22 @@ var (
 	// RBAC (config/sync), its cache, its HTTP server settings.
 	server *httptest.Server
 	root   string
-	// requests counts the requests the server answered.
+	// requests counts the requests the server answered; paths lists
+	// them.
 	requests atomic.Int64
+	pathsMu  sync.Mutex
+	paths    []string
 )
+
+// requestedSince returns the paths requested after the first n requests.
+func requestedSince(n int64) []string {
+	pathsMu.Lock()
+	defer pathsMu.Unlock()
+	if int(n) >= len(paths) {
+		return nil
+	}
+	return append([]string(nil), paths[n:]...)
+}
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -148,7 +161,10 @@ func serve(ctx context.Context) error {
 	mux := http.NewServeMux()
 	page.Register(mux)
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pathsMu.Lock()
+		paths = append(paths, r.URL.Path)
 		requests.Add(1)
+		pathsMu.Unlock()
 		mux.ServeHTTP(w, r)
 	})
 	server = httptest.NewUnstartedServer(counted)
