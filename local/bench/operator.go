@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/petri-dev/petri/local/controlplane"
 )
 
 // operator is petri-operator running as its own process, as its
@@ -166,8 +168,6 @@ func (o *operator) peakRSS() (int64, error) {
 	return 0, errors.New("VmHWM not found in /proc status")
 }
 
-var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? ([0-9.eE+-]+)$`)
-
 // metrics scrapes the operator's metrics endpoint into "name{labels}" ->
 // value (labels as the endpoint writes them, sorted by name).
 func (o *operator) metrics() (map[string]float64, error) {
@@ -179,27 +179,7 @@ func (o *operator) metrics() (map[string]float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("metrics: %s", resp.Status)
 	}
-	return parseMetrics(resp.Body)
-}
-
-// parseMetrics reads the Prometheus text format into "name{labels}" ->
-// value.
-func parseMetrics(r io.Reader) (map[string]float64, error) {
-	out := map[string]float64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		m := sampleLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		v, err := strconv.ParseFloat(m[3], 64)
-		if err != nil {
-			continue
-		}
-		out[m[1]+m[2]] = v
-	}
-	return out, sc.Err()
+	return controlplane.ParseMetrics(resp.Body)
 }
 
 var (

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -271,11 +270,7 @@ func metricSum(m map[string]float64, name, match string) float64 {
 
 // apiServerMetrics scrapes kube-apiserver's metrics as the administrator.
 func (e *env) apiServerMetrics(ctx context.Context) (map[string]float64, error) {
-	data, err := e.cluster.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return parseMetrics(bytes.NewReader(data))
+	return e.cluster.APIServerMetrics(ctx)
 }
 
 // perEnvironment divides the difference of two request counts by n, by verb
