@@ -85,7 +85,7 @@ func TestBrowserShowsChangesLive(t *testing.T) {
 		chromedp.Navigate(server.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS("body.connected")),
 	))
-	before := requests.Load()
+	before := requests()
 
 	e := syncEnvironment("shop-pr-21-dddd", 21, greeter("web"), greeter("api", "web"))
 	create(t, e)
@@ -124,7 +124,7 @@ func TestBrowserShowsChangesLive(t *testing.T) {
 	defer cancel()
 	require.NoError(t, chromedp.Do(wctx, chromedp.WaitNotPresent(chromedp.CSS("#env-shop-pr-21-dddd"))), "the deleted environment leaves the page")
 	t.Logf("environment off the page %s after its deletion", time.Since(start))
-	assert.Equal(t, before, requests.Load(), "the page made no request: every change came over the event stream; it asked for %v", requestedSince(before))
+	assert.Equal(t, before, requests(), "the page made no request: every change came over the event stream; it asked for %v", requestedSince(before))
 	// The page names its icon, so the browser does not ask for
 	// /favicon.ico at a moment of its own choosing (a 404 that, arriving
 	// late, was once counted above).

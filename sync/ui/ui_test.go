@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,18 +49,23 @@ var (
 	// RBAC (config/sync), its cache, its HTTP server settings.
 	server *httptest.Server
 	root   string
-	// requests counts the requests the server answered; paths lists
-	// them.
-	requests atomic.Int64
-	pathsMu  sync.Mutex
-	paths    []string
+	// paths lists the requests the server answered, in order.
+	pathsMu sync.Mutex
+	paths   []string
 )
 
-// requestedSince returns the paths requested after the first n requests.
-func requestedSince(n int64) []string {
+// requests is how many requests the server has answered.
+func requests() int {
 	pathsMu.Lock()
 	defer pathsMu.Unlock()
-	if int(n) >= len(paths) {
+	return len(paths)
+}
+
+// requestedSince returns the paths requested after the first n requests.
+func requestedSince(n int) []string {
+	pathsMu.Lock()
+	defer pathsMu.Unlock()
+	if n >= len(paths) {
 		return nil
 	}
 	return append([]string(nil), paths[n:]...)
@@ -163,7 +167,6 @@ func serve(ctx context.Context) error {
 	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		pathsMu.Lock()
 		paths = append(paths, r.URL.Path)
-		requests.Add(1)
 		pathsMu.Unlock()
 		mux.ServeHTTP(w, r)
 	})
