@@ -4,12 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
 	"slices"
+	"sync"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -82,4 +90,97 @@ func isMissingAPI(err error) bool {
 	}
 	d := s.Status().Details
 	return d == nil || d.Name == ""
+}
+
+// FenceGate holds the operator back until its fences are in place. An
+// installation applies the operator's Deployment and the fences in one go, and
+// a cluster may start the operator's pod before it has stored the policies:
+// the operator then waits, alive but not ready, and says why, instead of
+// exiting and being restarted.
+type FenceGate struct {
+	c client.Reader
+	o Options
+
+	mu     sync.Mutex
+	reason error // nil once the fences were verified
+}
+
+// NewFenceGate starts closed: nothing is verified yet.
+func NewFenceGate(c client.Reader, o Options) *FenceGate {
+	return &FenceGate{c: c, o: o, reason: errors.New("the admission fences have not been checked yet")}
+}
+
+// fenceRetry bounds the wait between two checks of the fences: quick while an
+// installation is being applied, then at most every 15 seconds.
+var fenceRetry = wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 15 * time.Second}
+
+// Wait checks the fences until they pass or ctx ends; each new reason to wait
+// is logged once.
+func (g *FenceGate) Wait(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx)
+	backoff := fenceRetry
+	var said string
+	for {
+		err := VerifyFences(ctx, g.c, g.o)
+		g.mu.Lock()
+		g.reason = err
+		g.mu.Unlock()
+		if err == nil {
+			log.Info("Admission fences verified")
+			return nil
+		}
+		if err.Error() != said {
+			said = err.Error()
+			log.Info("Waiting for the admission fences before starting", "reason", said)
+		}
+		t := time.NewTimer(backoff.Step())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("waiting for the admission fences: %w (last: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// Reason is why the operator is not ready yet, nil once the fences passed.
+func (g *FenceGate) Reason() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.reason
+}
+
+// ServeHTTP answers the operator's probes while it waits: /healthz says it is
+// alive (a restart would not help), /readyz says why it is not ready yet.
+func (g *FenceGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/healthz":
+		_, _ = io.WriteString(w, "ok")
+	case "/readyz":
+		if reason := g.Reason(); reason != nil {
+			http.Error(w, "not ready: "+reason.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// AwaitFences waits for the fences as NewFenceGate's gate does, serving the
+// probes on o.ProbeAddr meanwhile; the address is free again when it returns,
+// for the manager's own probes.
+func AwaitFences(ctx context.Context, c client.Reader, o Options) error {
+	g := NewFenceGate(c, o)
+	if o.ProbeAddr == "" || o.ProbeAddr == "0" {
+		return g.Wait(ctx)
+	}
+	l, err := net.Listen("tcp", o.ProbeAddr)
+	if err != nil {
+		return fmt.Errorf("listen for probes on %s: %w", o.ProbeAddr, err)
+	}
+	srv := &http.Server{Handler: g, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	defer func() { _ = srv.Close() }()
+	return g.Wait(ctx)
 }

@@ -3,11 +3,9 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
-	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,7 +18,7 @@ func main() {
 	opts := controllers.DefaultOptions()
 	fs := flag.NewFlagSet("petri-operator", flag.ContinueOnError)
 	opts.BindFlags(fs)
-	requireFences := fs.Bool("require-fences", true, "refuse to start unless the admission fences (config/fences) are installed and agree with these flags")
+	requireFences := fs.Bool("require-fences", true, "wait, not ready, until the admission fences (config/fences) are installed and agree with these flags before starting")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -38,14 +36,15 @@ func run(opts controllers.Options, requireFences bool) error {
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
+	ctx := ctrl.SetupSignalHandler()
 	if requireFences {
 		c, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
 		if err != nil {
 			return fmt.Errorf("client: %w", err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := controllers.VerifyFences(ctx, c, opts); err != nil {
+		// An installation may start the operator before the API server
+		// has stored the fences: it waits, not ready, rather than exit.
+		if err := controllers.AwaitFences(ctrl.LoggerInto(ctx, ctrl.Log), c, opts); err != nil {
 			return err
 		}
 	} else {
@@ -55,5 +54,5 @@ func run(opts controllers.Options, requireFences bool) error {
 	if err != nil {
 		return err
 	}
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }

@@ -456,6 +456,10 @@ func (s *Stack) writeOverlay() error {
 	if err != nil {
 		return err
 	}
+	order, err := SortOptions(filepath.Join(s.root, "config", "default"))
+	if err != nil {
+		return err
+	}
 	files := map[string]string{
 		"kustomization.yaml": fmt.Sprintf(`# Petri's installation on this machine: config/default with the settings
 # and credentials a user supplies in an overlay (docs/install.md).
@@ -485,7 +489,7 @@ secretGenerator:
     files:
       - webhook-secret
       - github-token
-`, base, SyncNamespace, s.ConfigRepo, s.GitHub.URL, ManagementNamespace, strings.Join(s.stepImages(), ","), SyncNamespace),
+%s`, base, SyncNamespace, s.ConfigRepo, s.GitHub.URL, ManagementNamespace, strings.Join(s.stepImages(), ","), SyncNamespace, order),
 		"webhook-ingress.yaml": fmt.Sprintf(`# GitHub's webhooks, the read API and the web page (/ and /ui/) reach
 # petri-sync through the ingress.
 apiVersion: networking.k8s.io/v1
@@ -635,4 +639,25 @@ func (s *Stack) WriteLogIndex(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "  the installation (kustomize overlay of config/default): %s\n", s.Overlay)
 	}
+}
+
+// SortOptions returns the sortOptions block of a kustomization, its comment
+// included: kustomize honours it only in the kustomization it builds, so an
+// overlay of config/default repeats it to apply the fences before the
+// Deployments.
+func SortOptions(dir string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		return "", err
+	}
+	text := string(data)
+	i := strings.Index(text, "\nsortOptions:")
+	if i < 0 {
+		return "", fmt.Errorf("%s/kustomization.yaml has no sortOptions", dir)
+	}
+	// The block's comment is the paragraph above it.
+	if j := strings.LastIndex(text[:i], "\n\n"); j >= 0 {
+		i = j + 1
+	}
+	return text[i:], nil
 }

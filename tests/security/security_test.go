@@ -12,10 +12,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +34,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -63,6 +67,14 @@ var (
 	deployerImage string
 	// fencesBefore is VerifyFences' answer before the installation.
 	fencesBefore error
+	// probesBefore and probesAfter are the operator's probes, answered by
+	// its fence gate, before and after the installation; gateAfter is what
+	// the gate's wait returned once the installation was applied.
+	probesBefore, probesAfter map[string]probeAnswer
+	gateAfter                 error
+	// installOrder is config/default's objects as kubectl apply -k applies
+	// them, "Kind/name".
+	installOrder []string
 	root         string
 )
 
@@ -120,9 +132,27 @@ func install() error {
 	if deployerImage == "" {
 		return errors.New("config/default has no deployer-image in ConfigMap petri-operator")
 	}
+	for _, u := range objs {
+		installOrder = append(installOrder, u.GetKind()+"/"+u.GetName())
+	}
+	// The operator started before the installation: it waits for its fences.
+	o.DeployerImage = deployerImage
+	gate := controllers.NewFenceGate(cluster.Client, o)
+	gateCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	gateDone := make(chan error, 1)
+	go func() { gateDone <- gate.Wait(gateCtx) }()
+	if err := wait.PollUntilContextCancel(gateCtx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		return errors.Is(probe(gate, "/readyz").err, controllers.ErrFencesMissing), nil
+	}); err != nil {
+		return fmt.Errorf("the fence gate never found the fences missing: %w", err)
+	}
+	probesBefore = map[string]probeAnswer{"/healthz": probe(gate, "/healthz"), "/readyz": probe(gate, "/readyz")}
 	if err := cluster.Apply(ctx, manifests); err != nil {
 		return err
 	}
+	gateAfter = <-gateDone
+	probesAfter = map[string]probeAnswer{"/healthz": probe(gate, "/healthz"), "/readyz": probe(gate, "/readyz")}
 	if err := waitForFences(ctx); err != nil {
 		return err
 	}
@@ -524,6 +554,63 @@ func TestVerifyFences(t *testing.T) {
 	// As the operator's own identity: it may read what it verifies.
 	o.DeployerImage = deployerImage
 	require.NoError(t, controllers.VerifyFences(ctx, as(t, operator), o))
+}
+
+// probeAnswer is one answer of the operator's probes.
+type probeAnswer struct {
+	code int
+	body string
+	err  error // the gate's reason, for /readyz
+}
+
+func probe(gate *controllers.FenceGate, path string) probeAnswer {
+	rec := httptest.NewRecorder()
+	gate.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	return probeAnswer{code: rec.Code, body: rec.Body.String(), err: gate.Reason()}
+}
+
+// TestOperatorWaitsForItsFences: an operator that starts before the
+// installation has stored its fences stays alive and not ready, saying which
+// fence is missing, and goes on once they exist (it exited before, and was
+// restarted: a crash-loop on every fresh install under load).
+func TestOperatorWaitsForItsFences(t *testing.T) {
+	assert.Equal(t, http.StatusOK, probesBefore["/healthz"].code, "alive while it waits: a restart would not help")
+	assert.Equal(t, http.StatusServiceUnavailable, probesBefore["/readyz"].code)
+	assert.Contains(t, probesBefore["/readyz"].body, "admission fences missing: ValidatingAdmissionPolicy petri-operator-namespaces not found")
+	require.NoError(t, gateAfter, "the wait ends once config/default is applied")
+	assert.Equal(t, http.StatusOK, probesAfter["/readyz"].code)
+	assert.NoError(t, probesAfter["/readyz"].err)
+}
+
+// TestInstallAppliesFencesFirst: kubectl apply -k config/default (and the
+// sample overlay, since kustomize reads sortOptions only where it builds)
+// creates the fences and their settings before the operator's Deployment.
+func TestInstallAppliesFencesFirst(t *testing.T) {
+	assets, err := controlplane.AssetsDir()
+	require.NoError(t, err)
+	out, err := exec.Command(filepath.Join(assets, "kubectl"), "kustomize", filepath.Join(root, "config", "samples", "install")).Output()
+	require.NoError(t, err)
+	manifests := filepath.Join(t.TempDir(), "sample.yaml")
+	require.NoError(t, os.WriteFile(manifests, out, 0o644))
+	objs, err := controlplane.ReadManifests(manifests)
+	require.NoError(t, err)
+	var sample []string
+	for _, u := range objs {
+		sample = append(sample, u.GetKind()+"/"+u.GetName())
+	}
+	for name, order := range map[string][]string{"config/default": installOrder, "config/samples/install": sample} {
+		operator := slices.Index(order, "Deployment/petri-operator")
+		require.GreaterOrEqual(t, operator, 0, name)
+		fences := []string{"ConfigMap/" + controllers.FenceParams}
+		for _, p := range controllers.FencePolicies {
+			fences = append(fences, "ValidatingAdmissionPolicy/"+p, "ValidatingAdmissionPolicyBinding/"+p)
+		}
+		for _, f := range fences {
+			i := slices.Index(order, f)
+			require.GreaterOrEqual(t, i, 0, "%s has %s", name, f)
+			assert.Less(t, i, operator, "%s applies %s before the operator's Deployment", name, f)
+		}
+	}
 }
 
 // TestSyncRunsWithoutTheOperatorsReach: nothing of sync's lives where the
