@@ -45,7 +45,13 @@ type ContainerTemplate struct {
 	// +optional
 	Args []string `json:"args,omitempty"`
 	// Env adds environment variables next to the binding Secret's keys.
+	// Values are literal: a valueFrom (secretKeyRef, configMapKeyRef,
+	// fieldRef) is refused, since a step runs in the management namespace
+	// where it could name any of Petri's Secrets; it reads its credentials
+	// from the binding Secret alone.
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !has(e.valueFrom))",message="valueFrom is refused in a step's env; give literal values (the step reads its credentials from the binding Secret)"
 	Env []corev1.EnvVar `json:"env,omitempty"`
 }
 

@@ -237,6 +237,21 @@ func job(name, sa string, labels map[string]string, images ...string) *batchv1.J
 	}
 }
 
+// withEnv gives the Job's first container environment variables.
+func withEnv(j *batchv1.Job, env ...corev1.EnvVar) *batchv1.Job {
+	j.Spec.Template.Spec.Containers[0].Env = env
+	return j
+}
+
+// withBinding mounts Secret values as the Job's values, as a step Job's
+// binding is, and adds Secret envFrom to its first container's environment.
+func withBinding(j *batchv1.Job, values, envFrom string) *batchv1.Job {
+	pod := &j.Spec.Template.Spec
+	pod.Volumes = []corev1.Volume{{Name: "values", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: values}}}}
+	pod.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: envFrom}}}}
+	return j
+}
+
 // identity is one of Petri's: a ServiceAccount the API server authenticates.
 type identity struct{ title, namespace, name string }
 
@@ -362,6 +377,10 @@ func checks() []check {
 		{who: operator, what: "create a deployer Job with another image", fence: fJobs, do: create(job("other-image", deployerSA, nil, "example.com/miner:1"))},
 		{who: operator, what: "create a deployer Job with a second, other container", fence: fJobs, do: create(job("sidecar", deployerSA, nil, deployerImage, "example.com/miner:1"))},
 		{who: operator, what: "create a provision Job with an image not in step-images", fence: fJobs, do: create(job("provision", deployerSA, stepLabels, "example.com/db-tools:1"))},
+		{who: operator, what: "create a Job whose environment reads a Secret (valueFrom.secretKeyRef: the ownership key)", fence: fJobs, do: create(withEnv(job("env-secret", deployerSA, nil, deployerImage), corev1.EnvVar{Name: "KEY", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "petri-operator-ownership-key"}, Key: "key"}}}))},
+		{who: operator, what: "create a Job whose environment reads a ConfigMap (valueFrom.configMapKeyRef)", fence: fJobs, do: create(withEnv(job("env-cm", deployerSA, nil, deployerImage), corev1.EnvVar{Name: "X", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: controllers.FenceParams}, Key: "deployer-image"}}}))},
+		{who: operator, what: "create a Job with envFrom a Secret it does not mount as its values (another environment's binding)", fence: fJobs, do: create(withBinding(job("envfrom-other", deployerSA, nil, deployerImage), "binding-web-pr-1", "binding-web-pr-2"))},
+		{who: operator, what: "create a Job with envFrom the Secret it mounts as its values (a step's binding)", allowed: true, do: create(withBinding(job("envfrom-own", deployerSA, nil, deployerImage), "binding-web-pr-1", "binding-web-pr-1"))},
 		// The operator: what RBAC refuses.
 		{who: operator, what: "read sync's Secret in " + syncNS, do: get(&corev1.Secret{}, syncNS, "petri-sync")},
 		{who: operator, what: "create a Job in " + syncNS, do: create(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: syncNS, Name: "x"}})},
@@ -610,6 +629,35 @@ func TestInstallAppliesFencesFirst(t *testing.T) {
 			require.GreaterOrEqual(t, i, 0, "%s has %s", name, f)
 			assert.Less(t, i, operator, "%s applies %s before the operator's Deployment", name, f)
 		}
+	}
+}
+
+// TestStepEnvironmentIsLiteral: a SharedWorkload whose provision or
+// deprovision step takes an environment variable from a Secret, a ConfigMap
+// or the pod is refused by the API server (the CRD's rule): a step runs in
+// the management namespace, beside the ownership key and every binding.
+func TestStepEnvironmentIsLiteral(t *testing.T) {
+	ctx := context.Background()
+	sw := func(name string, env ...corev1.EnvVar) *petriv1.SharedWorkload {
+		return &petriv1.SharedWorkload{
+			ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: name},
+			Spec: petriv1.SharedWorkloadSpec{
+				Chart:     petriv1.ChartReference{Repository: "/charts", Name: "db", Version: "1.0.0"},
+				Provision: &petriv1.ContainerTemplate{Image: "example.com/db-tools:1", Env: env},
+			},
+		}
+	}
+	c := as(t, syncer)
+	require.NoError(t, c.Create(ctx, sw("literal", corev1.EnvVar{Name: "MODE", Value: "create"}), dryRun), "literal values are fine")
+	for name, from := range map[string]*corev1.EnvVarSource{
+		"secret":    {SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "petri-operator-ownership-key"}, Key: "key"}},
+		"configmap": {ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: controllers.FenceParams}, Key: "deployer-image"}},
+		"field":     {FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}},
+	} {
+		err := c.Create(ctx, sw("from-"+name, corev1.EnvVar{Name: "MODE", Value: "create"}, corev1.EnvVar{Name: "STOLEN", ValueFrom: from}), dryRun)
+		require.Error(t, err, name)
+		assert.True(t, apierrors.IsInvalid(err), "%s: %v", name, err)
+		assert.ErrorContains(t, err, "spec.provision.env: Invalid value: valueFrom is refused in a step's env", name)
 	}
 }
 
