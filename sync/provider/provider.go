@@ -1,7 +1,8 @@
-// Package provider is the small interface sync needs from a code host: list
-// and read pull requests, read the state of a CI gate, and report back on a
-// pull request. The GitHub implementation lives in provider/github; tests
-// point it at a local stand-in of the GitHub API.
+// Package provider is what sync needs from a code host, as three small
+// roles: a pull-request source (list, read, and the CI gate of a commit), a
+// reporter (commit status, the one comment, deployments) and a command
+// reader (comments, reactions, permission). The GitHub implementation lives
+// in provider/github; tests point it at a local stand-in of the GitHub API.
 package provider
 
 import (
@@ -72,8 +73,15 @@ type CommitStatus struct {
 	TargetURL   string
 }
 
-// Provider reads pull requests and writes feedback.
-type Provider interface {
+// The roles below are what sync needs of a forge, one interface each, so
+// that a forge implements them one at a time and a test stands in for one
+// alone. What sync lists and reads of pull requests decides which
+// environments exist; what it reports changes nothing it decides; what it
+// reads of commands is the only input people write on a pull request.
+
+// PullRequestSource lists and reads pull requests and the CI gate of their
+// head commits: everything the plan of a repository is decided on.
+type PullRequestSource interface {
 	// ListOpenPullRequests returns every open pull request of a repository.
 	// An error means "unknown", never "none".
 	ListOpenPullRequests(ctx context.Context, repository string) ([]PullRequest, error)
@@ -81,14 +89,30 @@ type Provider interface {
 	GetPullRequest(ctx context.Context, repository string, number int) (PullRequest, error)
 	// GateState reads the state of a gate on a commit and a one-line reason.
 	GateState(ctx context.Context, repository, sha string, gate Gate) (GateState, string, error)
+}
+
+// Reporter tells the people on a pull request what became of it: a commit
+// status per application, the one comment, and deployments.
+type Reporter interface {
 	// SetCommitStatus posts a commit status.
 	SetCommitStatus(ctx context.Context, repository, sha string, status CommitStatus) error
 	// UpsertComment makes the pull request carry exactly one comment with
 	// marker in its body, creating it once and editing it in place after.
 	UpsertComment(ctx context.Context, repository string, number int, marker, body string) error
+	// FindDeployment returns the newest deployment of a commit to an
+	// environment; 0 when there is none.
+	FindDeployment(ctx context.Context, repository, sha, environment string) (int64, error)
+	// CreateDeployment creates a deployment and returns its id.
+	CreateDeployment(ctx context.Context, repository string, d Deployment) (int64, error)
+	// SetDeploymentStatus posts a status of a deployment.
+	SetDeploymentStatus(ctx context.Context, repository string, id int64, st DeploymentStatus) error
+}
 
-	// ListComments returns every comment of a pull request, oldest first:
-	// sync's own (with its state) and the commands people wrote.
+// CommandReader reads the comments of pull requests (sync's own and the
+// /petri commands people wrote), answers a command with a reaction, and
+// says whether its author may give it.
+type CommandReader interface {
+	// ListComments returns every comment of a pull request, oldest first.
 	ListComments(ctx context.Context, repository string, number int) ([]Comment, error)
 	// ListRepositoryComments returns the comments on every pull request and
 	// issue of a repository updated at or after since, oldest first: the
@@ -101,14 +125,14 @@ type Provider interface {
 	// PermissionWrite (which a maintainer has too), PermissionRead or
 	// PermissionNone.
 	Permission(ctx context.Context, repository, user string) (string, error)
+}
 
-	// FindDeployment returns the newest deployment of a commit to an
-	// environment; 0 when there is none.
-	FindDeployment(ctx context.Context, repository, sha, environment string) (int64, error)
-	// CreateDeployment creates a deployment and returns its id.
-	CreateDeployment(ctx context.Context, repository string, d Deployment) (int64, error)
-	// SetDeploymentStatus posts a status of a deployment.
-	SetDeploymentStatus(ctx context.Context, repository string, id int64, st DeploymentStatus) error
+// Provider is one forge in all three roles, as the GitHub implementation
+// is.
+type Provider interface {
+	PullRequestSource
+	Reporter
+	CommandReader
 }
 
 // Comment is one comment on a pull request.
@@ -153,8 +177,8 @@ type DeploymentStatus struct {
 	LogURL         string
 }
 
-// Forgetter is a Provider that remembers something per pull request (the
-// GitHub provider remembers the comment it keeps on each). Sync tells it
+// Forgetter is a role's implementation that remembers something per pull
+// request (the GitHub reporter remembers the comment it keeps on each). Sync tells it
 // when a closed pull request's last feedback is posted and when a
 // repository leaves the config, so that what it remembers stays bounded by
 // what is open.

@@ -54,7 +54,7 @@ func (s *Syncer) findCommands(ctx context.Context, repo string, rs *repoState, i
 		if !interest[n] {
 			continue
 		}
-		cs, err := s.opts.Provider.ListComments(ctx, repo, n)
+		cs, err := s.commands.ListComments(ctx, repo, n)
 		if err != nil {
 			s.mu.Lock()
 			rs.commentHints[n] = true
@@ -65,7 +65,7 @@ func (s *Syncer) findCommands(ctx context.Context, repo string, rs *repoState, i
 		s.takeCommands(rs, cs, interest)
 	}
 	if resync {
-		cs, err := s.opts.Provider.ListRepositoryComments(ctx, repo, since)
+		cs, err := s.commands.ListRepositoryComments(ctx, repo, since)
 		if err != nil {
 			s.mu.Lock()
 			rs.resyncDue = true
@@ -166,7 +166,7 @@ func (s *Syncer) command(ctx context.Context, repo string, pr provider.PullReque
 	}
 	text := "`" + cmd.Text + "`"
 	done := func(reaction, result, note string, change func(st *render.State)) error {
-		if err := s.opts.Provider.React(ctx, repo, c.ID, reaction); err != nil {
+		if err := s.commands.React(ctx, repo, c.ID, reaction); err != nil {
 			if !errors.Is(err, provider.ErrNotFound) {
 				return err
 			}
@@ -191,7 +191,7 @@ func (s *Syncer) command(ctx context.Context, repo string, pr provider.PullReque
 	if perr != nil {
 		return done(provider.ReactionRefused, "invalid", "not understood: "+perr.Error(), nil)
 	}
-	perm, err := s.opts.Provider.Permission(ctx, repo, c.Author)
+	perm, err := s.commands.Permission(ctx, repo, c.Author)
 	if err != nil {
 		return fmt.Errorf("command %s on %s#%d: %w", cmd.Text, repo, pr.Number, err)
 	}

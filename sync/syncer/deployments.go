@@ -96,18 +96,18 @@ func (s *Syncer) deployment(ctx context.Context, key prKey, st render.PRState, l
 	if have.DeploymentSHA != sha {
 		// A new head commit is a new deployment; the one before is
 		// inactive (GitHub does not do that for transient environments).
-		found, err := s.opts.Provider.FindDeployment(ctx, key.Repo, sha, envName)
+		found, err := s.reporter.FindDeployment(ctx, key.Repo, sha, envName)
 		if err != nil {
 			return err
 		}
 		if found == 0 {
-			if found, err = s.opts.Provider.CreateDeployment(ctx, key.Repo, provider.Deployment{SHA: sha, Environment: envName,
+			if found, err = s.reporter.CreateDeployment(ctx, key.Repo, provider.Deployment{SHA: sha, Environment: envName,
 				Description: fmt.Sprintf("Preview environment of %s for pull request #%d", app.Name, key.Number)}); err != nil {
 				return err
 			}
 		}
 		if have.Deployment != 0 && have.DeploymentState != deploymentInactive {
-			if err := s.opts.Provider.SetDeploymentStatus(ctx, key.Repo, have.Deployment, provider.DeploymentStatus{
+			if err := s.reporter.SetDeploymentStatus(ctx, key.Repo, have.Deployment, provider.DeploymentStatus{
 				State: deploymentInactive, Description: "Superseded by commit " + shortSHA(sha)}); err != nil {
 				return err
 			}
@@ -122,7 +122,7 @@ func (s *Syncer) deployment(ctx context.Context, key prKey, st render.PRState, l
 	if have.DeploymentState == want.State {
 		return nil
 	}
-	if err := s.opts.Provider.SetDeploymentStatus(ctx, key.Repo, id, want); err != nil {
+	if err := s.reporter.SetDeploymentStatus(ctx, key.Repo, id, want); err != nil {
 		return err
 	}
 	s.mu.Lock()

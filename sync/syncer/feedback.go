@@ -204,7 +204,7 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 		if posted && last == cs {
 			continue
 		}
-		if err := s.opts.Provider.SetCommitStatus(ctx, key.Repo, st.HeadSHA, cs); err != nil {
+		if err := s.reporter.SetCommitStatus(ctx, key.Repo, st.HeadSHA, cs); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -222,7 +222,7 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 		}
 	}
 	if worth {
-		if err := s.opts.Provider.UpsertComment(ctx, key.Repo, key.Number, render.CommentMarker, render.Comment(list, state)); err != nil {
+		if err := s.reporter.UpsertComment(ctx, key.Repo, key.Number, render.CommentMarker, render.Comment(list, state)); err != nil {
 			errs = append(errs, err)
 		} else {
 			s.mu.Lock()

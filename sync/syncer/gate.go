@@ -17,7 +17,7 @@ func (s *Syncer) gatePassed(ctx context.Context, repo, sha string, gate provider
 	if passed {
 		return true, "", nil
 	}
-	st, reason, err := s.opts.Provider.GateState(ctx, repo, sha, gate)
+	st, reason, err := s.source.GateState(ctx, repo, sha, gate)
 	if err != nil {
 		return false, "", err
 	}

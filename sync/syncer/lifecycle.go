@@ -77,7 +77,7 @@ func (s *Syncer) ensureLife(ctx context.Context, key prKey) (*prLife, error) {
 		return l, nil
 	}
 	s.mu.Unlock()
-	cs, err := s.opts.Provider.ListComments(ctx, key.Repo, key.Number)
+	cs, err := s.commands.ListComments(ctx, key.Repo, key.Number)
 	if err != nil {
 		return nil, fmt.Errorf("read the state in sync's comment: %w", err)
 	}

@@ -104,7 +104,7 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 	s.mu.Unlock()
 	log := s.log.WithValues("repository", repo)
 
-	listed, err := s.opts.Provider.ListOpenPullRequests(ctx, repo)
+	listed, err := s.source.ListOpenPullRequests(ctx, repo)
 	if err != nil {
 		// Unknown, not "none": no environment is written or deleted.
 		s.setAppError(apps, err)
@@ -149,7 +149,7 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 			if _, ok := closed[n]; ok {
 				continue
 			}
-			pr, err := s.opts.Provider.GetPullRequest(ctx, repo, n)
+			pr, err := s.source.GetPullRequest(ctx, repo, n)
 			switch {
 			case err != nil:
 				log.Error(err, "Pull request state unknown; keeping its environment", "pullRequest", n, "environment", e.Name)
@@ -179,7 +179,7 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 		if _, ok := closed[n]; ok {
 			continue
 		}
-		pr, err := s.opts.Provider.GetPullRequest(ctx, repo, n)
+		pr, err := s.source.GetPullRequest(ctx, repo, n)
 		switch {
 		case errors.Is(err, provider.ErrNotFound):
 		case err != nil:

@@ -56,9 +56,14 @@ type Options struct {
 	Scheme     *runtime.Scheme
 	// Namespace is the management namespace everything is written to.
 	Namespace string
-	Provider  provider.Provider
-	Resolver  *resolve.Resolver
-	Config    ConfigSource
+	// Provider is the forge in all three of its roles. PullRequests,
+	// Reporter and Commands, where set, stand in for one role of it.
+	Provider     provider.Provider
+	PullRequests provider.PullRequestSource
+	Reporter     provider.Reporter
+	Commands     provider.CommandReader
+	Resolver     *resolve.Resolver
+	Config       ConfigSource
 	// ConfigRepository is the config repository's GitHub owner/name or URL;
 	// a push webhook for it triggers an immediate fetch.
 	ConfigRepository string
@@ -88,6 +93,12 @@ type Syncer struct {
 	log    logr.Logger
 	client client.Client
 	cache  cache.Cache
+
+	// The forge's roles: what the pass lists and reads, what feedback
+	// reports, what commands are read from.
+	source   provider.PullRequestSource
+	reporter provider.Reporter
+	commands provider.CommandReader
 
 	events        chan webhook.Event
 	queue         workqueue.TypedRateLimitingInterface[string]
@@ -179,8 +190,17 @@ type appStatus struct {
 
 // New builds a Syncer; Start runs it.
 func New(opts Options) (*Syncer, error) {
-	if opts.Namespace == "" || opts.Provider == nil || opts.Config == nil || opts.RESTConfig == nil || opts.Scheme == nil {
-		return nil, errors.New("syncer: namespace, provider, config source, REST config and scheme are required")
+	if opts.PullRequests == nil && opts.Provider != nil {
+		opts.PullRequests = opts.Provider
+	}
+	if opts.Reporter == nil && opts.Provider != nil {
+		opts.Reporter = opts.Provider
+	}
+	if opts.Commands == nil && opts.Provider != nil {
+		opts.Commands = opts.Provider
+	}
+	if opts.Namespace == "" || opts.PullRequests == nil || opts.Reporter == nil || opts.Commands == nil || opts.Config == nil || opts.RESTConfig == nil || opts.Scheme == nil {
+		return nil, errors.New("syncer: namespace, the provider's three roles, config source, REST config and scheme are required")
 	}
 	if opts.Resolver == nil {
 		opts.Resolver = &resolve.Resolver{}
@@ -235,6 +255,9 @@ func New(opts Options) (*Syncer, error) {
 		log:           opts.Log,
 		client:        c,
 		cache:         ca,
+		source:        opts.PullRequests,
+		reporter:      opts.Reporter,
+		commands:      opts.Commands,
 		events:        make(chan webhook.Event, opts.EventQueue),
 		queue:         workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{}),
 		feedback:      workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[prKey](), workqueue.TypedRateLimitingQueueConfig[prKey]{}),
@@ -369,7 +392,7 @@ func (s *Syncer) forgetRepo(repo string) {
 			delete(s.statuses, k)
 		}
 	}
-	if f, ok := s.opts.Provider.(provider.Forgetter); ok {
+	for _, f := range s.forgetters() {
 		f.ForgetRepository(repo)
 	}
 }
@@ -405,9 +428,22 @@ func (s *Syncer) forgetPullRequest(key prKey) {
 	delete(rs.life, key.Number)
 	delete(rs.commands, key.Number)
 	delete(rs.commentHints, key.Number)
-	if f, ok := s.opts.Provider.(provider.Forgetter); ok {
+	for _, f := range s.forgetters() {
 		f.ForgetPullRequest(key.Repo, key.Number)
 	}
+}
+
+// forgetters are the roles that remember something per pull request. One
+// forge playing several roles is told once per role; forgetting is
+// idempotent.
+func (s *Syncer) forgetters() []provider.Forgetter {
+	var out []provider.Forgetter
+	for _, r := range []any{s.source, s.reporter, s.commands} {
+		if f, ok := r.(provider.Forgetter); ok {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // stateSize counts what the in-memory maps hold; every entry belongs to an

@@ -1,8 +1,7 @@
-package github
+// The command reader: comment listings (commands and sync's own state),
+// reactions, collaborator permissions (provider.CommandReader).
 
-// The calls of the pull-request lifecycle: comment listings (commands and
-// sync's own state), reactions, collaborator permissions, deployments and
-// deployment statuses.
+package github
 
 import (
 	"context"
@@ -120,78 +119,4 @@ func (p *Provider) Permission(ctx context.Context, repository, user string) (str
 		return "", fmt.Errorf("permission of %s on %s: %w", user, repository, err)
 	}
 	return lvl.GetPermission(), nil
-}
-
-// FindDeployment returns the newest deployment of sha to environment.
-func (p *Provider) FindDeployment(ctx context.Context, repository, sha, environment string) (int64, error) {
-	owner, name, err := split(repository)
-	if err != nil {
-		return 0, err
-	}
-	if err := p.before(); err != nil {
-		return 0, err
-	}
-	ds, resp, err := p.client.Repositories.ListDeployments(ctx, owner, name, &gh.DeploymentsListOptions{SHA: sha, Environment: environment, ListOptions: gh.ListOptions{PerPage: 1}})
-	if err := p.after(resp, err); err != nil {
-		return 0, fmt.Errorf("list deployments of %s to %s: %w", repository, environment, err)
-	}
-	if len(ds) == 0 {
-		return 0, nil
-	}
-	return ds[0].GetID(), nil
-}
-
-// CreateDeployment creates a transient, non-production deployment of a
-// commit that waits for no status check (required_contexts empty) and
-// merges nothing (auto_merge false).
-func (p *Provider) CreateDeployment(ctx context.Context, repository string, d provider.Deployment) (int64, error) {
-	owner, name, err := split(repository)
-	if err != nil {
-		return 0, err
-	}
-	if err := p.before(); err != nil {
-		return 0, err
-	}
-	none := []string{}
-	dep, resp, err := p.client.Repositories.CreateDeployment(ctx, owner, name, &gh.DeploymentRequest{
-		Ref: gh.String(d.SHA), Task: gh.String("deploy"), AutoMerge: gh.Bool(false), RequiredContexts: &none,
-		Environment: gh.String(d.Environment), Description: gh.String(cut(d.Description)),
-		TransientEnvironment: gh.Bool(true), ProductionEnvironment: gh.Bool(false),
-	})
-	if err := p.after(resp, err); err != nil {
-		return 0, fmt.Errorf("create deployment of %s to %s: %w", repository, d.Environment, err)
-	}
-	return dep.GetID(), nil
-}
-
-// SetDeploymentStatus posts a deployment status; the description is cut to
-// GitHub's 140 characters.
-func (p *Provider) SetDeploymentStatus(ctx context.Context, repository string, id int64, st provider.DeploymentStatus) error {
-	owner, name, err := split(repository)
-	if err != nil {
-		return err
-	}
-	if err := p.before(); err != nil {
-		return err
-	}
-	req := &gh.DeploymentStatusRequest{State: gh.String(st.State), Description: gh.String(cut(st.Description))}
-	if st.EnvironmentURL != "" {
-		req.EnvironmentURL = gh.String(st.EnvironmentURL)
-	}
-	if st.LogURL != "" {
-		req.LogURL = gh.String(st.LogURL)
-	}
-	_, resp, err := p.client.Repositories.CreateDeploymentStatus(ctx, owner, name, id, req)
-	if err := p.after(resp, err); err != nil {
-		return fmt.Errorf("set status %s of deployment %d on %s: %w", st.State, id, repository, err)
-	}
-	return nil
-}
-
-// cut shortens a description to GitHub's 140 characters.
-func cut(s string) string {
-	if r := []rune(s); len(r) > 140 {
-		return string(r[:139]) + "…"
-	}
-	return s
 }

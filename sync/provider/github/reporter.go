@@ -1,0 +1,218 @@
+// The reporter: commit statuses, the one comment edited in place, and
+// deployments with their statuses (provider.Reporter).
+
+package github
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	gh "github.com/google/go-github/v60/github"
+
+	"github.com/petri-dev/petri/sync/provider"
+)
+
+// SetCommitStatus posts a commit status; the description is cut to GitHub's
+// 140 characters.
+func (p *Provider) SetCommitStatus(ctx context.Context, repository, sha string, st provider.CommitStatus) error {
+	owner, name, err := split(repository)
+	if err != nil {
+		return err
+	}
+	if err := p.before(); err != nil {
+		return err
+	}
+	desc := st.Description
+	if r := []rune(desc); len(r) > 140 {
+		desc = string(r[:139]) + "…"
+	}
+	// A restarted sync does not repeat the status GitHub already shows:
+	// the latest status of the context is read first (a conditional GET).
+	latest, resp, err := p.client.Repositories.ListStatuses(ctx, owner, name, sha, &gh.ListOptions{PerPage: 100})
+	if err := p.after(resp, err); err != nil {
+		return fmt.Errorf("read commit statuses of %s@%s: %w", repository, sha, err)
+	}
+	for _, l := range latest { // newest first
+		if l.GetContext() != st.Context {
+			continue
+		}
+		if l.GetState() == st.State && l.GetDescription() == desc && l.GetTargetURL() == st.TargetURL {
+			return nil
+		}
+		break
+	}
+	status := &gh.RepoStatus{State: gh.String(st.State), Context: gh.String(st.Context), Description: gh.String(desc)}
+	if st.TargetURL != "" {
+		status.TargetURL = gh.String(st.TargetURL)
+	}
+	_, resp, err = p.client.Repositories.CreateStatus(ctx, owner, name, sha, status)
+	if err := p.after(resp, err); err != nil {
+		return fmt.Errorf("set commit status %s on %s@%s: %w", st.Context, repository, sha, err)
+	}
+	return nil
+}
+
+// UpsertComment keeps exactly one comment carrying marker on the pull
+// request: found once by listing the comments, then edited in place.
+func (p *Provider) UpsertComment(ctx context.Context, repository string, number int, marker, body string) error {
+	owner, name, err := split(repository)
+	if err != nil {
+		return err
+	}
+	key := commentKey(repository, number)
+	p.mu.Lock()
+	ref, known := p.comments[key]
+	p.mu.Unlock()
+	if !known {
+		opts := &gh.IssueListCommentsOptions{ListOptions: gh.ListOptions{PerPage: 100}}
+		for {
+			if err := p.before(); err != nil {
+				return err
+			}
+			cs, resp, err := p.client.Issues.ListComments(ctx, owner, name, number, opts)
+			if err := p.after(resp, err); err != nil {
+				return fmt.Errorf("list comments of %s#%d: %w", repository, number, err)
+			}
+			for _, c := range cs {
+				if strings.Contains(c.GetBody(), marker) && !known {
+					ref, known = commentRef{id: c.GetID(), body: c.GetBody()}, true
+				}
+			}
+			if resp.NextPage == 0 || known {
+				break
+			}
+			opts.Page = resp.NextPage
+		}
+	}
+	if known && ref.body == body {
+		p.remember(key, ref)
+		return nil
+	}
+	if err := p.before(); err != nil {
+		return err
+	}
+	if known {
+		c, resp, err := p.client.Issues.EditComment(ctx, owner, name, ref.id, &gh.IssueComment{Body: gh.String(body)})
+		err = p.after(resp, err)
+		if err == nil {
+			p.remember(key, commentRef{id: c.GetID(), body: body})
+			return nil
+		}
+		if !errors.Is(err, provider.ErrNotFound) {
+			return fmt.Errorf("edit comment on %s#%d: %w", repository, number, err)
+		}
+		// Someone deleted our comment: write a new one.
+	}
+	c, resp, err := p.client.Issues.CreateComment(ctx, owner, name, number, &gh.IssueComment{Body: gh.String(body)})
+	if err := p.after(resp, err); err != nil {
+		return fmt.Errorf("create comment on %s#%d: %w", repository, number, err)
+	}
+	p.remember(key, commentRef{id: c.GetID(), body: body})
+	return nil
+}
+
+func (p *Provider) remember(key string, ref commentRef) {
+	p.mu.Lock()
+	p.comments[key] = ref
+	p.mu.Unlock()
+}
+
+func commentKey(repository string, number int) string {
+	return fmt.Sprintf("%s#%d", strings.ToLower(repository), number)
+}
+
+// ForgetPullRequest implements provider.Forgetter: the comment of a
+// pull request is found again by listing, should it be needed.
+func (p *Provider) ForgetPullRequest(repository string, number int) {
+	p.mu.Lock()
+	delete(p.comments, commentKey(repository, number))
+	p.mu.Unlock()
+}
+
+// ForgetRepository implements provider.Forgetter.
+func (p *Provider) ForgetRepository(repository string) {
+	prefix := strings.ToLower(repository) + "#"
+	p.mu.Lock()
+	for k := range p.comments {
+		if strings.HasPrefix(k, prefix) {
+			delete(p.comments, k)
+		}
+	}
+	p.mu.Unlock()
+}
+
+// FindDeployment returns the newest deployment of sha to environment.
+func (p *Provider) FindDeployment(ctx context.Context, repository, sha, environment string) (int64, error) {
+	owner, name, err := split(repository)
+	if err != nil {
+		return 0, err
+	}
+	if err := p.before(); err != nil {
+		return 0, err
+	}
+	ds, resp, err := p.client.Repositories.ListDeployments(ctx, owner, name, &gh.DeploymentsListOptions{SHA: sha, Environment: environment, ListOptions: gh.ListOptions{PerPage: 1}})
+	if err := p.after(resp, err); err != nil {
+		return 0, fmt.Errorf("list deployments of %s to %s: %w", repository, environment, err)
+	}
+	if len(ds) == 0 {
+		return 0, nil
+	}
+	return ds[0].GetID(), nil
+}
+
+// CreateDeployment creates a transient, non-production deployment of a
+// commit that waits for no status check (required_contexts empty) and
+// merges nothing (auto_merge false).
+func (p *Provider) CreateDeployment(ctx context.Context, repository string, d provider.Deployment) (int64, error) {
+	owner, name, err := split(repository)
+	if err != nil {
+		return 0, err
+	}
+	if err := p.before(); err != nil {
+		return 0, err
+	}
+	none := []string{}
+	dep, resp, err := p.client.Repositories.CreateDeployment(ctx, owner, name, &gh.DeploymentRequest{
+		Ref: gh.String(d.SHA), Task: gh.String("deploy"), AutoMerge: gh.Bool(false), RequiredContexts: &none,
+		Environment: gh.String(d.Environment), Description: gh.String(cut(d.Description)),
+		TransientEnvironment: gh.Bool(true), ProductionEnvironment: gh.Bool(false),
+	})
+	if err := p.after(resp, err); err != nil {
+		return 0, fmt.Errorf("create deployment of %s to %s: %w", repository, d.Environment, err)
+	}
+	return dep.GetID(), nil
+}
+
+// SetDeploymentStatus posts a deployment status; the description is cut to
+// GitHub's 140 characters.
+func (p *Provider) SetDeploymentStatus(ctx context.Context, repository string, id int64, st provider.DeploymentStatus) error {
+	owner, name, err := split(repository)
+	if err != nil {
+		return err
+	}
+	if err := p.before(); err != nil {
+		return err
+	}
+	req := &gh.DeploymentStatusRequest{State: gh.String(st.State), Description: gh.String(cut(st.Description))}
+	if st.EnvironmentURL != "" {
+		req.EnvironmentURL = gh.String(st.EnvironmentURL)
+	}
+	if st.LogURL != "" {
+		req.LogURL = gh.String(st.LogURL)
+	}
+	_, resp, err := p.client.Repositories.CreateDeploymentStatus(ctx, owner, name, id, req)
+	if err := p.after(resp, err); err != nil {
+		return fmt.Errorf("set status %s of deployment %d on %s: %w", st.State, id, repository, err)
+	}
+	return nil
+}
+
+// cut shortens a description to GitHub's 140 characters.
+func cut(s string) string {
+	if r := []rune(s); len(r) > 140 {
+		return string(r[:139]) + "…"
+	}
+	return s
+}
