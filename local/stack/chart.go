@@ -100,7 +100,7 @@ func (s *Stack) chartValues() map[string]any {
 				},
 			},
 			// As the overlay's Ingress: the webhook, the read API and the web page.
-			"ingress": map[string]any{"enabled": true, "ui": true},
+			"ingress": map[string]any{"enabled": true, "api": true, "ui": true},
 		},
 	}
 }

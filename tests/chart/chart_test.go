@@ -120,7 +120,7 @@ func everyOption() map[string]any {
 			}},
 			"extraArgs": []any{"-resync-interval=2m"},
 			"ingress": map[string]any{
-				"enabled": true, "className": "nginx", "hosts": []any{"petri.example.com"}, "ui": true,
+				"enabled": true, "className": "nginx", "hosts": []any{"petri.example.com"}, "api": true, "ui": true,
 				"annotations": map[string]any{"cert-manager.io/cluster-issuer": "letsencrypt"},
 				"tls":         []any{map[string]any{"hosts": []any{"petri.example.com"}, "secretName": "petri-sync-tls"}},
 			},
@@ -417,7 +417,7 @@ func TestChartOptions(t *testing.T) {
 		for _, p := range paths {
 			routed = append(routed, p.(map[string]any)["path"].(string))
 		}
-		assert.Equal(t, []string{"/webhooks/", "/api/", "/", "/ui/"}, routed, "ui routes the web page too")
+		assert.Equal(t, []string{"/webhooks/", "/api/", "/", "/ui/"}, routed, "api routes the read API, ui the web page too")
 		assert.Equal(t, "nginx", ing.Object["spec"].(map[string]any)["ingressClassName"])
 		assert.Len(t, ing.Object["spec"].(map[string]any)["tls"], 1)
 		for _, name := range []string{"petri-operator", "petri-sync"} {
@@ -440,6 +440,18 @@ func TestChartOptions(t *testing.T) {
 		after := render(t, map[string]any{"operator": map[string]any{"stepImages": []any{"x:"}}, "sync": map[string]any{"configRepo": map[string]any{"branch": "next"}}})
 		assert.NotEqual(t, checksum(before, "petri-system", "petri-operator"), checksum(after, "petri-system", "petri-operator"))
 		assert.NotEqual(t, checksum(before, "petri-sync", "petri-sync"), checksum(after, "petri-sync", "petri-sync"))
+	})
+	t.Run("ingress publishes the webhook only", func(t *testing.T) {
+		// The read API and /wake ask for no credential: a private
+		// repository's branches, commits and errors stay unpublished
+		// unless sync.ingress.api says otherwise.
+		objs := render(t, map[string]any{"sync": map[string]any{"ingress": map[string]any{"enabled": true}}})
+		ing := find(t, objs, "Ingress", "petri-sync", "petri-sync")
+		rules, _, _ := unstructured.NestedSlice(ing.Object, "spec", "rules")
+		require.Len(t, rules, 1)
+		paths, _, _ := unstructured.NestedSlice(rules[0].(map[string]any), "http", "paths")
+		require.Len(t, paths, 1)
+		assert.Equal(t, "/webhooks/", paths[0].(map[string]any)["path"])
 	})
 	t.Run("other namespaces", func(t *testing.T) {
 		objs := render(t, map[string]any{"namespaces": map[string]any{"management": "ci-system", "shared": "ci-shared", "sync": "ci-sync"}})
