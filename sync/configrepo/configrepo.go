@@ -1,6 +1,14 @@
-// Package configrepo keeps an in-memory clone of the config repository
-// (go-git) and reads the config files of one branch. It clones over https
-// with a token, over ssh with a key, or from a local path.
+// Package configrepo reads the config files of one branch of the config
+// repository (go-git), over https with a token, over ssh with a key, or from
+// a local path.
+//
+// It keeps no clone. Each Fetch asks the remote for the branch's head (a
+// reference advertisement, no objects) and returns the last snapshot while
+// the head has not moved. When it moved, it fetches that one commit (depth 1)
+// into a fresh object store on disk under Options.WorkDir, reads the config
+// directory and removes the store: sync's memory holds the config files
+// only, never the repository's history, however large the repository (a
+// config directory inside a monorepo) or however long sync runs.
 package configrepo
 
 import (
@@ -8,18 +16,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"sync"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	gitconfig "github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -43,6 +56,9 @@ type Options struct {
 	KnownHostsFile string
 	// CABundle adds trusted certificates for https.
 	CABundle []byte
+	// WorkDir holds the object store of a fetch while it runs; the
+	// system's temporary directory when empty.
+	WorkDir string
 }
 
 // Snapshot is the content of the config directory at one commit.
@@ -51,12 +67,19 @@ type Snapshot struct {
 	Files    map[string][]byte
 }
 
-// Repo is a clone of the config repository.
+// Repo reads the config repository.
 type Repo struct {
 	opts Options
 	mu   sync.Mutex
-	repo *git.Repository
+	// last is the snapshot of the head last read.
+	last *Snapshot
+	// fetched is the size of the objects the last fetch received.
+	fetched int64
 }
+
+// objectCacheSize bounds the objects a fetch's store keeps in memory while
+// the config directory is read.
+const objectCacheSize = 4 * cache.MiByte
 
 // New validates the options; nothing is fetched yet.
 func New(opts Options) (*Repo, error) {
@@ -117,8 +140,8 @@ func (r *Repo) remoteRef() plumbing.ReferenceName {
 	return plumbing.NewRemoteReferenceName("origin", r.opts.Branch)
 }
 
-// Fetch brings the clone up to date (cloning it the first time) and reads
-// the config files of the branch.
+// Fetch reads the config files of the branch's head; while the head stays
+// where it was, it returns the last snapshot without fetching objects.
 func (r *Repo) Fetch(ctx context.Context) (*Snapshot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -126,29 +149,80 @@ func (r *Repo) Fetch(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.repo == nil {
-		repo, err := git.Init(memory.NewStorage(), nil)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := repo.CreateRemote(&gitconfig.RemoteConfig{Name: "origin", URLs: []string{r.opts.URL}}); err != nil {
-			return nil, err
-		}
-		r.repo = repo
-	}
-	spec := gitconfig.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", r.opts.Branch, r.remoteRef()))
-	err = r.repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RefSpecs: []gitconfig.RefSpec{spec}, Auth: auth, CABundle: r.opts.CABundle, Force: true, Tags: git.NoTags})
-	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return nil, fmt.Errorf("fetch %s of %s: %w", r.opts.Branch, redact(r.opts.URL), err)
-	}
-	ref, err := r.repo.Reference(r.remoteRef(), true)
-	if err != nil {
-		return nil, fmt.Errorf("branch %s of %s: %w", r.opts.Branch, redact(r.opts.URL), err)
-	}
-	commit, err := r.repo.CommitObject(ref.Hash())
+	head, err := r.head(ctx, auth)
 	if err != nil {
 		return nil, err
 	}
+	if r.last != nil && r.last.Revision == head.String() {
+		r.fetched = 0
+		return r.last, nil
+	}
+	work, err := os.MkdirTemp(r.opts.WorkDir, "petri-config-")
+	if err != nil {
+		return nil, fmt.Errorf("config repository work directory: %w", err)
+	}
+	defer os.RemoveAll(work)
+	snap, err := r.fetchCommit(ctx, auth, work)
+	if err != nil {
+		return nil, err
+	}
+	r.last = snap
+	return snap, nil
+}
+
+// FetchedBytes is the size of the objects the last Fetch received: 0 when
+// the head had not moved, one commit's objects when it had.
+func (r *Repo) FetchedBytes() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fetched
+}
+
+// head asks the remote where the branch is.
+func (r *Repo) head(ctx context.Context, auth transport.AuthMethod) (plumbing.Hash, error) {
+	remote := git.NewRemote(memory.NewStorage(), &gitconfig.RemoteConfig{Name: "origin", URLs: []string{r.opts.URL}})
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, CABundle: r.opts.CABundle})
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("list the branches of %s: %w", redact(r.opts.URL), err)
+	}
+	want := plumbing.NewBranchReferenceName(r.opts.Branch)
+	for _, ref := range refs {
+		if ref.Name() == want {
+			return ref.Hash(), nil
+		}
+	}
+	return plumbing.ZeroHash, fmt.Errorf("branch %s of %s: %w", r.opts.Branch, redact(r.opts.URL), plumbing.ErrReferenceNotFound)
+}
+
+// fetchCommit fetches the branch's head alone into a store under work and
+// reads the config directory from it.
+func (r *Repo) fetchCommit(ctx context.Context, auth transport.AuthMethod, work string) (*Snapshot, error) {
+	repo, err := git.Init(filesystem.NewStorage(osfs.New(work), cache.NewObjectLRU(objectCacheSize)), nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := repo.CreateRemote(&gitconfig.RemoteConfig{Name: "origin", URLs: []string{r.opts.URL}}); err != nil {
+		return nil, err
+	}
+	spec := gitconfig.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", r.opts.Branch, r.remoteRef()))
+	err = repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RefSpecs: []gitconfig.RefSpec{spec}, Depth: 1, Auth: auth, CABundle: r.opts.CABundle, Force: true, Tags: git.NoTags})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return nil, fmt.Errorf("fetch %s of %s: %w", r.opts.Branch, redact(r.opts.URL), err)
+	}
+	r.fetched = dirSize(work)
+	ref, err := repo.Reference(r.remoteRef(), true)
+	if err != nil {
+		return nil, fmt.Errorf("branch %s of %s: %w", r.opts.Branch, redact(r.opts.URL), err)
+	}
+	commit, err := repo.CommitObject(ref.Hash())
+	if err != nil {
+		return nil, err
+	}
+	return r.read(commit)
+}
+
+// read takes the YAML files of the config directory at commit.
+func (r *Repo) read(commit *object.Commit) (*Snapshot, error) {
 	tree, err := commit.Tree()
 	if err != nil {
 		return nil, err
@@ -156,10 +230,10 @@ func (r *Repo) Fetch(ctx context.Context) (*Snapshot, error) {
 	dir := strings.Trim(path.Clean("/"+r.opts.Dir), "/")
 	if dir != "" {
 		if tree, err = tree.Tree(dir); err != nil {
-			return nil, fmt.Errorf("directory %s at %s: %w", dir, ref.Hash(), err)
+			return nil, fmt.Errorf("directory %s at %s: %w", dir, commit.Hash, err)
 		}
 	}
-	snap := &Snapshot{Revision: ref.Hash().String(), Files: map[string][]byte{}}
+	snap := &Snapshot{Revision: commit.Hash.String(), Files: map[string][]byte{}}
 	err = tree.Files().ForEach(func(f *object.File) error {
 		if !strings.HasSuffix(f.Name, ".yaml") && !strings.HasSuffix(f.Name, ".yml") {
 			return nil
@@ -187,6 +261,20 @@ func (r *Repo) Fetch(ctx context.Context) (*Snapshot, error) {
 		return nil, err
 	}
 	return snap, nil
+}
+
+// dirSize sums the sizes of the files under dir.
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // redact drops credentials from a URL for messages.

@@ -2,6 +2,8 @@ package configrepo_test
 
 import (
 	"context"
+	"crypto/rand"
+	"fmt"
 	"encoding/pem"
 	"net/http"
 	"net/http/cgi"
@@ -64,6 +66,50 @@ func TestLocalPathFollowsNewCommits(t *testing.T) {
 	require.NoError(t, err)
 	_, err = missing.Fetch(context.Background())
 	assert.Error(t, err)
+}
+
+// TestFetchHoldsOneCommit: a repository whose history is far larger than its
+// head (a config directory inside a busy monorepo) costs one commit's
+// objects per change of the head and nothing while the head stays; no
+// object store is left behind.
+func TestFetchHoldsOneCommit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	repo := initRepo(t, dir)
+	const blob = 1 << 20
+	random := func() string {
+		b := make([]byte, blob)
+		_, _ = rand.Read(b)
+		return string(b)
+	}
+	for i := range 12 {
+		// Each commit replaces the monorepo's large file: 12 MiB of
+		// history that cannot be compressed, 1 MiB of it at the head.
+		commit(t, dir, repo, map[string]string{"assets/data.bin": random(), "config/apps/a.yaml": fmt.Sprintf("kind: Application # %d\n", i)})
+	}
+	work := t.TempDir()
+	r, err := configrepo.New(configrepo.Options{URL: "file://" + dir, Dir: "config", WorkDir: work})
+	require.NoError(t, err)
+	snap, err := r.Fetch(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "kind: Application # 11\n", string(snap.Files["config/apps/a.yaml"]))
+	assert.Less(t, r.FetchedBytes(), int64(2*blob), "the head commit only, not 12 MiB of history")
+	assert.Greater(t, r.FetchedBytes(), int64(blob/2), "the head's objects were fetched")
+	left, err := os.ReadDir(work)
+	require.NoError(t, err)
+	assert.Empty(t, left, "the fetch's object store is removed")
+
+	again, err := r.Fetch(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, r.FetchedBytes(), "an unchanged head fetches no objects")
+	assert.Equal(t, snap.Revision, again.Revision)
+
+	next := commit(t, dir, repo, map[string]string{"config/apps/b.yaml": "kind: Application\n"})
+	snap, err = r.Fetch(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, next, snap.Revision)
+	assert.Len(t, snap.Files, 2)
+	assert.Less(t, r.FetchedBytes(), int64(2*blob), "a new head is one commit's objects again")
 }
 
 // TestHTTPSWithToken serves the repository with git's own smart HTTP
