@@ -453,3 +453,15 @@ func matchPath(p networkingv1.HTTPIngressPath, path string) (int, bool) {
 	}
 	return 0, false
 }
+
+// annotatePorts records the pod's port mapping where Services, the ingress
+// and people (kubectl get pod -o yaml) find it.
+func (n *Node) annotatePorts(ctx context.Context, pod *corev1.Pod, ports map[int32]int32) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationPorts, formatPorts(ports))
+	updated, err := n.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("record ports of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	pod.Annotations = updated.Annotations
+	return nil
+}
