@@ -246,3 +246,56 @@ func Event(event, action string) (Delivery, error) {
 	raw, err := Payload(event, action)
 	return Delivery{Event: event, Body: raw}, err
 }
+
+// IssueCommentEvent builds an issue_comment delivery (action created) for a
+// comment on a pull request, describing the server's state of both.
+func (s *Server) IssueCommentEvent(repository string, number int, commentID int64) (Delivery, error) {
+	s.mu.Lock()
+	r := s.repo(repository)
+	prp := r.prs[number]
+	var c *Comment
+	for _, cc := range r.comments[number] {
+		if cc.ID == commentID {
+			c = cc
+		}
+	}
+	if prp == nil || c == nil {
+		s.mu.Unlock()
+		return Delivery{}, fmt.Errorf("%w: comment %d on %s#%d", ErrNoSuchPullRequest, commentID, repository, number)
+	}
+	pr, comment := *prp, *c
+	s.mu.Unlock()
+	p, err := load("issue_comment", "created")
+	if err != nil {
+		return Delivery{}, err
+	}
+	patchRepository(p, repository)
+	pj := pullJSON(pr)
+	issue := p["issue"].(map[string]any)
+	for _, k := range []string{"number", "title", "state", "labels", "user", "created_at", "updated_at", "draft"} {
+		issue[k] = pj[k]
+	}
+	html := pj["html_url"].(string)
+	issue["html_url"] = html
+	issue["url"] = fmt.Sprintf("https://api.github.com/repos/%s/issues/%d", repository, number)
+	issue["repository_url"] = "https://api.github.com/repos/" + repository
+	issue["comments_url"] = fmt.Sprintf("https://api.github.com/repos/%s/issues/%d/comments", repository, number)
+	issue["pull_request"] = map[string]any{
+		"url": fmt.Sprintf("https://api.github.com/repos/%s/pulls/%d", repository, number), "html_url": html,
+		"diff_url": html + ".diff", "patch_url": html + ".patch", "merged_at": pj["merged_at"],
+	}
+	cj := commentJSON(repository, comment)
+	dst := p["comment"].(map[string]any)
+	for k, v := range cj {
+		if k == "user" {
+			u := dst["user"].(map[string]any)
+			for kk, vv := range v.(map[string]any) {
+				u[kk] = vv
+			}
+			continue
+		}
+		dst[k] = v
+	}
+	p["sender"] = dst["user"]
+	return marshal("issue_comment", p)
+}
