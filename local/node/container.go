@@ -29,12 +29,14 @@ func (n *Node) Handles(pod *corev1.Pod) bool {
 }
 
 func (n *Node) binary(image string) (string, bool) {
-	b, ok := n.opts.Images[imageName(image)]
+	b, ok := n.opts.Images[ImageName(image)]
 	return b, ok
 }
 
-// imageName strips the tag and digest from an image reference.
-func imageName(image string) string {
+// ImageName is the key of Options.Images and Options.ImageFiles: an image
+// reference without its tag and digest, so that every tag of an image is
+// played by the same binary.
+func ImageName(image string) string {
 	name := image
 	if i := strings.Index(name, "@"); i >= 0 {
 		name = name[:i]
@@ -64,7 +66,7 @@ func (n *Node) runContainer(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 	localTerm := filepath.Join(dir, "termination-log-"+c.Name)
 	_ = os.WriteFile(localTerm, nil, 0o666)
 	rewrites := append(podEnv.rewrites(c), rewrite{from: termPath, to: localTerm})
-	for from, to := range n.opts.ImageFiles[imageName(c.Image)] {
+	for from, to := range n.opts.ImageFiles[ImageName(c.Image)] {
 		rewrites = append(rewrites, rewrite{from: from, to: to})
 	}
 	// Mounts shadow the image's own files, and the longest path wins.
