@@ -10,8 +10,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
-	"github.com/petri-dev/petri/controllers/internal/jobs"
 )
 
 // BenchmarkEnvironmentToReady measures, for the 3-component example (a chain
@@ -41,7 +41,7 @@ func BenchmarkEnvironmentToReady(b *testing.B) {
 		total += time.Since(start)
 		writes += operatorWrites.Load() - before
 		var list batchv1.JobList
-		if err := env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: name, jobs.LabelAction: jobs.ActionDeploy}); err != nil {
+		if err := env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: name, contract.LabelAction: contract.ActionDeploy}); err != nil {
 			b.Fatal(err)
 		}
 		jobCount += int64(len(list.Items))

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/binding"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
@@ -50,15 +51,15 @@ func bindingEpoch(bs *petriv1.BindingStatus) int64 { return max(bs.Generation, 1
 // the recovery it belongs to (bs.Recovery) in its Jobs' names as well.
 
 func bindJob(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus) string {
-	return naming.Job(env.Name, recoveryUID(env.UID, bs.Recovery), jobs.ActionBind, bs.Name, bindingEpoch(bs))
+	return naming.Job(env.Name, recoveryUID(env.UID, bs.Recovery), contract.ActionBind, bs.Name, bindingEpoch(bs))
 }
 
 func provisionJob(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus) string {
-	return naming.Job(env.Name, recoveryUID(env.UID, bs.Recovery), jobs.ActionProvision, bs.Name, bindingEpoch(bs))
+	return naming.Job(env.Name, recoveryUID(env.UID, bs.Recovery), contract.ActionProvision, bs.Name, bindingEpoch(bs))
 }
 
 func deprovisionJob(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus, attempt int32) string {
-	return naming.AttemptJob(env.Name, recoveryUID(env.UID, bs.Recovery), jobs.ActionDeprovision, bs.Name, bindingEpoch(bs), attempt)
+	return naming.AttemptJob(env.Name, recoveryUID(env.UID, bs.Recovery), contract.ActionDeprovision, bs.Name, bindingEpoch(bs), attempt)
 }
 
 func bindingStatus(env *petriv1.EphemeralEnvironment, name string) *petriv1.BindingStatus {
@@ -194,9 +195,9 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 	if err != nil {
 		return err
 	}
-	step := jobs.ActionProvision
+	step := contract.ActionProvision
 	if bs.Job == bindJob(env, bs) {
-		step = jobs.ActionBind
+		step = contract.ActionBind
 	}
 	if !st.exists {
 		// Gone before its outcome was seen (deleted by hand, or removed by
@@ -207,14 +208,14 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 		log.FromContext(ctx).Info("Job is gone before its outcome was seen, running the step again", "job", bs.Job, "sharedWorkload", sw.Name, "step", step)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindProgressing, "Bind", "%s of shared workload %s: job %s is gone before its outcome was seen; running it again", step, sw.Name, bs.Job)
 		switch {
-		case step == jobs.ActionBind:
+		case step == contract.ActionBind:
 			return r.startBind(ctx, env, sw, bs, p)
 		case sw.Spec.Provision == nil:
 			// No longer provisioned at all: bound.
 			bs.Phase, bs.Message = petriv1.ComponentDeployed, ""
 			return nil
 		}
-		return r.createStepJob(ctx, env, sw, bs.Job, jobs.ActionProvision, sw.Spec.Provision, bindingEpoch(bs))
+		return r.createStepJob(ctx, env, sw, bs.Job, contract.ActionProvision, sw.Spec.Provision, bindingEpoch(bs))
 	}
 	if !st.done {
 		return nil
@@ -225,7 +226,7 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindFailed, "Bind", "%s of shared workload %s failed: %s", step, sw.Name, bs.LastError)
 		return nil
 	}
-	if step == jobs.ActionProvision {
+	if step == contract.ActionProvision {
 		bs.Phase, bs.FinishedAt, bs.Message = petriv1.ComponentDeployed, st.finished, ""
 		recordJob(step, st)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s provisioned by job %s", sw.Name, bs.Job)
@@ -241,7 +242,7 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 		return nil
 	}
 	name := provisionJob(env, bs)
-	if err := r.createStepJob(ctx, env, sw, name, jobs.ActionProvision, sw.Spec.Provision, bindingEpoch(bs)); err != nil {
+	if err := r.createStepJob(ctx, env, sw, name, contract.ActionProvision, sw.Spec.Provision, bindingEpoch(bs)); err != nil {
 		return err
 	}
 	now := metav1.Now()
@@ -274,7 +275,7 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 	for k, v := range rendered {
 		data[k] = []byte(v)
 	}
-	labels := r.jobLabels(env, sw.Name, jobs.ActionBind, bindingEpoch(bs))
+	labels := r.jobLabels(env, sw.Name, contract.ActionBind, bindingEpoch(bs))
 	staged := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: bindingStaging(env, sw.Name), Labels: labels},
 		Immutable:  ptrTo(true),
@@ -384,7 +385,7 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 		return true, nil
 	}
 	if bs.Phase == petriv1.ComponentUndeploying {
-		done, running, err := r.observeRetried(ctx, env, p, jobs.ActionDeprovision, bs.Name, bs.Job, bs.Attempt, &bs.FinishedAt, &bs.LastError)
+		done, running, err := r.observeRetried(ctx, env, p, contract.ActionDeprovision, bs.Name, bs.Job, bs.Attempt, &bs.FinishedAt, &bs.LastError)
 		if done {
 			bs.Phase, bs.Message = petriv1.ComponentUndeployed, ""
 			return true, nil
@@ -398,7 +399,7 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 		attempt = bs.Attempt + 1
 	}
 	name := deprovisionJob(env, bs, attempt)
-	if err := r.createStepJob(ctx, env, sw, name, jobs.ActionDeprovision, sw.Spec.Deprovision, bindingEpoch(bs)); err != nil {
+	if err := r.createStepJob(ctx, env, sw, name, contract.ActionDeprovision, sw.Spec.Deprovision, bindingEpoch(bs)); err != nil {
 		return false, err
 	}
 	now := metav1.Now()

@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
-	"github.com/petri-dev/petri/controllers/internal/jobs"
 )
 
 func bindingNamed(e *petriv1.EphemeralEnvironment, name string) *petriv1.BindingStatus {
@@ -46,7 +46,7 @@ func openGate(t *testing.T, gate string) {
 func stepJobs(t *testing.T, uid types.UID, action string) []batchv1.Job {
 	t.Helper()
 	var list batchv1.JobList
-	require.NoError(t, env.Client.List(context.Background(), &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironmentUID: string(uid), jobs.LabelAction: action}))
+	require.NoError(t, env.Client.List(context.Background(), &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironmentUID: string(uid), contract.LabelAction: action}))
 	return list.Items
 }
 
@@ -54,7 +54,7 @@ func stepJobs(t *testing.T, uid types.UID, action string) []batchv1.Job {
 func jobsOf(t *testing.T, uid types.UID) string {
 	t.Helper()
 	var b strings.Builder
-	for _, action := range []string{jobs.ActionDeploy, jobs.ActionUndeploy, jobs.ActionBind, jobs.ActionProvision, jobs.ActionDeprovision} {
+	for _, action := range []string{contract.ActionDeploy, contract.ActionUndeploy, contract.ActionBind, contract.ActionProvision, contract.ActionDeprovision} {
 		for _, j := range stepJobs(t, uid, action) {
 			fmt.Fprintf(&b, " [%s active=%d", j.Name, j.Status.Active)
 			for _, c := range j.Status.Conditions {
@@ -185,7 +185,7 @@ func TestSharedWorkloadAddedBackIsProvisionedAgain(t *testing.T) {
 		return e.Generation == 3 && ready(e)
 	})
 	require.FileExists(t, provisioned, "added back: provisioned again")
-	assert.Len(t, stepJobs(t, e.UID, jobs.ActionProvision), 2, "a provision Job per binding")
+	assert.Len(t, stepJobs(t, e.UID, contract.ActionProvision), 2, "a provision Job per binding")
 
 	require.NoError(t, env.Client.Delete(ctx, e))
 	waitGone(t, e)
@@ -205,14 +205,14 @@ func TestBindingGoesOnWhenAProvisionJobIsGone(t *testing.T) {
 	require.NoError(t, env.Client.Create(ctx, boundEnv("lost-prov", "lost-prov-sw")))
 	var provision []batchv1.Job
 	e := waitFor(t, "lost-prov", "provisioning", func(e *petriv1.EphemeralEnvironment) bool {
-		provision = stepJobs(t, e.UID, jobs.ActionProvision)
+		provision = stepJobs(t, e.UID, contract.ActionProvision)
 		return len(provision) == 1
 	})
 	first := runningJob(t, provision[0].Name)
 	deleteJob(t, first)
 
 	require.True(t, eventually(60*time.Second, func() bool {
-		for _, j := range stepJobs(t, e.UID, jobs.ActionProvision) {
+		for _, j := range stepJobs(t, e.UID, contract.ActionProvision) {
 			if j.UID != first.UID {
 				return true
 			}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,85 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/graph"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/values"
 )
-
-// jobState is what the reconciler needs to know of one Job.
-type jobState struct {
-	exists, done, succeeded bool
-	message                 string
-	started, finished       *metav1.Time
-}
-
-// uncachedPoll is how often a running Job that only the API server knows is
-// looked at again: the cache sends no events for it.
-const uncachedPoll = 2 * time.Second
-
-// observeJobLive reads a Job for the reconciler's decisions, which a Job
-// missing from the cache would make wrong (whether it still runs, whether it
-// is gone). The cache has not seen a Job created a moment ago, nor one that no longer
-// matches its label selector; a Job it does not know is looked up on the API
-// server before it counts as gone. One found only there, still running, is
-// polled (no watch event would announce its end).
-func (r *EphemeralEnvironmentReconciler) observeJobLive(ctx context.Context, p *pass, name string) (jobState, error) {
-	st, uncached, err := observeJobLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, name)
-	if err == nil && uncached && !st.done {
-		p.requeueAfter(uncachedPoll)
-	}
-	return st, err
-}
-
-// observeJobLive reads a Job from the cache and, when the cache does not know
-// it, from the API server; uncached says it was found only there.
-func observeJobLive(ctx context.Context, cache, api client.Reader, namespace, name string) (st jobState, uncached bool, err error) {
-	st, err = observeJob(ctx, cache, namespace, name)
-	if err != nil || st.exists {
-		return st, false, err
-	}
-	st, err = observeJob(ctx, api, namespace, name)
-	return st, st.exists, err
-}
-
-// observeJob reads a Job and, when it failed, the one-line reason its pod
-// wrote.
-func observeJob(ctx context.Context, r client.Reader, namespace, name string) (jobState, error) {
-	job := &batchv1.Job{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, job); err != nil {
-		if apierrors.IsNotFound(err) {
-			return jobState{}, nil
-		}
-		return jobState{}, fmt.Errorf("get job %s: %w", name, err)
-	}
-	st := jobState{exists: true, started: job.Status.StartTime, finished: job.Status.CompletionTime}
-	st.done, st.succeeded, st.message = jobs.Finished(job)
-	if st.succeeded {
-		pods, err := jobPods(ctx, r, job)
-		if err != nil {
-			return st, err
-		}
-		st.message = jobs.CompletionMessage(pods)
-	}
-	if st.done && !st.succeeded {
-		for _, c := range job.Status.Conditions {
-			if c.Type == batchv1.JobFailed {
-				t := c.LastTransitionTime
-				st.finished = &t
-			}
-		}
-		pods, err := jobPods(ctx, r, job)
-		if err != nil {
-			return st, err
-		}
-		if msg := jobs.TerminationMessage(pods); msg != "" {
-			st.message = msg
-		}
-	}
-	return st, nil
-}
 
 // deploy runs the deploy graph for the current generation: it waits for Jobs
 // of an older generation, observes this generation's Jobs, starts every
@@ -166,13 +93,13 @@ func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv
 			cs.Phase = petriv1.ComponentPending
 		case st.done && st.succeeded:
 			cs.Phase, cs.FinishedAt, cs.LastError, cs.Message = petriv1.ComponentDeployed, st.finished, "", ""
-			cs.Revision = deployedRevision(st.message)
-			recordJob(jobs.ActionDeploy, st)
+			cs.Revision = int32(st.result.Revision)
+			recordJob(contract.ActionDeploy, st)
 			r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonDeploySucceeded, "Deploy", "component %s deployed by job %s", cs.Name, cs.Job)
 		case st.done:
 			cs.Phase, cs.FinishedAt, cs.LastError = petriv1.ComponentFailed, st.finished, oneLine(st.message)
-			recordJob(jobs.ActionDeploy, st)
-			r.scheduleRetry(env, cs)
+			recordJob(contract.ActionDeploy, st)
+			r.scheduleRetry(env, cs, st.retryable())
 		}
 	}
 	r.retryDue(ctx, env, p)
@@ -361,7 +288,7 @@ func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *p
 	}
 	gen := env.Generation
 	secretName := naming.Job(env.Name, env.UID, "values", name, gen)
-	labels := r.jobLabels(env, name, jobs.ActionDeploy, gen)
+	labels := r.jobLabels(env, name, contract.ActionDeploy, gen)
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.ManagementNamespace, Name: secretName, Labels: labels},
 		Immutable:  ptrTo(true),
@@ -394,8 +321,8 @@ func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *p
 		// that timed out): a failed attempt like any other, retried with
 		// the component's backoff.
 		cs.Phase, cs.Job, cs.Generation, cs.Attempt, cs.StartedAt, cs.FinishedAt = petriv1.ComponentFailed, jobName, gen, attempt, &now, &now
-		cs.LastError = oneLine("KubernetesRefused: " + err.Error())
-		r.scheduleRetry(env, cs)
+		cs.LastError = oneLine(string(contract.ReasonKubernetesRefused) + ": " + err.Error())
+		r.scheduleRetry(env, cs, true)
 		if cs.NextRetryAt != nil {
 			p.requeueAfter(time.Until(cs.NextRetryAt.Time))
 		}
@@ -416,9 +343,9 @@ func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *p
 func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *petriv1.EphemeralEnvironment, component, job string, p *pass) (string, error) {
 	sel := labels.SelectorFromSet(labels.Set{
 		petriv1.LabelEnvironmentUID: string(env.UID),
-		jobs.LabelComponent:         naming.LabelValue(component),
+		contract.LabelComponent:     naming.LabelValue(component),
 	})
-	helm, err := labels.NewRequirement(jobs.LabelAction, selection.In, []string{jobs.ActionDeploy, jobs.ActionUndeploy})
+	helm, err := labels.NewRequirement(contract.LabelAction, selection.In, []string{contract.ActionDeploy, contract.ActionUndeploy})
 	if err != nil {
 		return "", err
 	}
@@ -463,44 +390,6 @@ func releaseArgs(o Options, chart petriv1.ChartReference, rel petriv1.ReleaseOpt
 	return args
 }
 
-func (r *EphemeralEnvironmentReconciler) jobLabels(env *petriv1.EphemeralEnvironment, subject, action string, gen int64) map[string]string {
-	l := ownedLabels(env)
-	l[jobs.LabelComponent] = naming.LabelValue(subject)
-	l[jobs.LabelAction] = action
-	l[jobs.LabelGeneration] = strconv.FormatInt(gen, 10)
-	return l
-}
-
-// createJob creates a deployer Job running as the environment's deployer
-// identity; an existing Job of that name is the same work, adopted.
-func (r *EphemeralEnvironmentReconciler) createJob(ctx context.Context, env *petriv1.EphemeralEnvironment, name string, labels map[string]string, args []string, valuesSecret string) error {
-	return createJob(ctx, r.Client, r.Options, jobs.Spec{
-		Name: name, Labels: labels,
-		Owner:          *metav1.NewControllerRef(env, petriv1.GroupVersion.WithKind("EphemeralEnvironment")),
-		ServiceAccount: naming.DeployerServiceAccount(env.Name),
-		Image:          r.Options.DeployerImage,
-		Command:        []string{jobs.DeployerEntrypoint},
-		Args:           args,
-		ValuesSecret:   valuesSecret,
-		CASecret:       r.Options.ChartCASecret,
-	})
-}
-
-// createJob fills in the Job settings common to every Petri Job and creates
-// it in the management namespace; an existing Job of that name is the same
-// work, adopted.
-func createJob(ctx context.Context, c client.Client, o Options, spec jobs.Spec) error {
-	spec.Namespace = o.ManagementNamespace
-	spec.BackoffLimit = o.JobBackoffLimit
-	spec.ActiveDeadline = o.JobActiveDeadline
-	spec.TTLAfterFinished = o.JobTTLAfterFinished
-	spec.Resources = o.JobResources
-	if err := c.Create(ctx, jobs.Build(spec)); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create job %s: %w", spec.Name, err)
-	}
-	return nil
-}
-
 func specValues(env *petriv1.EphemeralEnvironment, name string) *apiextensionsv1.JSON {
 	if v, ok := env.Spec.Values[name]; ok {
 		return &v
@@ -537,7 +426,7 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 		return true, nil
 	}
 	if cs.Phase == petriv1.ComponentUndeploying {
-		done, running, err := r.observeRetried(ctx, env, p, jobs.ActionUndeploy, cs.Name, cs.Job, cs.Attempt, &cs.FinishedAt, &cs.LastError)
+		done, running, err := r.observeRetried(ctx, env, p, contract.ActionUndeploy, cs.Name, cs.Job, cs.Attempt, &cs.FinishedAt, &cs.LastError)
 		if done {
 			cs.Phase, cs.Message = petriv1.ComponentUndeployed, ""
 			return true, nil
@@ -557,7 +446,7 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 	if cs.Phase != petriv1.ComponentUndeploying {
 		attempt, gen = 1, env.Generation
 	}
-	jobName := naming.AttemptJob(env.Name, env.UID, jobs.ActionUndeploy, cs.Name, gen, attempt)
+	jobName := naming.AttemptJob(env.Name, env.UID, contract.ActionUndeploy, cs.Name, gen, attempt)
 	if busy, err := r.releaseBusy(ctx, env, cs.Name, jobName, p); err != nil || busy != "" {
 		if busy != "" {
 			cs.Message = busyMessage(busy)
@@ -569,7 +458,7 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 		"--namespace", env.Status.TargetNamespace,
 		"--termination-log", jobs.TerminationLogPath,
 	}
-	if err := r.createJob(ctx, env, jobName, r.jobLabels(env, cs.Name, jobs.ActionUndeploy, gen), args, ""); err != nil {
+	if err := r.createJob(ctx, env, jobName, r.jobLabels(env, cs.Name, contract.ActionUndeploy, gen), args, ""); err != nil {
 		return false, err
 	}
 	now := metav1.Now()
@@ -645,17 +534,5 @@ type retryLater struct {
 }
 
 func (e *retryLater) Error() string { return e.msg }
-
-// oneLine keeps a message to one line of at most 1024 bytes.
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	if len(s) > 1024 {
-		s = s[:1024]
-	}
-	return s
-}
 
 func ptrTo[T any](v T) *T { return &v }

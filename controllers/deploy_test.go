@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 )
@@ -63,7 +64,7 @@ func watchJobs(t *testing.T, envName string) *jobEvents {
 				continue
 			}
 			n, _ := strconv.ParseUint(j.ResourceVersion, 10, 64)
-			key := j.Labels[jobs.LabelAction] + "/" + j.Labels[jobs.LabelComponent] + "/" + j.Labels[jobs.LabelGeneration]
+			key := j.Labels[contract.LabelAction] + "/" + j.Labels[contract.LabelComponent] + "/" + j.Labels[contract.LabelGeneration]
 			je.mu.Lock()
 			if ev.Type == watch.Added {
 				if _, seen := je.created[key]; !seen {
@@ -326,10 +327,10 @@ func TestRestartMidGraphCreatesNoDuplicateJobs(t *testing.T) {
 	restartOperator(t)
 	waitFor(t, "restart", "ready", ready)
 	var list batchv1.JobList
-	require.NoError(t, env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: "restart", jobs.LabelAction: jobs.ActionDeploy}))
+	require.NoError(t, env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: "restart", contract.LabelAction: contract.ActionDeploy}))
 	perComponent := map[string]int{}
 	for _, j := range list.Items {
-		perComponent[j.Labels[jobs.LabelComponent]]++
+		perComponent[j.Labels[contract.LabelComponent]]++
 	}
 	assert.Equal(t, map[string]int{"one": 1, "two": 1, "three": 1}, perComponent, fmt.Sprintf("jobs: %d", len(list.Items)))
 }
@@ -358,7 +359,7 @@ func TestFailingUndeployIsRetriedAndReported(t *testing.T) {
 	assert.NotEmpty(t, e.Status.Components[0].LastError)
 	assert.Contains(t, e.Finalizers, petriv1.Finalizer, "the environment is held while undeploy fails")
 	var list batchv1.JobList
-	require.NoError(t, env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: "stuck", jobs.LabelAction: jobs.ActionUndeploy}))
+	require.NoError(t, env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: "stuck", contract.LabelAction: contract.ActionUndeploy}))
 	assert.GreaterOrEqual(t, len(list.Items), 3, "one Job per attempt")
 
 	forceDelete(t, e)

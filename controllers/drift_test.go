@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
-	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 )
 
@@ -194,7 +194,7 @@ func TestDeletedReleaseIsFoundByVerificationAndDeployedAgain(t *testing.T) {
 
 	// The periodic check goes on: one verify Job per period, not more.
 	var list batchv1.JobList
-	require.NoError(t, env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: name, jobs.LabelAction: jobs.ActionVerify}))
+	require.NoError(t, env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: name, contract.LabelAction: contract.ActionVerify}))
 	assert.NotEmpty(t, list.Items)
 	require.NoError(t, env.Client.Delete(ctx, again))
 	waitGone(t, again)
@@ -292,7 +292,7 @@ func TestFinalFailureIsNotRetried(t *testing.T) {
 func jobsWithAction(t *testing.T, envName, action string) []string {
 	t.Helper()
 	var list batchv1.JobList
-	require.NoError(t, env.Client.List(context.Background(), &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: envName, jobs.LabelAction: action}))
+	require.NoError(t, env.Client.List(context.Background(), &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: envName, contract.LabelAction: action}))
 	var out []string
 	for _, j := range list.Items {
 		out = append(out, j.Name)
@@ -325,8 +325,8 @@ func TestReplacedNamespaceBindsAgain(t *testing.T) {
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "petri-binding-pg-lost"}, secret), "the binding Secret is in the new namespace")
 	assert.Equal(t, password, string(secret.Data["ADMIN_PASSWORD"]))
 	assert.Equal(t, database, string(secret.Data["DATABASE"]))
-	assert.Len(t, jobsWithAction(t, name, jobs.ActionBind), 2, "bound again by a Job of its own")
-	assert.Len(t, jobsWithAction(t, name, jobs.ActionProvision), 2, "provisioned again by a Job of its own")
+	assert.Len(t, jobsWithAction(t, name, contract.ActionBind), 2, "bound again by a Job of its own")
+	assert.Len(t, jobsWithAction(t, name, contract.ActionProvision), 2, "provisioned again by a Job of its own")
 	assert.Equal(t, map[int]string{1: "deployed"}, helmReleases(t, ns)["app"])
 	assert.Equal(t, database, readRecord(t, dir+"/"+name+"-provision.env")["DATABASE"])
 

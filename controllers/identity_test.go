@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
-	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 )
 
@@ -39,7 +39,7 @@ func TestLookalikeEnvironmentsHaveTheirOwnDeployerIdentity(t *testing.T) {
 		assert.Equal(t, mgmtNS+"/"+e.Name, sa.Annotations[petriv1.AnnotationEnvironment])
 		// Its deploy Job ran as it.
 		var list batchv1.JobList
-		require.NoError(t, env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironmentUID: string(e.UID), jobs.LabelAction: jobs.ActionDeploy}))
+		require.NoError(t, env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironmentUID: string(e.UID), contract.LabelAction: contract.ActionDeploy}))
 		require.NotEmpty(t, list.Items)
 		for _, j := range list.Items {
 			assert.Equal(t, sa.Name, j.Spec.Template.Spec.ServiceAccountName)

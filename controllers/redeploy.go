@@ -7,8 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
-	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 )
 
@@ -59,7 +59,7 @@ func deployJobName(env *petriv1.EphemeralEnvironment, component string, attempt 
 	}
 	uid = recoveryUID(uid, env.Status.Recoveries)
 	if attempt > 1 {
-		return naming.AttemptJob(env.Name, uid, jobs.ActionDeploy, component, env.Generation, attempt)
+		return naming.AttemptJob(env.Name, uid, contract.ActionDeploy, component, env.Generation, attempt)
 	}
-	return naming.Job(env.Name, uid, jobs.ActionDeploy, component, env.Generation)
+	return naming.Job(env.Name, uid, contract.ActionDeploy, component, env.Generation)
 }

@@ -9,8 +9,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
-	"github.com/petri-dev/petri/controllers/internal/jobs"
 )
 
 // setRedeploy sets the petri.dev/redeploy annotation, as kubectl petri
@@ -30,7 +30,7 @@ func deployJobs(t *testing.T, envName string) map[string]bool {
 	t.Helper()
 	var list batchv1.JobList
 	require.NoError(t, env.Client.List(context.Background(), &list, client.InNamespace(mgmtNS),
-		client.MatchingLabels{petriv1.LabelEnvironment: envName, jobs.LabelAction: jobs.ActionDeploy}))
+		client.MatchingLabels{petriv1.LabelEnvironment: envName, contract.LabelAction: contract.ActionDeploy}))
 	out := map[string]bool{}
 	for _, j := range list.Items {
 		out[j.Name] = true

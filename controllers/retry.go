@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,7 +21,8 @@ import (
 // spec.retry.attempts. The component stays Failed meanwhile, with
 // status.components[].nextRetryAt saying when the next attempt starts, and
 // ComponentsDeployed (so Ready) says DeployRetrying: the outcome is not final.
-// A failure that cannot pass (finalDeployReasons) is final at once, until
+// A failure that cannot pass (the deployer's result says it is not
+// retryable, contract.Reason.Retryable) is final at once, until
 // the spec changes. A deploy Job the API server refused to create counts as
 // a failed attempt too, with the API server's refusal as its reason.
 
@@ -33,39 +33,6 @@ const (
 	defaultRetryBackoff    = 10 * time.Second
 	defaultRetryMaxBackoff = 5 * time.Minute
 )
-
-// finalDeployReasons are the deployer's termination reasons (the first word
-// of its message, deployer.Reason) that no retry of the same spec fixes: the
-// deployer's own final reasons (deployer.Reason.Final) plus a chart or
-// version that is not found. The deployer's Job retries the latter with
-// another pod, since a chart may be published a moment later; the operator
-// does not start new Jobs for them, since that is what a new generation
-// (another version) is for.
-var finalDeployReasons = map[string]bool{
-	"InvalidArguments":        true,
-	"ValuesInvalid":           true,
-	"KubeVersionIncompatible": true,
-	"RequiredValueMissing":    true,
-	"RenderFailed":            true,
-	"ChartNotFound":           true,
-	"VersionNotFound":         true,
-}
-
-// failureReason is the first word of a failure message ("KubernetesRefused"
-// of "KubernetesRefused: ..."), or "" when it has none.
-func failureReason(msg string) string {
-	reason, _, ok := strings.Cut(msg, ":")
-	if !ok || strings.ContainsAny(reason, " \t") {
-		return ""
-	}
-	return reason
-}
-
-// retryableFailure reports whether a deploy that failed with msg may succeed
-// when run again unchanged.
-func retryableFailure(msg string) bool {
-	return !finalDeployReasons[failureReason(msg)]
-}
 
 // retryPolicy is a component's spec.retry with the defaults filled in.
 type retryPolicy struct {
@@ -101,15 +68,15 @@ func (p retryPolicy) delay(attempt int32) time.Duration {
 }
 
 // scheduleRetry decides, for a component whose deploy attempt just failed
-// with cs.LastError, whether another attempt follows, and when. It sets
-// cs.NextRetryAt (nil when the failure is final or the attempts are used up)
-// and reports the Event.
-func (r *EphemeralEnvironmentReconciler) scheduleRetry(env *petriv1.EphemeralEnvironment, cs *petriv1.ComponentStatus) {
+// with cs.LastError, whether another attempt follows, and when; retryable is
+// what the failure's result said. It sets cs.NextRetryAt (nil when the
+// failure is final or the attempts are used up) and reports the Event.
+func (r *EphemeralEnvironmentReconciler) scheduleRetry(env *petriv1.EphemeralEnvironment, cs *petriv1.ComponentStatus, retryable bool) {
 	p := policyOf(findComponent(env, cs.Name))
 	attempt := max(cs.Attempt, 1)
 	cs.NextRetryAt = nil
 	switch {
-	case !retryableFailure(cs.LastError):
+	case !retryable:
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonDeployFailed, "Deploy", "component %s failed: %s", cs.Name, cs.LastError)
 		return
 	case attempt >= p.attempts:

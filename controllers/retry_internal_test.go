@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -8,10 +10,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 )
 
+// A failed deploy Job is retried with a new Job unless its result says no
+// new Job of the same spec can succeed; a Job that left no result (it ran
+// out of pods or time, or its message is not a result) may.
 func TestRetryableFailures(t *testing.T) {
+	deployerReasons := []contract.Reason{
+		contract.ReasonKubernetesRefused, contract.ReasonTimeout, contract.ReasonFailed, contract.ReasonDigestMismatch,
+		contract.ReasonChartNotFound, contract.ReasonVersionNotFound, contract.ReasonValuesInvalid, contract.ReasonRenderFailed,
+		contract.ReasonRequiredValueMissing, contract.ReasonKubeVersionIncompatible, contract.ReasonInvalidArguments,
+	}
 	tests := map[string]bool{
 		"KubernetesRefused: services \"web\" is forbidden: exceeded quota":  true,
 		"Timeout: install web: not ready within 5m0s":                       true,
@@ -28,7 +39,18 @@ func TestRetryableFailures(t *testing.T) {
 		"InvalidArguments: --release required":                              false,
 	}
 	for msg, want := range tests {
-		assert.Equal(t, want, retryableFailure(msg), msg)
+		// What the deployer writes for a failure with this reason; a
+		// message that names no reason of the set stands for a Job that
+		// left no result (its deadline, its backoff limit).
+		reason, detail, _ := strings.Cut(msg, ": ")
+		termination := msg
+		if r := contract.Reason(reason); slices.Contains(deployerReasons, r) {
+			termination = contract.Encode(contract.Result{Action: contract.ActionDeploy, Outcome: contract.OutcomeFailed, Reason: r, Retryable: r.Retryable(), Message: msg})
+		}
+		var st jobState
+		st.setMessage(termination)
+		assert.Equal(t, want, st.retryable(), msg)
+		assert.Equal(t, msg, st.message, "the message for people is the result's, %s", detail)
 	}
 }
 
@@ -44,11 +66,31 @@ func TestRetryPolicy(t *testing.T) {
 	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second}, []time.Duration{p.delay(1), p.delay(2), p.delay(3), p.delay(4)})
 }
 
+// The revision of a deploy and the releases a verification found drifted
+// are read from the result's fields, never from its message.
 func TestVerificationResults(t *testing.T) {
-	assert.Equal(t, int32(4), deployedRevision("Deployed: revision 4"))
-	assert.Equal(t, int32(0), deployedRevision(""))
-	assert.Equal(t, int32(0), deployedRevision("Deployed"))
-	assert.Equal(t, []string{"web", "api"}, driftedComponents("ReleaseMissing: web; RevisionMismatch: api 3 != 4"))
-	assert.Equal(t, []string{"api"}, driftedComponents("RevisionMismatch: api 2 failed"))
-	assert.Empty(t, driftedComponents("KubernetesRefused: secrets is forbidden"))
+	var st jobState
+	st.setMessage(contract.Encode(contract.Result{Action: contract.ActionDeploy, Outcome: contract.OutcomeSucceeded, Revision: 4, Message: "Deployed: revision 4"}))
+	assert.True(t, st.typed)
+	assert.Equal(t, 4, st.result.Revision)
+	assert.Equal(t, "Deployed: revision 4", st.message)
+
+	for _, msg := range []string{"", "Deployed", "Deployed: revision 4"} {
+		st = jobState{}
+		st.setMessage(msg)
+		assert.False(t, st.typed, "prose is no result: %q", msg)
+		assert.Zero(t, st.result.Revision)
+		assert.Equal(t, msg, st.message)
+	}
+
+	st = jobState{}
+	st.setMessage(contract.Encode(contract.Result{Action: contract.ActionVerify, Outcome: contract.OutcomeDrifted, Reason: contract.ReasonReleaseMissing,
+		Drifted: []string{"web", "api"}, Message: "ReleaseMissing: web; RevisionMismatch: api 3 != 4"}))
+	assert.Equal(t, []string{"web", "api"}, st.result.Drifted)
+	assert.Equal(t, "ReleaseMissing: web; RevisionMismatch: api 3 != 4", st.message)
+
+	st = jobState{}
+	st.setMessage(contract.Encode(contract.Result{Action: contract.ActionVerify, Outcome: contract.OutcomeFailed, Reason: contract.ReasonKubernetesRefused, Retryable: true, Message: "KubernetesRefused: secrets is forbidden"}))
+	assert.Empty(t, st.result.Drifted)
+	assert.Equal(t, contract.OutcomeFailed, st.result.Outcome)
 }

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
@@ -154,11 +155,11 @@ func (r *SharedWorkloadReconciler) ensureIdentity(ctx context.Context) error {
 
 func (r *SharedWorkloadReconciler) jobLabels(sw *petriv1.SharedWorkload, action string, gen int64) map[string]string {
 	return map[string]string{
-		petriv1.LabelManagedBy: petriv1.ManagedByOperator,
-		LabelSharedWorkload:    naming.LabelValue(sw.Name),
-		jobs.LabelComponent:    naming.LabelValue(sw.Name),
-		jobs.LabelAction:       action,
-		jobs.LabelGeneration:   fmt.Sprint(gen),
+		petriv1.LabelManagedBy:   petriv1.ManagedByOperator,
+		LabelSharedWorkload:      naming.LabelValue(sw.Name),
+		contract.LabelComponent:  naming.LabelValue(sw.Name),
+		contract.LabelAction:     action,
+		contract.LabelGeneration: fmt.Sprint(gen),
 	}
 }
 
@@ -201,10 +202,10 @@ func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.Share
 			rel.Phase = petriv1.ComponentPending
 		case st.succeeded:
 			rel.Phase, rel.FinishedAt, rel.LastError = petriv1.ComponentDeployed, st.finished, ""
-			recordJob(jobs.ActionDeploy, st)
+			recordJob(contract.ActionDeploy, st)
 		default:
 			rel.Phase, rel.FinishedAt, rel.LastError = petriv1.ComponentFailed, st.finished, oneLine(st.message)
-			recordJob(jobs.ActionDeploy, st)
+			recordJob(contract.ActionDeploy, st)
 		}
 		if rel.Generation != gen {
 			// The older generation's Job is done: start this generation.
@@ -243,7 +244,7 @@ func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.Share
 	}
 	secretName := naming.Job(sw.Name, sw.UID, "values", "release", gen)
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: sw.Namespace, Name: secretName, Labels: r.jobLabels(sw, jobs.ActionDeploy, gen)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: sw.Namespace, Name: secretName, Labels: r.jobLabels(sw, contract.ActionDeploy, gen)},
 		Immutable:  ptrTo(true),
 		Data:       map[string][]byte{jobs.ValuesKey: data},
 	}
@@ -263,8 +264,8 @@ func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.Share
 		"--termination-log", jobs.TerminationLogPath,
 	}
 	args = append(args, releaseArgs(r.Options, sw.Spec.Chart, sw.Spec.Release)...)
-	name := naming.Job(sw.Name, sw.UID, jobs.ActionDeploy, "release", gen)
-	if err := r.createJob(ctx, sw, name, jobs.ActionDeploy, gen, args, secretName); err != nil {
+	name := naming.Job(sw.Name, sw.UID, contract.ActionDeploy, "release", gen)
+	if err := r.createJob(ctx, sw, name, contract.ActionDeploy, gen, args, secretName); err != nil {
 		return reconcile.Result{}, err
 	}
 	now := metav1.Now()
@@ -360,11 +361,11 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 			log.FromContext(ctx).Info("Undeploy job is gone before its outcome was seen, starting the next attempt", "job", rel.Job, "attempt", rel.Attempt)
 		case st.succeeded || forced:
 			rel.Phase, rel.FinishedAt = petriv1.ComponentUndeployed, st.finished
-			recordJob(jobs.ActionUndeploy, st)
+			recordJob(contract.ActionUndeploy, st)
 		default:
 			if rel.LastError == "" || rel.FinishedAt == nil {
 				rel.LastError, rel.FinishedAt = oneLine(st.message), st.finished
-				recordJob(jobs.ActionUndeploy, st)
+				recordJob(contract.ActionUndeploy, st)
 			}
 			if wait := retryDelay(r.Options.TeardownBackoff, rel.Attempt, rel.FinishedAt); wait > 0 {
 				msg := fmt.Sprintf("undeploy failed (attempt %d): %s; retrying in %s", rel.Attempt, rel.LastError, wait.Round(time.Second))
@@ -380,9 +381,9 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 		if rel.Phase != petriv1.ComponentUndeploying {
 			attempt, gen = 1, sw.Generation
 		}
-		name := naming.AttemptJob(sw.Name, sw.UID, jobs.ActionUndeploy, "release", gen, attempt)
+		name := naming.AttemptJob(sw.Name, sw.UID, contract.ActionUndeploy, "release", gen, attempt)
 		args := []string{"undeploy", "--release", sw.Name, "--namespace", r.Options.SharedNamespace, "--termination-log", jobs.TerminationLogPath}
-		if err := r.createJob(ctx, sw, name, jobs.ActionUndeploy, gen, args, ""); err != nil {
+		if err := r.createJob(ctx, sw, name, contract.ActionUndeploy, gen, args, ""); err != nil {
 			return reconcile.Result{}, err
 		}
 		now := metav1.Now()

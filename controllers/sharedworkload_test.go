@@ -18,8 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
-	"github.com/petri-dev/petri/controllers/internal/jobs"
 )
 
 // recordDir is where provision and deprovision containers record the
@@ -285,7 +285,7 @@ func TestFailedSharedWorkloadUndeployIsRetried(t *testing.T) {
 	assert.NotEmpty(t, cur.Status.Release.LastError)
 	assert.Contains(t, cur.Finalizers, petriv1.Finalizer, "held while its undeploy fails")
 	var list batchv1.JobList
-	require.NoError(t, env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{"petri.dev/shared-workload": "retry-sw", jobs.LabelAction: jobs.ActionUndeploy}))
+	require.NoError(t, env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{"petri.dev/shared-workload": "retry-sw", contract.LabelAction: contract.ActionUndeploy}))
 	assert.GreaterOrEqual(t, len(list.Items), 3, "one Job per attempt")
 
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(record), record))

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
@@ -304,8 +305,8 @@ func (r *EphemeralEnvironmentReconciler) startSleepJob(ctx context.Context, env 
 	}
 	name := naming.AttemptJob(env.Name, types.UID(string(env.UID)+"/"+key), action, sleepSubject, gen, attempt)
 	l := ownedLabels(env)
-	l[jobs.LabelAction] = action
-	l[jobs.LabelGeneration] = strconv.FormatInt(gen, 10)
+	l[contract.LabelAction] = action
+	l[contract.LabelGeneration] = strconv.FormatInt(gen, 10)
 	args := []string{action, "--namespace", env.Status.TargetNamespace, "--termination-log", jobs.TerminationLogPath}
 	if action == petriv1.SleepActionWake {
 		args = append(args, wakeWaitArgs(env)...)
@@ -348,7 +349,7 @@ func wakeWaitArgs(env *petriv1.EphemeralEnvironment) []string {
 // helmBusy names an unfinished deploy or undeploy Job of the environment, as
 // the API server knows it; "" when there is none.
 func (r *EphemeralEnvironmentReconciler) helmBusy(ctx context.Context, env *petriv1.EphemeralEnvironment) (string, error) {
-	helm, err := labels.NewRequirement(jobs.LabelAction, selection.In, []string{jobs.ActionDeploy, jobs.ActionUndeploy})
+	helm, err := labels.NewRequirement(contract.LabelAction, selection.In, []string{contract.ActionDeploy, contract.ActionUndeploy})
 	if err != nil {
 		return "", err
 	}

@@ -20,6 +20,7 @@ import (
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
@@ -71,7 +72,7 @@ func actionJobs(t *testing.T, envName, action string) []batchv1.Job {
 	t.Helper()
 	var list batchv1.JobList
 	require.NoError(t, env.Client.List(context.Background(), &list, client.InNamespace(mgmtNS),
-		client.MatchingLabels{petriv1.LabelEnvironment: envName, jobs.LabelAction: action}))
+		client.MatchingLabels{petriv1.LabelEnvironment: envName, contract.LabelAction: action}))
 	sort.Slice(list.Items, func(i, j int) bool {
 		return list.Items[i].CreationTimestamp.Before(&list.Items[j].CreationTimestamp) ||
 			list.Items[i].CreationTimestamp.Equal(&list.Items[j].CreationTimestamp) && list.Items[i].Name < list.Items[j].Name
@@ -132,7 +133,7 @@ func TestSleepAndWakeRestoreTheReplicasExactly(t *testing.T) {
 
 	// The sleep Job runs the deployer image as the environment's deployer
 	// identity.
-	sleeps := actionJobs(t, name, jobs.ActionSleep)
+	sleeps := actionJobs(t, name, contract.ActionSleep)
 	require.Len(t, sleeps, 1)
 	assert.Equal(t, slept.Status.Sleep.Job, sleeps[0].Name)
 	pod := sleeps[0].Spec.Template.Spec
@@ -150,14 +151,14 @@ func TestSleepAndWakeRestoreTheReplicasExactly(t *testing.T) {
 	assert.Equal(t, map[string]string{"web": "2/-", "api-greeter": "1/-"}, replicas(t, ns), "exactly the counts before the sleep")
 	assert.Equal(t, wakeAt, woken.Status.Sleep.WakeRequested)
 	assert.Equal(t, petriv1.SleepActionWake, woken.Status.Sleep.Action)
-	wakes := actionJobs(t, name, jobs.ActionWake)
+	wakes := actionJobs(t, name, contract.ActionWake)
 	require.Len(t, wakes, 1)
 	assert.Equal(t, []string{"wake", "--namespace", ns, "--termination-log", jobs.TerminationLogPath}, wakes[0].Spec.Template.Spec.Containers[0].Args)
 	assert.Equal(t, naming.DeployerServiceAccount(name), wakes[0].Spec.Template.Spec.ServiceAccountName)
 
 	// Sleep and wake deploy nothing: one sleep Job, the same deploy Jobs,
 	// the same Helm revisions.
-	assert.Len(t, actionJobs(t, name, jobs.ActionSleep), 1)
+	assert.Len(t, actionJobs(t, name, contract.ActionSleep), 1)
 	assert.Equal(t, deploys, deployJobs(t, name))
 	assert.Equal(t, releases, helmReleases(t, ns))
 	// The operator wrote nothing in the workload namespace; the Jobs did.
@@ -191,7 +192,7 @@ func TestASleepRequestBeforeTheDeployIsStale(t *testing.T) {
 	require.NoError(t, env.Client.Create(ctx, e))
 	got := waitFor(t, name, "Ready", ready)
 	assert.Nil(t, got.Status.Sleep)
-	assert.Empty(t, actionJobs(t, name, jobs.ActionSleep))
+	assert.Empty(t, actionJobs(t, name, contract.ActionSleep))
 	assert.Equal(t, map[string]string{"web-greeter": "1/-"}, replicas(t, got.Status.TargetNamespace))
 
 	require.NoError(t, env.Client.Delete(ctx, e))
@@ -219,11 +220,11 @@ func TestANewGenerationOrARedeployWakesTheEnvironment(t *testing.T) {
 	assert.Equal(t, cur.Generation, pushed.Generation)
 	assert.Equal(t, map[string]string{"web": "3/-"}, replicas(t, ns), "the new generation's count, no record left")
 	assert.Empty(t, pushed.Status.Sleep.WakeRequested, "a deploy woke it")
-	wakes := actionJobs(t, name, jobs.ActionWake)
+	wakes := actionJobs(t, name, contract.ActionWake)
 	require.Len(t, wakes, 1)
 	var deploy *batchv1.Job
-	for _, j := range actionJobs(t, name, jobs.ActionDeploy) {
-		if j.Labels[jobs.LabelGeneration] == fmt.Sprint(pushed.Generation) {
+	for _, j := range actionJobs(t, name, contract.ActionDeploy) {
+		if j.Labels[contract.LabelGeneration] == fmt.Sprint(pushed.Generation) {
 			deploy = &j
 		}
 	}
@@ -242,7 +243,7 @@ func TestANewGenerationOrARedeployWakesTheEnvironment(t *testing.T) {
 	})
 	assert.Equal(t, pushed.Generation, redeployed.Generation)
 	assert.Equal(t, map[string]string{"web": "3/-"}, replicas(t, ns))
-	assert.Len(t, actionJobs(t, name, jobs.ActionWake), 2)
+	assert.Len(t, actionJobs(t, name, contract.ActionWake), 2)
 	assert.Len(t, helmReleases(t, ns)["web"], revisions+1)
 
 	require.NoError(t, env.Client.Delete(ctx, e))
@@ -286,7 +287,7 @@ func TestAFailedWakeIsRetried(t *testing.T) {
 	patchRecord("1")
 	woken := waitFor(t, name, "awake after the fix", awake)
 	assert.Greater(t, woken.Status.Sleep.Attempt, int32(1), "a later attempt woke it")
-	assert.Len(t, actionJobs(t, name, jobs.ActionWake), int(woken.Status.Sleep.Attempt), "one Job per attempt")
+	assert.Len(t, actionJobs(t, name, contract.ActionWake), int(woken.Status.Sleep.Attempt), "one Job per attempt")
 	assert.Equal(t, map[string]string{"web-greeter": "1/-"}, replicas(t, ns))
 
 	require.NoError(t, env.Client.Delete(ctx, e))

@@ -3,10 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
@@ -25,10 +24,10 @@ import (
 // Only the deployer identity may read a workload namespace, so the operator
 // asks it: a verify Job runs `petri-deployer verify`, which reads each
 // component's latest Helm release record and compares it with the revision
-// the component's deploy Job reported (status.components[].revision). It
-// succeeds with "Verified" or fails, after one pod, with what differs:
-// "ReleaseMissing: web; RevisionMismatch: api 3 != 4". Components found
-// missing or at another revision are deployed again (recoverWorkloads).
+// the component's deploy Job reported (status.components[].revision). Its
+// result is Succeeded, or Drifted (after one pod) naming the releases found
+// missing or at another revision, which are deployed again
+// (recoverWorkloads); its message says what differs for people.
 //
 // A verify Job runs once per --verify-interval for an environment whose
 // deploy graph is done and whose Jobs have all finished, and right after the
@@ -44,40 +43,6 @@ const (
 
 // verifySubject stands for the environment's releases in verify Job names.
 const verifySubject = "releases"
-
-// deployedMessage is what the deployer writes to its termination log after a
-// successful deploy: "Deployed: revision 4".
-var deployedMessage = regexp.MustCompile(`^Deployed: revision ([0-9]+)\b`)
-
-// deployedRevision reads the revision from a deploy Job's termination
-// message; 0 when it has none (a deployer from before it wrote one).
-func deployedRevision(msg string) int32 {
-	m := deployedMessage.FindStringSubmatch(msg)
-	if m == nil {
-		return 0
-	}
-	n, err := strconv.ParseInt(m[1], 10, 32)
-	if err != nil {
-		return 0
-	}
-	return int32(n)
-}
-
-// driftedComponents reads the components a failed verification names:
-// "ReleaseMissing: web; RevisionMismatch: api 3 != 4" gives web and api.
-func driftedComponents(result string) []string {
-	var out []string
-	for _, part := range strings.Split(result, ";") {
-		reason, rest, ok := strings.Cut(strings.TrimSpace(part), ":")
-		if !ok || reason != "ReleaseMissing" && reason != "RevisionMismatch" {
-			continue
-		}
-		if f := strings.Fields(rest); len(f) > 0 && !slices.Contains(out, f[0]) {
-			out = append(out, f[0])
-		}
-	}
-	return out
-}
 
 // verifying reports whether the latest verify Job is still running.
 func verifying(env *petriv1.EphemeralEnvironment) bool {
@@ -157,12 +122,12 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 		r.verified(env, trigger, "nothing deployed to verify")
 		return nil
 	}
-	name := naming.Job(env.Name, types.UID(string(env.UID)+"/verify/"+trigger+"/"+key), jobs.ActionVerify, verifySubject, env.Generation)
+	name := naming.Job(env.Name, types.UID(string(env.UID)+"/verify/"+trigger+"/"+key), contract.ActionVerify, verifySubject, env.Generation)
 	args := append([]string{"verify",
 		"--namespace", env.Status.TargetNamespace,
 		"--termination-log", jobs.TerminationLogPath,
 	}, expect...)
-	if err := r.createJob(ctx, env, name, r.jobLabels(env, verifySubject, jobs.ActionVerify, env.Generation), args, ""); err != nil {
+	if err := r.createJob(ctx, env, name, r.jobLabels(env, verifySubject, contract.ActionVerify, env.Generation), args, ""); err != nil {
 		return err
 	}
 	now := metav1.Now()
@@ -189,7 +154,7 @@ func (r *EphemeralEnvironmentReconciler) observeVerification(ctx context.Context
 	case !st.done:
 		return nil
 	}
-	recordJob(jobs.ActionVerify, st)
+	recordJob(contract.ActionVerify, st)
 	v.FinishedAt = &now
 	if st.finished != nil {
 		v.FinishedAt = st.finished
@@ -202,12 +167,16 @@ func (r *EphemeralEnvironmentReconciler) observeVerification(ctx context.Context
 		r.verified(env, v.Trigger, v.Result)
 		return nil
 	}
+	var drifted []string
+	if st.typed && st.result.Outcome == contract.OutcomeDrifted {
+		drifted = st.result.Drifted
+	}
 	var lost []string
-	for _, name := range driftedComponents(v.Result) {
+	for _, name := range drifted {
 		// A component deployed again since the Job started is not judged
 		// by what the Job read.
 		cs := componentStatus(env, name)
-		if findComponent(env, name) != nil && cs.Phase == petriv1.ComponentDeployed && (cs.FinishedAt == nil || !cs.FinishedAt.After(v.StartedAt.Time)) {
+		if findComponent(env, name) != nil && !slices.Contains(lost, name) && cs.Phase == petriv1.ComponentDeployed && (cs.FinishedAt == nil || !cs.FinishedAt.After(v.StartedAt.Time)) {
 			lost = append(lost, name)
 		}
 	}

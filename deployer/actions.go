@@ -11,6 +11,8 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
+
+	"github.com/petri-dev/petri/api/contract"
 )
 
 // Thin wrappers around Helm's actions: each sets the few options Petri needs
@@ -171,7 +173,7 @@ func helmError(op, name string, timeout time.Duration, err error) error {
 		msg := schemaValue.ReplaceAllString(err.Error(), "the value $1")
 		return fmt.Errorf("%w: %s %s: %s", ErrValuesInvalid, op, name, msg)
 	}
-	if Classify(err) == ReasonTimeout {
+	if Classify(err) == contract.ReasonTimeout {
 		return fmt.Errorf("%s %s: not ready within %s: %w", op, name, timeout, err)
 	}
 	return fmt.Errorf("%s %s: %w", op, name, err)

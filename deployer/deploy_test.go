@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/petri-dev/petri/api/contract"
 	"github.com/petri-dev/petri/deployer"
 )
 
@@ -88,7 +89,7 @@ func TestDeployRejectsSchemaViolation(t *testing.T) {
 		"replicas": 0, "message": 42, "image": map[string]any{"tag": "s3cr3t tag"},
 	}})
 	require.Error(t, err)
-	assert.Equal(t, deployer.ReasonValuesInvalid, deployer.Classify(err), err.Error())
+	assert.Equal(t, contract.ReasonValuesInvalid, deployer.Classify(err), err.Error())
 	msg := deployer.TerminationMessage(err)
 	assert.NotContains(t, msg, "\n")
 	assert.Contains(t, msg, "at '/replicas': minimum: got 0, want 1")
@@ -195,7 +196,7 @@ func TestDeployWait(t *testing.T) {
 	start := time.Now()
 	_, err := d.Deploy(ctx, deployer.DeployRequest{Release: "slow", Chart: ch, Values: map[string]any{"replicas": 1}, Wait: true, Timeout: time.Second})
 	require.Error(t, err)
-	assert.Equal(t, deployer.ReasonTimeout, deployer.Classify(err), err.Error())
+	assert.Equal(t, contract.ReasonTimeout, deployer.Classify(err), err.Error())
 	assert.Contains(t, err.Error(), "install slow: not ready within 1s")
 	assert.Less(t, time.Since(start), 30*time.Second)
 	last, err := actionConfig(t, ns).Releases.Last("slow")
@@ -270,11 +271,11 @@ func TestDeployWithoutRightsIsRefused(t *testing.T) {
 
 	_, err = d.Deploy(ctx, deployer.DeployRequest{Release: "web", Chart: localChart(t, "greeter"), Values: greeterValues("x", "v1")})
 	require.Error(t, err)
-	assert.Equal(t, deployer.ReasonKubernetesRefused, deployer.Classify(err), err.Error())
+	assert.Equal(t, contract.ReasonKubernetesRefused, deployer.Classify(err), err.Error())
 	assert.Contains(t, deployer.TerminationMessage(err), "system:serviceaccount:"+ns+":nobody")
 
 	err = d.Undeploy(ctx, "web", 10*time.Second)
-	assert.Equal(t, deployer.ReasonKubernetesRefused, deployer.Classify(err), "%v", err)
+	assert.Equal(t, contract.ReasonKubernetesRefused, deployer.Classify(err), "%v", err)
 
 	err = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-greeter"}, &corev1.ConfigMap{})
 	assert.True(t, apierrors.IsNotFound(err), "nothing was created")
@@ -311,7 +312,7 @@ func TestDeployHonoursKubeVersionAndCapabilities(t *testing.T) {
 	// A chart for clusters before 1.20 is refused before anything is applied.
 	_, err = d.Deploy(ctx, deployer.DeployRequest{Release: "old", Chart: localChart(t, "legacy")})
 	require.Error(t, err)
-	assert.Equal(t, deployer.ReasonKubeVersionIncompatible, deployer.Classify(err), err.Error())
+	assert.Equal(t, contract.ReasonKubeVersionIncompatible, deployer.Classify(err), err.Error())
 	assert.Equal(t, "KubeVersionIncompatible: install old: chart requires kubeVersion: <1.20.0 which is incompatible with Kubernetes "+server.GitVersion,
 		deployer.TerminationMessage(err))
 	_, err = actionConfig(t, ns).Releases.Last("old")
@@ -319,7 +320,7 @@ func TestDeployHonoursKubeVersionAndCapabilities(t *testing.T) {
 
 	// An upgrade to such a chart is refused the same way.
 	_, err = d.Deploy(ctx, deployer.DeployRequest{Release: "web", Chart: localChart(t, "legacy")})
-	assert.Equal(t, deployer.ReasonKubeVersionIncompatible, deployer.Classify(err), "%v", err)
+	assert.Equal(t, contract.ReasonKubeVersionIncompatible, deployer.Classify(err), "%v", err)
 	assert.Contains(t, deployer.TerminationMessage(err), "KubeVersionIncompatible: upgrade web: chart requires kubeVersion: <1.20.0")
 }
 
@@ -338,7 +339,7 @@ func TestDeployClassifiesRenderRefusals(t *testing.T) {
 		name   string
 		chart  *chart.Chart
 		values map[string]any
-		reason deployer.Reason
+		reason contract.Reason
 		// the termination message, after "<reason>: <op> <release>: "
 		detail string
 	}{
@@ -346,59 +347,59 @@ func TestDeployClassifiesRenderRefusals(t *testing.T) {
 			name:   "required value missing",
 			chart:  inlineChart("req", "", map[string]string{"cm.yaml": configMap("  image: {{ required \"image.repository is required\" .Values.image.repository }}\n")}),
 			values: map[string]any{"image": map[string]any{}},
-			reason: deployer.ReasonRequiredValueMissing,
+			reason: contract.ReasonRequiredValueMissing,
 			detail: "execution error at (req/templates/cm.yaml:6:12): image.repository is required",
 		},
 		{
 			name:   "required empty string",
 			chart:  inlineChart("req", "", map[string]string{"cm.yaml": configMap("  image: {{ .Values.tag | required \"tag is required\" }}\n")}),
 			values: map[string]any{"tag": ""},
-			reason: deployer.ReasonRequiredValueMissing,
+			reason: contract.ReasonRequiredValueMissing,
 			detail: "execution error at (req/templates/cm.yaml:6:26): tag is required",
 		},
 		{
 			name:   "required in a helper",
 			chart:  localChart(t, "capabilities"),
 			values: map[string]any{"minAvailable": nil},
-			reason: deployer.ReasonRequiredValueMissing,
+			reason: contract.ReasonRequiredValueMissing,
 			// Helm names the include, not the helper that calls required.
 			detail: "execution error at (capabilities/templates/poddisruptionbudget.yaml:12:19): minAvailable is required",
 		},
 		{
 			name:   "required in a subchart",
 			chart:  withSubchart,
-			reason: deployer.ReasonRequiredValueMissing,
+			reason: contract.ReasonRequiredValueMissing,
 			detail: "execution error at (parent/charts/child/templates/cm.yaml:6:26): child: host is required",
 		},
 		{
 			name:   "fail",
 			chart:  inlineChart("f", "", map[string]string{"cm.yaml": configMap("{{ if not .Values.host }}{{ fail \"host is required\" }}{{ end }}")}),
-			reason: deployer.ReasonRenderFailed,
+			reason: contract.ReasonRenderFailed,
 			detail: "execution error at (f/templates/cm.yaml:6:28): host is required",
 		},
 		{
 			name:   "template does not parse",
 			chart:  inlineChart("p", "", map[string]string{"cm.yaml": configMap("  a: {{ .Values.a \n")}),
-			reason: deployer.ReasonRenderFailed,
+			reason: contract.ReasonRenderFailed,
 			detail: "parse error at (p/templates/cm.yaml:7): unclosed action started at p/templates/cm.yaml:6",
 		},
 		{
 			name:   "template does not execute",
 			chart:  inlineChart("e", "", map[string]string{"cm.yaml": configMap("  a: {{ .Values.a.b.c }}\n")}),
 			values: map[string]any{"a": map[string]any{}},
-			reason: deployer.ReasonRenderFailed,
+			reason: contract.ReasonRenderFailed,
 			detail: `template: e/templates/cm.yaml:6:15: executing "e/templates/cm.yaml" at <.Values.a.b.c>: nil pointer evaluating interface {}.c`,
 		},
 		{
 			name:   "output is not YAML",
 			chart:  inlineChart("y", "", map[string]string{"cm.yaml": configMap("  a: [unclosed\n")}),
-			reason: deployer.ReasonRenderFailed,
+			reason: contract.ReasonRenderFailed,
 			detail: "YAML parse error on y/templates/cm.yaml: error converting YAML to JSON: yaml: line 6: did not find expected ',' or ']'",
 		},
 		{
 			name:   "kubeVersion",
 			chart:  inlineChart("k", ">= 99.0.0", map[string]string{"cm.yaml": configMap("  a: b\n")}),
-			reason: deployer.ReasonKubeVersionIncompatible,
+			reason: contract.ReasonKubeVersionIncompatible,
 			detail: "chart requires kubeVersion: >= 99.0.0 which is incompatible with Kubernetes v",
 		},
 	}

@@ -5,50 +5,11 @@ import (
 	"errors"
 	"regexp"
 	"strings"
-	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
-)
 
-// Reason is the first word of the deployer's termination message. The
-// operator reads it from the pod's status and copies it into the component's
-// condition, so it must stay a closed, stable set: a user can act on
-// VersionNotFound, not on a Go error string.
-type Reason string
-
-// The reasons a deploy or undeploy fails with. Each one points at who has to
-// act: the config repository (chart, version, values), the cluster admin
-// (RBAC, the cluster's version), the chart's workload (timeout) or the chart
-// publisher (digest, templates). Final reports which of them no retry fixes.
-const (
-	// ReasonChartNotFound: the repository, registry or path has no such chart.
-	ReasonChartNotFound Reason = "ChartNotFound"
-	// ReasonVersionNotFound: the chart exists but not at the requested version.
-	ReasonVersionNotFound Reason = "VersionNotFound"
-	// ReasonValuesInvalid: the values do not parse or fail values.schema.json.
-	ReasonValuesInvalid Reason = "ValuesInvalid"
-	// ReasonKubernetesRefused: the API server rejected a request (RBAC,
-	// admission, validation).
-	ReasonKubernetesRefused Reason = "KubernetesRefused"
-	// ReasonTimeout: the release did not become ready within --timeout.
-	ReasonTimeout Reason = "Timeout"
-	// ReasonDigestMismatch: the downloaded archive is not the one the
-	// repository index describes.
-	ReasonDigestMismatch Reason = "DigestMismatch"
-	// ReasonInvalidArguments: the Job was built wrong; an operator bug.
-	ReasonInvalidArguments Reason = "InvalidArguments"
-	// ReasonKubeVersionIncompatible: the chart's kubeVersion constraint
-	// excludes the cluster's Kubernetes version.
-	ReasonKubeVersionIncompatible Reason = "KubeVersionIncompatible"
-	// ReasonRequiredValueMissing: a template's `required` found its value
-	// missing or empty.
-	ReasonRequiredValueMissing Reason = "RequiredValueMissing"
-	// ReasonRenderFailed: the chart's templates do not render with these
-	// values (a template error, `fail`, or output that is not YAML).
-	ReasonRenderFailed Reason = "RenderFailed"
-	// ReasonFailed: anything else.
-	ReasonFailed Reason = "Failed"
+	"github.com/petri-dev/petri/api/contract"
 )
 
 // Sentinel errors wrapped by the chart loaders and the Helm wrappers, so that
@@ -73,39 +34,24 @@ var (
 	ErrRenderFailed = errors.New("render failed")
 )
 
-// MaxMessageBytes bounds the termination message. Kubernetes keeps at most
-// 4096 bytes per container and the operator puts the message into a
-// condition, where a short line is what a user reads.
+// MaxMessageBytes bounds the message of a result. The whole result is bounded
+// by contract.MaxBytes, what Kubernetes keeps of a termination message; the
+// operator puts the message into a condition, where a short line is what a
+// user reads.
 const MaxMessageBytes = 1024
 
 var sentinelReasons = []struct {
 	err    error
-	reason Reason
+	reason contract.Reason
 }{
-	{ErrInvalidArguments, ReasonInvalidArguments},
-	{ErrDigestMismatch, ReasonDigestMismatch},
-	{ErrChartNotFound, ReasonChartNotFound},
-	{ErrVersionNotFound, ReasonVersionNotFound},
-	{ErrValuesInvalid, ReasonValuesInvalid},
-	{ErrKubeVersionIncompatible, ReasonKubeVersionIncompatible},
-	{ErrRequiredValueMissing, ReasonRequiredValueMissing},
-	{ErrRenderFailed, ReasonRenderFailed},
-}
-
-// Final reports whether a failure with this reason is certain to repeat
-// when the same Job runs again: its cause is the chart, the values, the
-// cluster's version or the Job's own arguments, which a retry does not change.
-// A final failure ends its Job at once instead of costing backoffLimit more
-// pods; a new generation of the environment (other values, another chart
-// version) is what fixes it. Everything else (API refusals, timeouts,
-// unreachable repositories, charts not yet published) may pass on a retry.
-func (r Reason) Final() bool {
-	switch r {
-	case ReasonInvalidArguments, ReasonValuesInvalid, ReasonKubeVersionIncompatible,
-		ReasonRequiredValueMissing, ReasonRenderFailed:
-		return true
-	}
-	return false
+	{ErrInvalidArguments, contract.ReasonInvalidArguments},
+	{ErrDigestMismatch, contract.ReasonDigestMismatch},
+	{ErrChartNotFound, contract.ReasonChartNotFound},
+	{ErrVersionNotFound, contract.ReasonVersionNotFound},
+	{ErrValuesInvalid, contract.ReasonValuesInvalid},
+	{ErrKubeVersionIncompatible, contract.ReasonKubeVersionIncompatible},
+	{ErrRequiredValueMissing, contract.ReasonRequiredValueMissing},
+	{ErrRenderFailed, contract.ReasonRenderFailed},
 }
 
 // Helm flattens some errors into strings (a failed update of several objects
@@ -113,8 +59,10 @@ func (r Reason) Final() bool {
 // the API server writes for them.
 var refusedText = regexp.MustCompile(`is forbidden: |\bUnauthorized\b|admission webhook .* denied the request|is invalid: `)
 
-// Classify maps an error to the Reason the operator acts on.
-func Classify(err error) Reason {
+// Classify maps an error to the reason of its result (contract.Reason), the
+// closed set the operator acts on; its Final decides the exit code that feeds
+// the Job's PodFailurePolicy.
+func Classify(err error) contract.Reason {
 	if err == nil {
 		return ""
 	}
@@ -127,13 +75,13 @@ func Classify(err error) Reason {
 		apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
 		strings.Contains(err.Error(), "context deadline exceeded") ||
 		strings.Contains(err.Error(), "timed out waiting for the condition") {
-		return ReasonTimeout
+		return contract.ReasonTimeout
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) || refusedText.MatchString(err.Error()) {
-		return ReasonKubernetesRefused
+		return contract.ReasonKubernetesRefused
 	}
-	return ReasonFailed
+	return contract.ReasonFailed
 }
 
 // TerminationMessage renders err as the one line written to the termination
@@ -164,14 +112,16 @@ func condense(s string) string {
 	return strings.TrimSpace(whitespace.ReplaceAllString(s, " "))
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+func truncate(s string, n int) string { return contract.Truncate(s, n) }
+
+// FailureResult is the result a failed run of action writes to its
+// termination log: the reason, whether a new Job may succeed, and the
+// message TerminationMessage renders.
+func FailureResult(action string, err error) contract.Result {
+	reason := Classify(err)
+	return contract.Result{
+		Action: action, Outcome: contract.OutcomeFailed,
+		Reason: reason, Retryable: reason.Retryable(),
+		Message: TerminationMessage(err),
 	}
-	const ellipsis = "..."
-	cut := n - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + ellipsis
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/petri-dev/petri/api/contract"
 	"github.com/petri-dev/petri/deployer"
 )
 
@@ -22,30 +23,30 @@ func TestClassify(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
-		want deployer.Reason
+		want contract.Reason
 	}{
 		{"nil", nil, ""},
-		{"chart not found", fmt.Errorf("load chart: %w: greeter", deployer.ErrChartNotFound), deployer.ReasonChartNotFound},
-		{"version not found", fmt.Errorf("%w: greeter 9.9.9", deployer.ErrVersionNotFound), deployer.ReasonVersionNotFound},
-		{"values invalid", fmt.Errorf("%w: install r: bad", deployer.ErrValuesInvalid), deployer.ReasonValuesInvalid},
-		{"digest mismatch", fmt.Errorf("%w: x", deployer.ErrDigestMismatch), deployer.ReasonDigestMismatch},
-		{"invalid arguments", fmt.Errorf("%w: --release required", deployer.ErrInvalidArguments), deployer.ReasonInvalidArguments},
-		{"forbidden status error", fmt.Errorf("read release r: %w", forbidden), deployer.ReasonKubernetesRefused},
-		{"invalid object", apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "x", nil), deployer.ReasonKubernetesRefused},
-		{"missing namespace", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "gone"), deployer.ReasonKubernetesRefused},
-		{"forbidden flattened by helm", errors.New(`failed to create resource: configmaps is forbidden: User "u" cannot create resource "configmaps"`), deployer.ReasonKubernetesRefused},
-		{"unauthorized flattened", errors.New("query: failed to query with labels: Unauthorized"), deployer.ReasonKubernetesRefused},
-		{"deadline", fmt.Errorf("install r: %w", context.DeadlineExceeded), deployer.ReasonTimeout},
-		{"wait interrupted", wait.ErrorInterrupted(errors.New("x")), deployer.ReasonTimeout},
-		{"deadline flattened", errors.New("release r failed: context deadline exceeded"), deployer.ReasonTimeout},
-		{"server timeout", apierrors.NewServerTimeout(schema.GroupResource{Resource: "configmaps"}, "create", 1), deployer.ReasonTimeout},
-		{"sentinel wins over cause", fmt.Errorf("%w: %w", deployer.ErrChartNotFound, context.DeadlineExceeded), deployer.ReasonChartNotFound},
-		{"kube version incompatible", fmt.Errorf("%w: install r: chart requires kubeVersion: <1.20.0 which is incompatible with Kubernetes v1.37.2", deployer.ErrKubeVersionIncompatible), deployer.ReasonKubeVersionIncompatible},
-		{"required value missing", fmt.Errorf("%w: install r: execution error at (c/templates/x.yaml:3:11): host is required", deployer.ErrRequiredValueMissing), deployer.ReasonRequiredValueMissing},
-		{"render failed", fmt.Errorf("%w: upgrade r: parse error at (c/templates/x.yaml:3): unclosed action", deployer.ErrRenderFailed), deployer.ReasonRenderFailed},
+		{"chart not found", fmt.Errorf("load chart: %w: greeter", deployer.ErrChartNotFound), contract.ReasonChartNotFound},
+		{"version not found", fmt.Errorf("%w: greeter 9.9.9", deployer.ErrVersionNotFound), contract.ReasonVersionNotFound},
+		{"values invalid", fmt.Errorf("%w: install r: bad", deployer.ErrValuesInvalid), contract.ReasonValuesInvalid},
+		{"digest mismatch", fmt.Errorf("%w: x", deployer.ErrDigestMismatch), contract.ReasonDigestMismatch},
+		{"invalid arguments", fmt.Errorf("%w: --release required", deployer.ErrInvalidArguments), contract.ReasonInvalidArguments},
+		{"forbidden status error", fmt.Errorf("read release r: %w", forbidden), contract.ReasonKubernetesRefused},
+		{"invalid object", apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "x", nil), contract.ReasonKubernetesRefused},
+		{"missing namespace", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "gone"), contract.ReasonKubernetesRefused},
+		{"forbidden flattened by helm", errors.New(`failed to create resource: configmaps is forbidden: User "u" cannot create resource "configmaps"`), contract.ReasonKubernetesRefused},
+		{"unauthorized flattened", errors.New("query: failed to query with labels: Unauthorized"), contract.ReasonKubernetesRefused},
+		{"deadline", fmt.Errorf("install r: %w", context.DeadlineExceeded), contract.ReasonTimeout},
+		{"wait interrupted", wait.ErrorInterrupted(errors.New("x")), contract.ReasonTimeout},
+		{"deadline flattened", errors.New("release r failed: context deadline exceeded"), contract.ReasonTimeout},
+		{"server timeout", apierrors.NewServerTimeout(schema.GroupResource{Resource: "configmaps"}, "create", 1), contract.ReasonTimeout},
+		{"sentinel wins over cause", fmt.Errorf("%w: %w", deployer.ErrChartNotFound, context.DeadlineExceeded), contract.ReasonChartNotFound},
+		{"kube version incompatible", fmt.Errorf("%w: install r: chart requires kubeVersion: <1.20.0 which is incompatible with Kubernetes v1.37.2", deployer.ErrKubeVersionIncompatible), contract.ReasonKubeVersionIncompatible},
+		{"required value missing", fmt.Errorf("%w: install r: execution error at (c/templates/x.yaml:3:11): host is required", deployer.ErrRequiredValueMissing), contract.ReasonRequiredValueMissing},
+		{"render failed", fmt.Errorf("%w: upgrade r: parse error at (c/templates/x.yaml:3): unclosed action", deployer.ErrRenderFailed), contract.ReasonRenderFailed},
 		// Render failures are recognised where Helm reports them (Deploy,
 		// which has the chart); the text alone is not enough.
-		{"anything else", errors.New("template: greeter/templates/x.yaml:3: unexpected EOF"), deployer.ReasonFailed},
+		{"anything else", errors.New("template: greeter/templates/x.yaml:3: unexpected EOF"), contract.ReasonFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,20 +58,20 @@ func TestClassify(t *testing.T) {
 // Final failures end their Job at once; the others are worth another pod.
 func TestReasonFinal(t *testing.T) {
 	t.Parallel()
-	final := map[deployer.Reason]bool{
-		deployer.ReasonInvalidArguments:        true,
-		deployer.ReasonValuesInvalid:           true,
-		deployer.ReasonKubeVersionIncompatible: true,
-		deployer.ReasonRequiredValueMissing:    true,
-		deployer.ReasonRenderFailed:            true,
+	final := map[contract.Reason]bool{
+		contract.ReasonInvalidArguments:        true,
+		contract.ReasonValuesInvalid:           true,
+		contract.ReasonKubeVersionIncompatible: true,
+		contract.ReasonRequiredValueMissing:    true,
+		contract.ReasonRenderFailed:            true,
 		// A chart or version may be published a moment later, a refusal may
 		// be an RBAC binding not yet in effect, a timeout a slow cluster.
-		deployer.ReasonChartNotFound:     false,
-		deployer.ReasonVersionNotFound:   false,
-		deployer.ReasonKubernetesRefused: false,
-		deployer.ReasonTimeout:           false,
-		deployer.ReasonDigestMismatch:    false,
-		deployer.ReasonFailed:            false,
+		contract.ReasonChartNotFound:     false,
+		contract.ReasonVersionNotFound:   false,
+		contract.ReasonKubernetesRefused: false,
+		contract.ReasonTimeout:           false,
+		contract.ReasonDigestMismatch:    false,
+		contract.ReasonFailed:            false,
 	}
 	for reason, want := range final {
 		assert.Equal(t, want, reason.Final(), reason)

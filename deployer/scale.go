@@ -17,13 +17,9 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
-)
 
-// AnnotationReplicasBeforeSleep is written by Sleep on each workload it
-// scaled to zero, with the replica count it had; Wake restores exactly that
-// count and removes it. (The same key as api/v1alpha1's; the deployer does not
-// import the API types.)
-const AnnotationReplicasBeforeSleep = "petri.dev/replicas-before-sleep"
+	"github.com/petri-dev/petri/api/contract"
+)
 
 // FieldManager names the deployer's own writes (sleep and wake) in the
 // objects' managedFields, apart from Helm's.
@@ -60,7 +56,7 @@ func NewClientset(getter genericclioptions.RESTClientGetter) (kubernetes.Interfa
 }
 
 // Sleep scales every Deployment and StatefulSet of namespace to zero and
-// records the replica count each had in AnnotationReplicasBeforeSleep, in
+// records the replica count each had in contract.AnnotationReplicasBeforeSleep, in
 // the same write. It is idempotent: a workload that already carries the
 // annotation keeps the count recorded first (and is scaled to zero again if
 // something scaled it up meanwhile); one already at zero without it is left
@@ -68,7 +64,7 @@ func NewClientset(getter genericclioptions.RESTClientGetter) (kubernetes.Interfa
 func Sleep(ctx context.Context, cs kubernetes.Interface, namespace string) ([]Scaled, error) {
 	return forEachWorkload(ctx, cs, namespace, func(w *workload) (*Scaled, error) {
 		cur := w.replicas()
-		if _, recorded := w.meta.Annotations[AnnotationReplicasBeforeSleep]; recorded || cur == 0 {
+		if _, recorded := w.meta.Annotations[contract.AnnotationReplicasBeforeSleep]; recorded || cur == 0 {
 			if cur == 0 {
 				return nil, nil
 			}
@@ -78,7 +74,7 @@ func Sleep(ctx context.Context, cs kubernetes.Interface, namespace string) ([]Sc
 		if w.meta.Annotations == nil {
 			w.meta.Annotations = map[string]string{}
 		}
-		w.meta.Annotations[AnnotationReplicasBeforeSleep] = strconv.FormatInt(int64(cur), 10)
+		w.meta.Annotations[contract.AnnotationReplicasBeforeSleep] = strconv.FormatInt(int64(cur), 10)
 		w.setReplicas(0)
 		return &Scaled{From: cur, To: 0}, nil
 	})
@@ -101,16 +97,16 @@ type WakeOptions struct {
 // is and named in the error, after the others are restored.
 func Wake(ctx context.Context, cs kubernetes.Interface, namespace string, opts WakeOptions) ([]Scaled, error) {
 	scaled, err := forEachWorkload(ctx, cs, namespace, func(w *workload) (*Scaled, error) {
-		v, ok := w.meta.Annotations[AnnotationReplicasBeforeSleep]
+		v, ok := w.meta.Annotations[contract.AnnotationReplicasBeforeSleep]
 		if !ok {
 			return nil, nil
 		}
 		n, perr := strconv.ParseInt(v, 10, 32)
 		if perr != nil || n < 0 {
-			return nil, fmt.Errorf("annotation %s is %q, not a replica count; set the replicas by hand and remove it", AnnotationReplicasBeforeSleep, v)
+			return nil, fmt.Errorf("annotation %s is %q, not a replica count; set the replicas by hand and remove it", contract.AnnotationReplicasBeforeSleep, v)
 		}
 		cur := w.replicas()
-		delete(w.meta.Annotations, AnnotationReplicasBeforeSleep)
+		delete(w.meta.Annotations, contract.AnnotationReplicasBeforeSleep)
 		w.setReplicas(int32(n))
 		return &Scaled{From: cur, To: int32(n)}, nil
 	})

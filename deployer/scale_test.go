@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/petri-dev/petri/api/contract"
 	"github.com/petri-dev/petri/deployer"
 )
 
@@ -69,7 +70,7 @@ func workloads(t *testing.T, ns string) map[string][2]string {
 }
 
 func recorded(a map[string]string) string {
-	if v, ok := a[deployer.AnnotationReplicasBeforeSleep]; ok {
+	if v, ok := a[contract.AnnotationReplicasBeforeSleep]; ok {
 		return v
 	}
 	return "-"
@@ -156,7 +157,7 @@ func TestWakeNamesABrokenRecordAndWakesTheRest(t *testing.T) {
 	require.NoError(t, err)
 	broken := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "broken"}}
 	require.NoError(t, env.Client.Patch(ctx, broken, client.RawPatch(types.MergePatchType,
-		[]byte(`{"metadata":{"annotations":{"`+deployer.AnnotationReplicasBeforeSleep+`":"many"}}}`))))
+		[]byte(`{"metadata":{"annotations":{"`+contract.AnnotationReplicasBeforeSleep+`":"many"}}}`))))
 
 	scaled, err := deployer.Wake(ctx, env.Clientset, ns, deployer.WakeOptions{})
 	require.Error(t, err)
@@ -179,7 +180,7 @@ func TestWakeWaitsForTheWorkloadsToBeReady(t *testing.T) {
 	scaled, err := deployer.Wake(ctx, env.Clientset, ns, deployer.WakeOptions{Wait: true, Timeout: 2 * time.Second})
 	require.Error(t, err)
 	assert.GreaterOrEqual(t, time.Since(start), 2*time.Second, "it waited")
-	assert.Equal(t, deployer.ReasonTimeout, deployer.Classify(err))
+	assert.Equal(t, contract.ReasonTimeout, deployer.Classify(err))
 	assert.Contains(t, err.Error(), "workloads not ready within 2s: Deployment web (0 of 1 available)")
 	assert.Equal(t, []deployer.Scaled{{Kind: "Deployment", Name: "web", From: 0, To: 1}}, scaled, "restored before the wait")
 

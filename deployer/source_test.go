@@ -21,6 +21,7 @@ import (
 	"helm.sh/helm/v3/pkg/repo"
 	"sigs.k8s.io/yaml"
 
+	"github.com/petri-dev/petri/api/contract"
 	"github.com/petri-dev/petri/deployer"
 	testcharts "github.com/petri-dev/petri/tests/charts"
 )
@@ -87,7 +88,7 @@ func TestLoadChartFromRepository(t *testing.T) {
 	tests := []struct {
 		name    string
 		src     deployer.ChartSource
-		reason  deployer.Reason
+		reason  contract.Reason
 		message string
 	}{
 		{name: "verified against the index digest", src: deployer.ChartSource{Repository: srv.URL + "/good", Name: "greeter", Version: "0.1.0", CAFile: caFile}},
@@ -96,27 +97,27 @@ func TestLoadChartFromRepository(t *testing.T) {
 		{
 			name:   "digest mismatch",
 			src:    deployer.ChartSource{Repository: srv.URL + "/bad", Name: "greeter", Version: "0.1.0", CAFile: caFile},
-			reason: deployer.ReasonDigestMismatch, message: "the index says 0000",
+			reason: contract.ReasonDigestMismatch, message: "the index says 0000",
 		},
 		{
 			name:   "chart not in index",
 			src:    deployer.ChartSource{Repository: srv.URL + "/good", Name: "nope", Version: "0.1.0", CAFile: caFile},
-			reason: deployer.ReasonChartNotFound, message: `the index has no chart "nope"`,
+			reason: contract.ReasonChartNotFound, message: `the index has no chart "nope"`,
 		},
 		{
 			name:   "no index at all",
 			src:    deployer.ChartSource{Repository: srv.URL + "/missing", Name: "greeter", Version: "0.1.0", CAFile: caFile},
-			reason: deployer.ReasonChartNotFound, message: "has no index.yaml",
+			reason: contract.ReasonChartNotFound, message: "has no index.yaml",
 		},
 		{
 			name:   "version not in index",
 			src:    deployer.ChartSource{Repository: srv.URL + "/good", Name: "greeter", Version: "9.9.9", CAFile: caFile},
-			reason: deployer.ReasonVersionNotFound, message: "chart greeter version 9.9.9 not in " + srv.URL + "/good",
+			reason: contract.ReasonVersionNotFound, message: "chart greeter version 9.9.9 not in " + srv.URL + "/good",
 		},
 		{
 			name:   "server CA not trusted without --ca-file",
 			src:    deployer.ChartSource{Repository: srv.URL + "/good", Name: "greeter", Version: "0.1.0"},
-			reason: deployer.ReasonFailed, message: "certificate",
+			reason: contract.ReasonFailed, message: "certificate",
 		},
 	}
 	for _, tt := range tests {
@@ -167,7 +168,7 @@ func TestLoadChartFromOCI(t *testing.T) {
 	tests := []struct {
 		name    string
 		src     deployer.ChartSource
-		reason  deployer.Reason
+		reason  contract.Reason
 		message string
 	}{
 		{name: "pulled", src: deployer.ChartSource{Repository: repository, Name: "greeter", Version: "0.1.0", PlainHTTP: true}},
@@ -175,22 +176,22 @@ func TestLoadChartFromOCI(t *testing.T) {
 		{
 			name:   "TLS registry not trusted without a CA file",
 			src:    deployer.ChartSource{Repository: "oci://" + tlsHost + "/charts", Name: "greeter", Version: "0.1.0"},
-			reason: deployer.ReasonFailed, message: "certificate",
+			reason: contract.ReasonFailed, message: "certificate",
 		},
 		{
 			name:   "chart not in registry",
 			src:    deployer.ChartSource{Repository: repository, Name: "nope", Version: "0.1.0", PlainHTTP: true},
-			reason: deployer.ReasonChartNotFound, message: "oci://" + host + "/charts/nope",
+			reason: contract.ReasonChartNotFound, message: "oci://" + host + "/charts/nope",
 		},
 		{
 			name:   "version not in registry",
 			src:    deployer.ChartSource{Repository: repository, Name: "greeter", Version: "0.2.0", PlainHTTP: true},
-			reason: deployer.ReasonVersionNotFound, message: "chart greeter version 0.2.0 not in " + repository,
+			reason: contract.ReasonVersionNotFound, message: "chart greeter version 0.2.0 not in " + repository,
 		},
 		{
 			name:   "TLS is the default",
 			src:    deployer.ChartSource{Repository: repository, Name: "greeter", Version: "0.1.0"},
-			reason: deployer.ReasonFailed, message: "http",
+			reason: contract.ReasonFailed, message: "http",
 		},
 	}
 	for _, tt := range tests {
@@ -217,19 +218,19 @@ func TestLoadChartFromPath(t *testing.T) {
 	tests := []struct {
 		name   string
 		src    deployer.ChartSource
-		reason deployer.Reason
+		reason contract.Reason
 	}{
 		{name: "directory of charts", src: deployer.ChartSource{Repository: charts, Name: "greeter", Version: "0.1.0"}},
 		{name: "chart directory", src: deployer.ChartSource{Repository: filepath.Join(charts, "greeter"), Name: "greeter", Version: "0.1.0"}},
 		{name: "archive", src: deployer.ChartSource{Repository: archive, Name: "strict", Version: "0.1.0"}},
 		{name: "vendored dependency", src: deployer.ChartSource{Repository: charts, Name: "stack", Version: "0.1.0"}},
-		{name: "wrong version", src: deployer.ChartSource{Repository: charts, Name: "greeter", Version: "0.2.0"}, reason: deployer.ReasonVersionNotFound},
-		{name: "wrong version in archive", src: deployer.ChartSource{Repository: archive, Name: "strict", Version: "1.0.0"}, reason: deployer.ReasonVersionNotFound},
-		{name: "no such chart in directory", src: deployer.ChartSource{Repository: charts, Name: "nope", Version: "0.1.0"}, reason: deployer.ReasonChartNotFound},
-		{name: "archive of another chart", src: deployer.ChartSource{Repository: archive, Name: "greeter", Version: "0.1.0"}, reason: deployer.ReasonChartNotFound},
-		{name: "no such path", src: deployer.ChartSource{Repository: "/nonexistent/charts", Name: "greeter", Version: "0.1.0"}, reason: deployer.ReasonChartNotFound},
-		{name: "relative path", src: deployer.ChartSource{Repository: "examples/charts", Name: "greeter", Version: "0.1.0"}, reason: deployer.ReasonInvalidArguments},
-		{name: "no version", src: deployer.ChartSource{Repository: charts, Name: "greeter"}, reason: deployer.ReasonInvalidArguments},
+		{name: "wrong version", src: deployer.ChartSource{Repository: charts, Name: "greeter", Version: "0.2.0"}, reason: contract.ReasonVersionNotFound},
+		{name: "wrong version in archive", src: deployer.ChartSource{Repository: archive, Name: "strict", Version: "1.0.0"}, reason: contract.ReasonVersionNotFound},
+		{name: "no such chart in directory", src: deployer.ChartSource{Repository: charts, Name: "nope", Version: "0.1.0"}, reason: contract.ReasonChartNotFound},
+		{name: "archive of another chart", src: deployer.ChartSource{Repository: archive, Name: "greeter", Version: "0.1.0"}, reason: contract.ReasonChartNotFound},
+		{name: "no such path", src: deployer.ChartSource{Repository: "/nonexistent/charts", Name: "greeter", Version: "0.1.0"}, reason: contract.ReasonChartNotFound},
+		{name: "relative path", src: deployer.ChartSource{Repository: "examples/charts", Name: "greeter", Version: "0.1.0"}, reason: contract.ReasonInvalidArguments},
+		{name: "no version", src: deployer.ChartSource{Repository: charts, Name: "greeter"}, reason: contract.ReasonInvalidArguments},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

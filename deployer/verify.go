@@ -9,6 +9,8 @@ import (
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
+
+	"github.com/petri-dev/petri/api/contract"
 )
 
 // Verification of deployed releases.
@@ -16,23 +18,13 @@ import (
 // The operator cannot read a workload namespace; it asks the deployer,
 // running as the environment's identity, whether each component's release
 // is still what its deploy left: the latest record exists, is deployed, and
-// is at the revision the deploy reported ("Deployed: revision 4" in its
-// termination message). The answer is one line the operator acts on:
+// is at the revision the deploy reported (the revision of its
+// result). The answer is a contract.Result: Succeeded, or Drifted with the
+// releases found missing or moved, which the operator deploys again, and a
+// line for people:
 //
 //	Verified: web=4 api=2
 //	ReleaseMissing: web; RevisionMismatch: api 3 != 4
-//
-// A release missing or at another revision is deployed again.
-
-// Drift reasons, the words a verification's finding starts with.
-const (
-	// ReasonReleaseMissing: the release has no record, or only an
-	// uninstalled one.
-	ReasonReleaseMissing Reason = "ReleaseMissing"
-	// ReasonRevisionMismatch: the latest record is at another revision than
-	// the deploy reported, or is not deployed (failed, pending).
-	ReasonRevisionMismatch Reason = "RevisionMismatch"
-)
 
 // Expectation is one release and the revision its deploy reported; 0 means
 // the revision is unknown and only its presence is checked.
@@ -58,41 +50,56 @@ func ParseExpectation(s string) (Expectation, error) {
 	return e, nil
 }
 
-// DeployedMessage is the line a successful deploy writes to its termination
-// log; the operator reads the revision from it.
+// DeployedMessage is the message of a successful deploy's result, for
+// people; the operator reads the revision from the result's field.
 func DeployedMessage(rel *release.Release) string {
 	return fmt.Sprintf("Deployed: revision %d", rel.Version)
 }
 
-// Verify reads each release's latest record. It returns the drift found as
-// one line ("" when every release is as expected) and the line that
-// describes a verified state; err is a failure to read, which says nothing
-// about the releases.
-func (d *Deployer) Verify(ctx context.Context, expect []Expectation) (drift, verified string, err error) {
+// DeployedResult is the result a successful deploy writes to its
+// termination log: the revision it made, which a verification expects.
+func DeployedResult(rel *release.Release) contract.Result {
+	return contract.Result{Action: contract.ActionDeploy, Outcome: contract.OutcomeSucceeded, Revision: rel.Version, Message: DeployedMessage(rel)}
+}
+
+// Verify reads each release's latest record. Its result is Succeeded with
+// "Verified: web=4" when every release is as expected, or Drifted with the
+// releases found missing or moved and one line naming what differs; err is a
+// failure to read, which says nothing about the releases.
+func (d *Deployer) Verify(ctx context.Context, expect []Expectation) (contract.Result, error) {
 	log := logr.FromContextOrDiscard(ctx).WithValues("namespace", d.namespace)
+	res := contract.Result{Action: contract.ActionVerify, Outcome: contract.OutcomeSucceeded}
 	var findings, seen []string
+	finding := func(reason contract.Reason, release, detail string) {
+		if res.Reason == "" {
+			res.Reason = reason
+		}
+		res.Drifted = append(res.Drifted, release)
+		findings = append(findings, strings.TrimSpace(fmt.Sprintf("%s: %s %s", reason, release, detail)))
+	}
 	for _, e := range expect {
 		latest, err := d.latest(e.Release)
 		if err != nil {
-			return "", "", err
+			return contract.Result{}, err
 		}
 		switch {
 		case latest == nil || latest.Info == nil || latest.Info.Status == release.StatusUninstalled:
-			findings = append(findings, fmt.Sprintf("%s: %s", ReasonReleaseMissing, e.Release))
+			finding(contract.ReasonReleaseMissing, e.Release, "")
 		case latest.Info.Status != release.StatusDeployed:
-			findings = append(findings, fmt.Sprintf("%s: %s %d %s", ReasonRevisionMismatch, e.Release, latest.Version, latest.Info.Status))
+			finding(contract.ReasonRevisionMismatch, e.Release, fmt.Sprintf("%d %s", latest.Version, latest.Info.Status))
 		case e.Revision != 0 && latest.Version != e.Revision:
-			findings = append(findings, fmt.Sprintf("%s: %s %d != %d", ReasonRevisionMismatch, e.Release, latest.Version, e.Revision))
+			finding(contract.ReasonRevisionMismatch, e.Release, fmt.Sprintf("%d != %d", latest.Version, e.Revision))
 		default:
 			seen = append(seen, fmt.Sprintf("%s=%d", e.Release, latest.Version))
 		}
 	}
 	if len(findings) > 0 {
-		drift = truncate(strings.Join(findings, "; "), MaxMessageBytes)
-		log.Info("Releases drifted", "drift", drift)
-		return drift, "", nil
+		res.Outcome = contract.OutcomeDrifted
+		res.Message = truncate(strings.Join(findings, "; "), MaxMessageBytes)
+		log.Info("Releases drifted", "drift", res.Message)
+		return res, nil
 	}
-	verified = truncate("Verified: "+strings.Join(seen, " "), MaxMessageBytes)
+	res.Message = truncate("Verified: "+strings.Join(seen, " "), MaxMessageBytes)
 	log.Info("Releases verified", "releases", seen)
-	return "", verified, nil
+	return res, nil
 }

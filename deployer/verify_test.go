@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/petri-dev/petri/api/contract"
 	"github.com/petri-dev/petri/deployer"
 )
 
@@ -26,18 +27,21 @@ func TestVerifyFindsMissingAndMovedReleases(t *testing.T) {
 		assert.Equal(t, "Deployed: revision 1", deployer.DeployedMessage(rel))
 	}
 	expect := []deployer.Expectation{{Release: "web", Revision: 1}, {Release: "api", Revision: 1}, {Release: "db"}}
-	drift, verified, err := d.Verify(ctx, expect)
+	res, err := d.Verify(ctx, expect)
 	require.NoError(t, err)
-	assert.Empty(t, drift)
-	assert.Equal(t, "Verified: web=1 api=1 db=1", verified)
+	assert.Equal(t, contract.OutcomeSucceeded, res.Outcome)
+	assert.Empty(t, res.Drifted)
+	assert.Equal(t, "Verified: web=1 api=1 db=1", res.Message)
 
 	require.NoError(t, env.Client.DeleteAllOf(ctx, &corev1.Secret{}, client.InNamespace(ns), client.MatchingLabels{"owner": "helm", "name": "web"}))
 	_, err = d.Deploy(ctx, deployer.DeployRequest{Release: "api", Chart: ch})
 	require.NoError(t, err)
-	drift, verified, err = d.Verify(ctx, expect)
+	res, err = d.Verify(ctx, expect)
 	require.NoError(t, err)
-	assert.Equal(t, "ReleaseMissing: web; RevisionMismatch: api 2 != 1", drift)
-	assert.Empty(t, verified)
+	assert.Equal(t, contract.OutcomeDrifted, res.Outcome)
+	assert.Equal(t, contract.ReasonReleaseMissing, res.Reason)
+	assert.Equal(t, []string{"web", "api"}, res.Drifted, "the releases to deploy again, as data")
+	assert.Equal(t, "ReleaseMissing: web; RevisionMismatch: api 2 != 1", res.Message)
 }
 
 func TestParseExpectation(t *testing.T) {

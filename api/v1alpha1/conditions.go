@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "github.com/petri-dev/petri/api/contract"
+
 // Condition types. Every condition Petri writes is a metav1.Condition whose
 // type is one of these; Ready is computed from the others in one place.
 const (
@@ -181,7 +183,8 @@ const (
 	// AnnotationReplicasBeforeSleep is written by the sleep Job on each
 	// Deployment and StatefulSet it scaled to zero, with the replica count
 	// it had; the wake Job restores exactly that count and removes it.
-	AnnotationReplicasBeforeSleep = "petri.dev/replicas-before-sleep"
+	// Declared in the Job contract, which the deployer shares.
+	AnnotationReplicasBeforeSleep = contract.AnnotationReplicasBeforeSleep
 	// LabelManagedBy marks objects that Petri's operator created.
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// ManagedByOperator is the LabelManagedBy value of the operator.

@@ -1,8 +1,11 @@
 // Command petri-deployer is the container of the Jobs the operator creates:
 // it deploys or undeploys one component with the Helm SDK, or puts an
 // environment's namespace to sleep or wakes it, then exits. The
-// outcome is its exit code and a one-line "<Reason>: <detail>" termination
-// message the operator reads from the pod's status.
+// outcome is its exit code and a typed result (contract.Result, JSON of at
+// most 4 KiB) as its termination message, which the operator decodes from
+// the pod's status: the outcome, the reason from a closed set, whether a new
+// Job may succeed, the revision a deploy made, the releases a verification
+// found drifted, and a one-line "<Reason>: <detail>" message for people.
 //
 //	petri-deployer deploy   --release NAME --namespace NS --chart-repository REPO --chart-name NAME
 //	                        --chart-version VERSION --values FILE [--wait] [--timeout 5m]
@@ -17,11 +20,13 @@
 //	petri-deployer verify   --namespace NS --expect RELEASE=REVISION [--expect ...]
 //	                        [--termination-log /dev/termination-log]
 //
-// A successful deploy writes "Deployed: revision N" to the termination log.
+// A successful deploy writes its result with the revision it made
+// ("Deployed: revision N"); other successes write nothing.
 //
 // verify reads each release's latest record and compares it with the
-// revision its deploy reported (0: only its presence): "Verified: web=4" and
-// exit 0, or "ReleaseMissing: web; RevisionMismatch: api 3 != 4" and exit 3.
+// revision its deploy reported (0: only its presence): Succeeded
+// ("Verified: web=4") and exit 0, or Drifted with the releases named
+// ("ReleaseMissing: web; RevisionMismatch: api 3 != 4") and exit 3.
 //
 // write-secret creates a Secret from the files of a directory (a mounted
 // Secret of the management namespace), once: an existing Secret is left as
@@ -56,6 +61,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/petri-dev/petri/api/contract"
 	"github.com/petri-dev/petri/deployer"
 )
 
@@ -90,7 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var opts options
 
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return fail(log, stderr, preParseLog, fmt.Errorf("%w: first argument must be the command: deploy, undeploy, write-secret, sleep, wake or verify", deployer.ErrInvalidArguments))
+		return fail(log, stderr, preParseLog, "", fmt.Errorf("%w: first argument must be the command: deploy, undeploy, write-secret, sleep, wake or verify", deployer.ErrInvalidArguments))
 	}
 	command := args[0]
 	fs := flag.NewFlagSet("petri-deployer "+command, flag.ContinueOnError)
@@ -130,16 +136,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return nil
 		})
 	default:
-		return fail(log, stderr, preParseLog, fmt.Errorf("%w: unknown command %q: want deploy, undeploy, write-secret, sleep, wake or verify", deployer.ErrInvalidArguments, command))
+		return fail(log, stderr, preParseLog, "", fmt.Errorf("%w: unknown command %q: want deploy, undeploy, write-secret, sleep, wake or verify", deployer.ErrInvalidArguments, command))
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		return fail(log, stderr, preParseLog, fmt.Errorf("%w: %w", deployer.ErrInvalidArguments, err))
+		return fail(log, stderr, preParseLog, command, fmt.Errorf("%w: %w", deployer.ErrInvalidArguments, err))
 	}
 	if err := validate(command, fs, opts); err != nil {
-		return fail(log, stderr, opts.terminationLog, err)
+		return fail(log, stderr, opts.terminationLog, command, err)
 	}
 
 	// SIGTERM (the pod being deleted) cancels the Helm action, which then
@@ -150,19 +156,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	log.Info("Starting", "command", command, "release", opts.release, "namespace", opts.namespace)
 	if command == "write-secret" {
 		if err := deployer.WriteSecret(ctx, deployer.NewRESTClientGetter("", opts.namespace), opts.namespace, opts.secretName, opts.fromDir); err != nil {
-			return fail(log, stderr, opts.terminationLog, err)
+			return fail(log, stderr, opts.terminationLog, command, err)
 		}
 		return 0
 	}
 	if command == "sleep" || command == "wake" {
 		if err := scale(ctx, command, opts); err != nil {
-			return fail(log, stderr, opts.terminationLog, err)
+			return fail(log, stderr, opts.terminationLog, command, err)
 		}
 		return 0
 	}
 	d, err := deployer.New(deployer.NewRESTClientGetter("", opts.namespace), opts.namespace, log)
 	if err != nil {
-		return fail(log, stderr, opts.terminationLog, err)
+		return fail(log, stderr, opts.terminationLog, command, err)
 	}
 	switch command {
 	case "undeploy":
@@ -173,7 +179,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = deploy(ctx, d, opts)
 	}
 	if err != nil {
-		return fail(log, stderr, opts.terminationLog, err)
+		return fail(log, stderr, opts.terminationLog, command, err)
 	}
 	return 0
 }
@@ -182,26 +188,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 // final failure (exit 3, one pod: running it again reads the same), a
 // failure to read is retried like any other.
 func verify(ctx context.Context, log logr.Logger, d *deployer.Deployer, opts options, stdout, stderr io.Writer) int {
-	drift, verified, err := d.Verify(ctx, opts.expect)
+	res, err := d.Verify(ctx, opts.expect)
 	if err != nil {
-		return fail(log, stderr, opts.terminationLog, err)
+		return fail(log, stderr, opts.terminationLog, "verify", err)
 	}
-	code, line := 0, verified
-	if drift != "" {
-		code, line = exitFinal, drift
-		fmt.Fprintln(stderr, drift)
+	code := 0
+	if res.Outcome == contract.OutcomeDrifted {
+		code = exitFinal
+		fmt.Fprintln(stderr, res.Message)
 	}
-	writeTerminationLog(stderr, opts.terminationLog, line)
+	writeTerminationLog(stderr, opts.terminationLog, res)
 	return code
 }
 
-// writeTerminationLog writes the one line the operator reads from the pod's
+// writeTerminationLog writes the result the operator decodes from the pod's
 // status.
-func writeTerminationLog(stderr io.Writer, path, line string) {
+func writeTerminationLog(stderr io.Writer, path string, res contract.Result) {
 	if path == "" {
 		return
 	}
-	if err := os.WriteFile(path, []byte(line), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(contract.Encode(res)), 0o644); err != nil {
 		fmt.Fprintf(stderr, "petri-deployer: cannot write termination log %s: %v\n", path, err)
 	}
 }
@@ -226,7 +232,7 @@ func deploy(ctx context.Context, d *deployer.Deployer, opts options) error {
 		return err
 	}
 	// The operator records the revision, which a verification expects.
-	writeTerminationLog(os.Stderr, opts.terminationLog, deployer.DeployedMessage(rel))
+	writeTerminationLog(os.Stderr, opts.terminationLog, deployer.DeployedResult(rel))
 	return nil
 }
 
@@ -312,23 +318,18 @@ func validate(command string, fs *flag.FlagSet, opts options) error {
 // log (read by the operator), stderr and the structured log. It returns the
 // exit code: 2 for invalid arguments, like a shell usage error, 3 for any
 // other failure no retry can fix, else 1.
-func fail(log logr.Logger, stderr io.Writer, terminationLog string, err error) int {
-	msg := deployer.TerminationMessage(err)
-	reason := deployer.Classify(err)
+func fail(log logr.Logger, stderr io.Writer, terminationLog, command string, err error) int {
+	res := deployer.FailureResult(command, err)
 	// The condensed message, not err: it is the redacted form.
-	log.Error(nil, "Failed", "reason", reason, "final", reason.Final(), "message", msg)
-	fmt.Fprintln(stderr, msg)
-	if terminationLog != "" {
-		if werr := os.WriteFile(terminationLog, []byte(msg), 0o644); werr != nil {
-			fmt.Fprintf(stderr, "petri-deployer: cannot write termination log %s: %v\n", terminationLog, werr)
-		}
-	}
-	return exitCode(reason)
+	log.Error(nil, "Failed", "reason", res.Reason, "final", res.Reason.Final(), "retryable", res.Retryable, "message", res.Message)
+	fmt.Fprintln(stderr, res.Message)
+	writeTerminationLog(stderr, terminationLog, res)
+	return exitCode(res.Reason)
 }
 
-func exitCode(reason deployer.Reason) int {
+func exitCode(reason contract.Reason) int {
 	switch {
-	case reason == deployer.ReasonInvalidArguments:
+	case reason == contract.ReasonInvalidArguments:
 		return exitInvalidArguments
 	case reason.Final():
 		return exitFinal

@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/petri-dev/petri/api/contract"
 	"github.com/petri-dev/petri/deployer"
 	"github.com/petri-dev/petri/local/controlplane"
 )
@@ -110,6 +111,17 @@ func runDeployer(t *testing.T, kubeconfig string, args ...string) result {
 	return res
 }
 
+// decoded is the typed result of the termination log; the test fails when it
+// is not one.
+func (r result) decoded(t *testing.T) contract.Result {
+	t.Helper()
+	res, ok := contract.Decode(r.terminationLog)
+	require.True(t, ok, "termination log %q is not a result", r.terminationLog)
+	assert.LessOrEqual(t, len(r.terminationLog), contract.MaxBytes)
+	assert.NotContains(t, r.terminationLog, "\n")
+	return res
+}
+
 func namespace(t *testing.T) string {
 	t.Helper()
 	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
@@ -148,7 +160,9 @@ func TestBinaryDeployUpgradeUndeploy(t *testing.T) {
 
 	res := deploy("message: first\nreplicas: 0\n")
 	require.Equal(t, 0, res.code, "stdout:\n%s\nstderr:\n%s", res.stdout, res.stderr)
-	assert.Equal(t, "Deployed: revision 1", res.terminationLog, "a successful deploy reports the revision it made (status.components[].revision)")
+	deployed := res.decoded(t)
+	assert.Equal(t, contract.Result{Action: contract.ActionDeploy, Outcome: contract.OutcomeSucceeded, Revision: 1, Message: "Deployed: revision 1"}, deployed,
+		"a successful deploy reports the revision it made (status.components[].revision)")
 	assert.Contains(t, res.stdout, `"msg":"Deployed","release":"web","namespace":"`+ns+`","action":"install","revision":1,"status":"deployed"`)
 	assert.Equal(t, "first", configMapData(ctx, ns, "web-greeter")["message"])
 
@@ -275,57 +289,69 @@ func TestBinaryReportsFailures(t *testing.T) {
 		args       []string
 		code       int
 		message    string
+		reason     contract.Reason
+		retryable  bool
 	}{
 		{
 			name: "missing version",
 			args: append([]string{"deploy", "--chart-version", "9.9.9", "--values", good}, greeter...),
 			code: 1, message: "VersionNotFound: chart greeter version 9.9.9 not in " + charts + " (it holds version 0.1.0)",
+			reason: contract.ReasonVersionNotFound, retryable: false,
 		},
 		{
 			name: "missing chart",
 			args: []string{"deploy", "--release", "web", "--namespace", ns, "--chart-repository", charts, "--chart-name", "nope", "--chart-version", "0.1.0", "--values", good},
 			code: 1, message: "ChartNotFound: " + charts + " is not a chart directory and has no nope/ chart",
+			reason: contract.ReasonChartNotFound, retryable: false,
 		},
 		{
 			name: "schema violation",
 			args: []string{"deploy", "--release", "api", "--namespace", ns, "--chart-repository", charts, "--chart-name", "strict", "--chart-version", "0.1.0", "--values", valuesFile(t, "replicas: 0\n")},
 			code: 3, message: "ValuesInvalid: install api: values don't meet the specifications of the schema(s) in the following chart(s): strict: - at '/replicas': minimum: got 0, want 1",
+			reason: contract.ReasonValuesInvalid, retryable: false,
 		},
 		{
 			name: "values file is not YAML",
 			args: append([]string{"deploy", "--chart-version", "0.1.0", "--values", valuesFile(t, "message: [unclosed\n")}, greeter...),
 			code: 3, message: "ValuesInvalid: values file ",
+			reason: contract.ReasonValuesInvalid, retryable: false,
 		},
 		{
 			name: "kubeVersion excludes the cluster",
 			args: []string{"deploy", "--release", "old", "--namespace", ns, "--chart-repository", charts, "--chart-name", "legacy", "--chart-version", "0.1.0", "--values", good},
 			code: 3, message: "KubeVersionIncompatible: install old: chart requires kubeVersion: <1.20.0 which is incompatible with Kubernetes v",
+			reason: contract.ReasonKubeVersionIncompatible, retryable: false,
 		},
 		{
 			name: "required value missing",
 			args: []string{"deploy", "--release", "pdb", "--namespace", ns, "--chart-repository", charts, "--chart-name", "capabilities", "--chart-version", "0.1.0", "--values", valuesFile(t, "minAvailable: null\n")},
 			code: 3, message: "RequiredValueMissing: install pdb: execution error at (capabilities/templates/poddisruptionbudget.yaml:12:19): minAvailable is required",
+			reason: contract.ReasonRequiredValueMissing, retryable: false,
 		},
 		{
 			name:       "no rights in the namespace",
 			kubeconfig: nobody,
 			args:       append([]string{"deploy", "--chart-version", "0.1.0", "--values", good}, greeter...),
 			code:       1, message: `KubernetesRefused: lock release web: get lease petri-release-web: leases.coordination.k8s.io "petri-release-web" is forbidden: User "system:serviceaccount:` + ns + `:nobody" cannot get resource "leases"`,
+			reason: contract.ReasonKubernetesRefused, retryable: true,
 		},
 		{
 			name: "missing flags",
 			args: []string{"deploy", "--release", "web", "--namespace", ns},
 			code: 2, message: "InvalidArguments: deploy --chart-name, --chart-repository, --chart-version, --values required",
+			reason: contract.ReasonInvalidArguments, retryable: false,
 		},
 		{
 			name: "unknown flag",
 			args: []string{"undeploy", "--release", "web", "--namespace", ns, "--wait"},
 			code: 2, message: "InvalidArguments: flag provided but not defined: -wait",
+			reason: contract.ReasonInvalidArguments, retryable: false,
 		},
 		{
 			name: "unknown command",
 			args: []string{"rollback", "--release", "web"},
 			code: 2, message: `InvalidArguments: unknown command "rollback": want deploy, undeploy, write-secret, sleep, wake or verify`,
+			reason: contract.ReasonInvalidArguments, retryable: false,
 		},
 	}
 	for _, tt := range tests {
@@ -337,10 +363,14 @@ func TestBinaryReportsFailures(t *testing.T) {
 			}
 			res := runDeployer(t, kubeconfig, tt.args...)
 			assert.Equal(t, tt.code, res.code, "stdout:\n%s\nstderr:\n%s", res.stdout, res.stderr)
-			assert.True(t, strings.HasPrefix(res.terminationLog, tt.message), "termination log %q does not start with %q", res.terminationLog, tt.message)
-			assert.NotContains(t, res.terminationLog, "\n")
-			assert.LessOrEqual(t, len(res.terminationLog), 1024)
-			assert.Contains(t, res.stderr, res.terminationLog)
+			got := res.decoded(t)
+			assert.Equal(t, contract.OutcomeFailed, got.Outcome)
+			assert.Equal(t, tt.reason, got.Reason)
+			assert.Equal(t, tt.retryable, got.Retryable, "whether a new Job of the same spec may succeed")
+			assert.True(t, strings.HasPrefix(got.Message, tt.message), "message %q does not start with %q", got.Message, tt.message)
+			assert.NotContains(t, got.Message, "\n")
+			assert.LessOrEqual(t, len(got.Message), 1024)
+			assert.Contains(t, res.stderr, got.Message)
 		})
 	}
 

@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/petri-dev/petri/deployer"
+	"github.com/petri-dev/petri/api/contract"
 )
 
 // sleep and wake as a Job runs them: the example chart's Deployment goes to
@@ -29,7 +29,7 @@ func TestBinarySleepAndWake(t *testing.T) {
 	deployment := func() (int32, string) {
 		var d appsv1.Deployment
 		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web-greeter"}, &d))
-		v, ok := d.Annotations[deployer.AnnotationReplicasBeforeSleep]
+		v, ok := d.Annotations[contract.AnnotationReplicasBeforeSleep]
 		if !ok {
 			v = "<none>"
 		}
@@ -81,22 +81,23 @@ func TestBinarySleepAndWakeReportFailures(t *testing.T) {
 		args       []string
 		code       int
 		message    string
+		reason     contract.Reason
 	}{
 		{
 			name: "no namespace", args: []string{"sleep"},
-			code: 2, message: "InvalidArguments: sleep --namespace required",
+			code: 2, message: "InvalidArguments: sleep --namespace required", reason: contract.ReasonInvalidArguments,
 		},
 		{
 			name: "sleep takes no release", args: []string{"sleep", "--namespace", ns, "--release", "web"},
-			code: 2, message: "InvalidArguments: flag provided but not defined: -release",
+			code: 2, message: "InvalidArguments: flag provided but not defined: -release", reason: contract.ReasonInvalidArguments,
 		},
 		{
 			name: "no rights in the namespace", kubeconfig: nobody, args: []string{"sleep", "--namespace", ns},
-			code: 1, message: `KubernetesRefused: sleep ` + ns + `: list Deployments in ` + ns + `: deployments.apps is forbidden: User "system:serviceaccount:` + ns + `:nobody" cannot list resource "deployments"`,
+			code: 1, message: `KubernetesRefused: sleep ` + ns + `: list Deployments in ` + ns + `: deployments.apps is forbidden: User "system:serviceaccount:` + ns + `:nobody" cannot list resource "deployments"`, reason: contract.ReasonKubernetesRefused,
 		},
 		{
 			name: "not ready in time", args: []string{"wake", "--namespace", ns, "--wait", "--timeout", "1s"},
-			code: 1, message: "Timeout: wake " + ns + ": workloads not ready within 1s: Deployment web (0 of 1 available)",
+			code: 1, message: "Timeout: wake " + ns + ": workloads not ready within 1s: Deployment web (0 of 1 available)", reason: contract.ReasonTimeout,
 		},
 	}
 	for _, tt := range tests {
@@ -107,7 +108,11 @@ func TestBinarySleepAndWakeReportFailures(t *testing.T) {
 			}
 			res := runDeployer(t, kubeconfig, tt.args...)
 			assert.Equal(t, tt.code, res.code, "stdout:\n%s\nstderr:\n%s", res.stdout, res.stderr)
-			assert.True(t, strings.HasPrefix(res.terminationLog, tt.message), "termination log %q does not start with %q", res.terminationLog, tt.message)
+			got := res.decoded(t)
+			assert.Equal(t, contract.OutcomeFailed, got.Outcome)
+			assert.Equal(t, tt.reason, got.Reason)
+			assert.Equal(t, tt.reason.Retryable(), got.Retryable)
+			assert.True(t, strings.HasPrefix(got.Message, tt.message), "message %q does not start with %q", got.Message, tt.message)
 		})
 	}
 }

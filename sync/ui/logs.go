@@ -15,6 +15,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/sync/render"
 )
@@ -27,14 +28,8 @@ import (
 // shared workload's own image with the binding's credentials in their
 // environment; what they print is never shown.
 
-// Labels of Petri's Job pods (controllers/internal/jobs).
-const (
-	labelAction  = "petri.dev/action"
-	jobContainer = "main"
-)
-
 // deployerActions are the Jobs that run Petri's deployer.
-var deployerActions = map[string]bool{"deploy": true, "undeploy": true, "bind": true}
+var deployerActions = map[string]bool{contract.ActionDeploy: true, contract.ActionUndeploy: true, contract.ActionBind: true}
 
 // maxLogBytes bounds one log tail.
 const maxLogBytes = 64 * 1024
@@ -127,7 +122,7 @@ func (l *logReader) tailOf(ctx context.Context, env, job string) ([]byte, error)
 	if pod == nil {
 		return []byte("(the job has no pod: not started yet, or removed after it finished)\n"), nil
 	}
-	if !deployerActions[pod.Labels[labelAction]] {
+	if !deployerActions[pod.Labels[contract.LabelAction]] {
 		return nil, errNotShown
 	}
 	done := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
@@ -141,7 +136,7 @@ func (l *logReader) tailOf(ctx context.Context, env, job string) ([]byte, error)
 		}
 	}
 	text, err := l.pods.Pods(l.namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
-		Container: jobContainer, TailLines: &l.tail, LimitBytes: ptr(int64(maxLogBytes)),
+		Container: contract.ContainerName, TailLines: &l.tail, LimitBytes: ptr(int64(maxLogBytes)),
 	}).DoRaw(ctx)
 	if err != nil {
 		if pod.Status.Phase == corev1.PodPending {

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/petri-dev/petri/api/contract"
 )
 
 // Paths inside the Job's container. The deployer reads them from flags, so a
@@ -26,8 +28,6 @@ const (
 	ValuesKey = "values.yaml"
 	// DeployerEntrypoint is the deployer binary in its image.
 	DeployerEntrypoint = "/petri-deployer"
-	// ContainerName is the name of the Job's one container.
-	ContainerName = "main"
 )
 
 // DeployerFinalExitCodes are the deployer's exit codes for failures that no
@@ -36,29 +36,6 @@ const (
 // pod exits with one of them fails at once, without the backoffLimit more
 // pods that would only repeat the refusal.
 var DeployerFinalExitCodes = []int32{2, 3}
-
-// Labels on every Job (and its pods).
-const (
-	LabelComponent  = "petri.dev/component"
-	LabelAction     = "petri.dev/action"
-	LabelGeneration = "petri.dev/generation"
-)
-
-// Actions a Job performs.
-const (
-	ActionDeploy      = "deploy"
-	ActionUndeploy    = "undeploy"
-	ActionBind        = "bind"
-	ActionProvision   = "provision"
-	ActionDeprovision = "deprovision"
-	// ActionSleep and ActionWake scale an environment's workloads to zero
-	// and back (petri-deployer sleep, wake).
-	ActionSleep = "sleep"
-	ActionWake  = "wake"
-	// ActionVerify reads an environment's releases as its deployer identity
-	// (petri-deployer verify).
-	ActionVerify = "verify"
-)
 
 // Spec describes one Job.
 type Spec struct {
@@ -123,7 +100,7 @@ func Build(s Spec) *batchv1.Job {
 					},
 					Volumes: volumes,
 					Containers: []corev1.Container{{
-						Name:                     ContainerName,
+						Name:                     contract.ContainerName,
 						Image:                    s.Image,
 						Command:                  s.Command,
 						Args:                     s.Args,
@@ -148,7 +125,7 @@ func Build(s Spec) *batchv1.Job {
 		job.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
 			Action: batchv1.PodFailurePolicyActionFailJob,
 			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
-				ContainerName: ptr.To(ContainerName),
+				ContainerName: ptr.To(contract.ContainerName),
 				Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
 				Values:        slices.Clone(DeployerFinalExitCodes),
 			},
@@ -186,7 +163,7 @@ func Finished(j *batchv1.Job) (done, succeeded bool, message string) {
 }
 
 // CompletionMessage returns the termination message of the Job's pod that
-// succeeded: what the deployer reports of a success ("Deployed: revision 4").
+// succeeded: the deployer's result of a success (contract.Result).
 func CompletionMessage(pods []corev1.Pod) string {
 	for _, p := range pods {
 		for _, cs := range p.Status.ContainerStatuses {
@@ -199,7 +176,8 @@ func CompletionMessage(pods []corev1.Pod) string {
 }
 
 // TerminationMessage returns the most recent termination message among the
-// Job's pods, the one-line reason the deployer wrote.
+// Job's pods of a failure: the deployer's result (contract.Result), or
+// whatever another container wrote.
 func TerminationMessage(pods []corev1.Pod) string {
 	var best string
 	var at time.Time

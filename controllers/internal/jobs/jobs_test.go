@@ -10,12 +10,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/petri-dev/petri/api/contract"
 )
 
 func TestBuild(t *testing.T) {
 	j := Build(Spec{
 		Name: "env-api-deploy-g1-abcd", Namespace: "petri-system",
-		Labels:         map[string]string{LabelAction: ActionDeploy},
+		Labels:         map[string]string{contract.LabelAction: contract.ActionDeploy},
 		Owner:          metav1.OwnerReference{Name: "env", UID: "u", Controller: new(bool)},
 		ServiceAccount: "petri-deployer-env", Image: "deployer:1",
 		Command: []string{DeployerEntrypoint}, Args: []string{"deploy"},
