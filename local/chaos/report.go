@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -189,4 +190,30 @@ The program exits non-zero on any violation; the log of every pod stays in the r
 // escape keeps a text inside one Markdown table cell.
 func escape(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
+
+// logf prints one line of progress with the time since the run began.
+func (r *run) logf(format string, args ...any) {
+	if r.opts.Log == nil {
+		return
+	}
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	fmt.Fprintf(r.opts.Log, "[%6.1fs] %s\n", time.Since(r.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// machine describes the processors and memory of this machine.
+func machine() string {
+	mem := ""
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "MemTotal:"); ok {
+				var kb int64
+				if _, err := fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb); err == nil {
+					mem = fmt.Sprintf(", %.1f GiB memory", float64(kb)/(1<<20))
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%d processors (nproc)%s, %s/%s", runtime.NumCPU(), mem, runtime.GOOS, runtime.GOARCH)
 }

@@ -1,0 +1,59 @@
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/petri-dev/petri/local/stack"
+)
+
+// SyncFlags are the settings of petri-sync the suite runs with: a short
+// resync, so that many resync rounds fit into a scenario, and a short
+// GitHub timeout, so that a timing-out GitHub costs seconds per round.
+var SyncFlags = []string{"-resync-interval=" + resyncInterval.String(), "-github-timeout=" + githubTimeout.String()}
+
+// OperatorFlags are the settings of petri-operator the suite runs with: a
+// short release verification period, so that a release deleted behind
+// Petri's back is found within a scenario (the default is ten minutes).
+var OperatorFlags = []string{"--verify-interval=30s"}
+
+const (
+	resyncInterval = 5 * time.Second
+	githubTimeout  = 2 * time.Second
+)
+
+// ConfigRepo writes the configuration repository the suite's stack runs
+// with into dir (pass it as stack.Options.ConfigSource): one application on
+// the demo repository whose pull requests labelled "preview" get an
+// environment of one light component, its values carrying the head commit.
+func ConfigRepo(dir string) error {
+	app := fmt.Sprintf(`# Environments for the fault-injection suite (local/chaos): every open pull
+# request of %[1]s labelled %[2]q gets one light component (the greeter
+# chart with no replicas), its values carrying the pull request's head commit.
+apiVersion: petri.dev/v1alpha1
+kind: Application
+name: chaos
+repository: %[1]s
+trigger:
+  labels: [%[2]s]
+components:
+  - name: app
+    chart:
+      repository: %[3]s
+      name: greeter
+      version: 0.1.0
+    values:
+      replicas: 0
+    pullRequestValues:
+      message: "pull request #{{ .Number }}"
+      commit: "{{ .SHA }}"
+maxEnvironments: 100
+url: "http://%[4]s/{{ .Environment }}/"
+`, stack.DemoRepository, stack.DemoLabel, stack.DeployerCharts, stack.DefaultIngressAddress)
+	if err := os.MkdirAll(filepath.Join(dir, "applications"), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "applications", "chaos.yaml"), []byte(app), 0o644)
+}
