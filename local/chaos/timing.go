@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// intn and duration draw from the run's seeded source.
+// intn and between draw from the run's seeded source.
 func (r *run) intn(n int) int {
 	r.rngMu.Lock()
 	defer r.rngMu.Unlock()

@@ -297,9 +297,9 @@ func (c *Cluster) startControllerManager(opts Options) error {
 		// Sized for thousands of environments created at once: every
 		// environment's Jobs, pods and namespace go through the Job,
 		// garbage collector and namespace controllers, and one namespace
-		// deletion alone is two requests per namespaced resource type. At
-		// 200 requests/s the controller manager's client held 200
-		// environments back for minutes (make bench, docs/benchmarks.md).
+		// deletion alone is two requests per namespaced resource type, so
+		// the default client limits would hold environments back
+		// (docs/benchmarks.md has the figures).
 		"--concurrent-job-syncs=50",
 		"--concurrent-namespace-syncs=50",
 		"--concurrent-gc-syncs=50",
