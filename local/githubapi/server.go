@@ -177,41 +177,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		path = strings.TrimPrefix(path, p)
 	}
 
-	s.mu.Lock()
-	fault := s.fault
-	s.mu.Unlock()
-	emptyList := false
-	if fault != nil && (fault.Match == nil || fault.Match(r)) {
-		if fault.Delay > 0 {
-			select {
-			case <-time.After(fault.Delay):
-			case <-r.Context().Done():
-				return
-			}
-		}
-		switch {
-		case fault.RateLimited:
-			s.mu.Lock()
-			reset := s.now().Add(fault.RetryAfter)
-			s.mu.Unlock()
-			h := rec.Header()
-			h.Set("X-RateLimit-Limit", "5000")
-			h.Set("X-RateLimit-Remaining", "0")
-			h.Set("X-RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
-			writeError(rec, http.StatusForbidden, "API rate limit exceeded")
-			return
-		case fault.SecondaryRateLimited:
-			rec.Header().Set("Retry-After", strconv.Itoa(int(fault.RetryAfter.Seconds())))
-			rec.Header().Set("Content-Type", "application/json")
-			rec.WriteHeader(http.StatusForbidden)
-			_, _ = rec.Write([]byte(`{"message":"You have exceeded a secondary rate limit.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`))
-			return
-		case fault.EmptyList && r.Method == http.MethodGet && strings.HasSuffix(path, "/pulls"):
-			emptyList = true
-		case fault.Status != 0:
-			writeError(rec, fault.Status, http.StatusText(fault.Status))
-			return
-		}
+	emptyList, answered := s.applyFault(rec, r, path)
+	if answered {
+		return
 	}
 
 	if r.Method == http.MethodPost && strings.HasPrefix(path, "/app/installations/") && strings.HasSuffix(path, "/access_tokens") {
