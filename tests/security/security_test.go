@@ -237,6 +237,14 @@ func job(name, sa string, labels map[string]string, images ...string) *batchv1.J
 	}
 }
 
+// prState is a pull request's lifecycle state as sync writes it.
+func prState() *petriv1.PullRequestState {
+	return &petriv1.PullRequestState{
+		ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: "web-1-0123abcd"},
+		Spec:       petriv1.PullRequestStateSpec{Forge: "github", Repository: "acme/web", Number: 1, Kept: true},
+	}
+}
+
 // withEnv gives the Job's first container environment variables.
 func withEnv(j *batchv1.Job, env ...corev1.EnvVar) *batchv1.Job {
 	j.Spec.Template.Spec.Containers[0].Env = env
@@ -382,6 +390,7 @@ func checks() []check {
 		{who: operator, what: "create a Job with envFrom a Secret it does not mount as its values (another environment's binding)", fence: fJobs, do: create(withBinding(job("envfrom-other", deployerSA, nil, deployerImage), "binding-web-pr-1", "binding-web-pr-2"))},
 		{who: operator, what: "create a Job with envFrom the Secret it mounts as its values (a step's binding)", allowed: true, do: create(withBinding(job("envfrom-own", deployerSA, nil, deployerImage), "binding-web-pr-1", "binding-web-pr-1"))},
 		// The operator: what RBAC refuses.
+		{who: operator, what: "write a pull request's lifecycle state (PullRequestState, sync's alone)", do: create(prState())},
 		{who: operator, what: "read sync's Secret in " + syncNS, do: get(&corev1.Secret{}, syncNS, "petri-sync")},
 		{who: operator, what: "create a Job in " + syncNS, do: create(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: syncNS, Name: "x"}})},
 		{who: operator, what: "create a Pod in " + mgmtNS, do: create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: "x"}, Spec: corev1.PodSpec{ServiceAccountName: deployerSA, Containers: []corev1.Container{{Name: "c", Image: deployerImage}}}})},
@@ -399,6 +408,7 @@ func checks() []check {
 		{who: syncer, what: "list SharedWorkloads in " + mgmtNS, allowed: true, do: func(ctx context.Context, c client.Client) error {
 			return c.List(ctx, &petriv1.SharedWorkloadList{}, client.InNamespace(mgmtNS))
 		}},
+		{who: syncer, what: "write a pull request's lifecycle state (PullRequestState) in " + mgmtNS, allowed: true, do: create(prState())},
 		{who: syncer, what: "read Secrets in " + mgmtNS, do: get(&corev1.Secret{}, mgmtNS, "values")},
 		{who: syncer, what: "create a Job in " + mgmtNS, do: create(job("from-sync", deployerSA, nil, deployerImage))},
 		{who: syncer, what: "delete a namespace", do: del(ns(otherWorkloadNS))},
@@ -436,6 +446,7 @@ func checks() []check {
 		{who: deployer, what: "read and write Secrets (Helm releases) in its workload namespace", allowed: true, do: create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: workloadNS, Name: "sh.helm.release.v1.web.v1"}})},
 		{who: deployer, what: "create a Deployment in another environment's namespace", do: create(deployment(otherWorkloadNS))},
 		{who: deployer, what: "read Secrets in " + mgmtNS, do: get(&corev1.Secret{}, mgmtNS, "values")},
+		{who: deployer, what: "write a pull request's lifecycle state (PullRequestState)", do: create(prState())},
 		{who: deployer, what: "read sync's Secret in " + syncNS, do: get(&corev1.Secret{}, syncNS, "petri-sync")},
 		{who: deployer, what: "delete its own workload namespace", do: del(ns(workloadNS))},
 		{who: deployer, what: "create a Deployment in " + sharedNS, do: create(deployment(sharedNS))},
