@@ -115,7 +115,33 @@ func (n *Node) prepare(ctx context.Context, pod *corev1.Pod, dir string) (podEnv
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return env, err
 	}
-	token := ""
+	token, err := n.writeCredentials(ctx, pod, dir, &env)
+	if err != nil {
+		return env, err
+	}
+	for _, v := range pod.Spec.Volumes {
+		vdir := filepath.Join(dir, "volumes", v.Name)
+		files, mounted, err := n.volumeFiles(ctx, pod, v, vdir, token, &env)
+		if err != nil {
+			return env, err
+		}
+		if !mounted {
+			// Volume kinds a local process cannot have stay unmounted.
+			continue
+		}
+		if err := writeFiles(vdir, files); err != nil {
+			return env, err
+		}
+		env.volumes[v.Name] = vdir
+	}
+	return env, nil
+}
+
+// writeCredentials gives a pod that mounts a ServiceAccount token (by
+// default, or through a projected volume) a token, the ServiceAccount
+// directory and a kubeconfig, and returns the token ("" for a pod without
+// one).
+func (n *Node) writeCredentials(ctx context.Context, pod *corev1.Pod, dir string, env *podEnv) (string, error) {
 	needToken := pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken
 	for _, v := range pod.Spec.Volumes {
 		if v.Projected != nil {
@@ -126,107 +152,140 @@ func (n *Node) prepare(ctx context.Context, pod *corev1.Pod, dir string) (podEnv
 			}
 		}
 	}
-	if needToken {
-		var err error
-		token, err = n.requestToken(ctx, pod)
+	if !needToken {
+		return "", nil
+	}
+	token, err := n.requestToken(ctx, pod)
+	if err != nil {
+		return "", err
+	}
+	env.serviceAccountDir = filepath.Join(dir, "serviceaccount")
+	if err := writeFiles(env.serviceAccountDir, map[string][]byte{
+		"token":     []byte(token),
+		"ca.crt":    n.config.CAData,
+		"namespace": []byte(pod.Namespace),
+	}); err != nil {
+		return "", err
+	}
+	env.tokenFiles = append(env.tokenFiles, filepath.Join(env.serviceAccountDir, "token"))
+	env.kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := n.writeKubeconfig(env.kubeconfig, pod.Namespace, filepath.Join(env.serviceAccountDir, "token")); err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// volumeFiles returns the files of one volume (to be written to vdir);
+// mounted is false for a volume kind a local process cannot have.
+func (n *Node) volumeFiles(ctx context.Context, pod *corev1.Pod, v corev1.Volume, vdir, token string, env *podEnv) (files map[string][]byte, mounted bool, err error) {
+	files = map[string][]byte{}
+	switch {
+	case v.Secret != nil:
+		data, found, err := n.volumeData(ctx, pod, v.Name, "secret", v.Secret.SecretName, v.Secret.Optional)
 		if err != nil {
-			return env, err
+			return nil, false, err
 		}
-		env.serviceAccountDir = filepath.Join(dir, "serviceaccount")
-		if err := writeFiles(env.serviceAccountDir, map[string][]byte{
-			"token":     []byte(token),
-			"ca.crt":    n.config.CAData,
-			"namespace": []byte(pod.Namespace),
-		}); err != nil {
-			return env, err
+		if found {
+			if err := project(files, data, v.Secret.Items); err != nil {
+				return nil, false, fmt.Errorf("volume %s: %w", v.Name, err)
+			}
 		}
-		env.tokenFiles = append(env.tokenFiles, filepath.Join(env.serviceAccountDir, "token"))
-		env.kubeconfig = filepath.Join(dir, "kubeconfig")
-		if err := n.writeKubeconfig(env.kubeconfig, pod.Namespace, filepath.Join(env.serviceAccountDir, "token")); err != nil {
-			return env, err
+	case v.ConfigMap != nil:
+		data, found, err := n.volumeData(ctx, pod, v.Name, "configmap", v.ConfigMap.Name, v.ConfigMap.Optional)
+		if err != nil {
+			return nil, false, err
 		}
+		if found {
+			if err := project(files, data, v.ConfigMap.Items); err != nil {
+				return nil, false, fmt.Errorf("volume %s: %w", v.Name, err)
+			}
+		}
+	case v.Projected != nil:
+		if err := n.projectedFiles(ctx, pod, v, vdir, token, files, env); err != nil {
+			return nil, false, err
+		}
+	case v.EmptyDir != nil:
+	default:
+		return nil, false, nil
 	}
-	for _, v := range pod.Spec.Volumes {
-		vdir := filepath.Join(dir, "volumes", v.Name)
-		files := map[string][]byte{}
+	return files, true, nil
+}
+
+// projectedFiles adds a projected volume's sources to files.
+func (n *Node) projectedFiles(ctx context.Context, pod *corev1.Pod, v corev1.Volume, vdir, token string, files map[string][]byte, env *podEnv) error {
+	for _, src := range v.Projected.Sources {
 		switch {
-		case v.Secret != nil:
-			s, err := n.client.CoreV1().Secrets(pod.Namespace).Get(ctx, v.Secret.SecretName, metav1.GetOptions{})
+		case src.Secret != nil:
+			data, found, err := n.volumeData(ctx, pod, v.Name, "secret", src.Secret.Name, src.Secret.Optional)
 			if err != nil {
-				if v.Secret.Optional != nil && *v.Secret.Optional {
-					break
+				return err
+			}
+			if found {
+				if err := project(files, data, src.Secret.Items); err != nil {
+					return err
 				}
-				return env, fmt.Errorf("volume %s: secret %q: %w", v.Name, v.Secret.SecretName, err)
 			}
-			if err := project(files, s.Data, v.Secret.Items); err != nil {
-				return env, fmt.Errorf("volume %s: %w", v.Name, err)
-			}
-		case v.ConfigMap != nil:
-			cm, err := n.client.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
+		case src.ConfigMap != nil:
+			data, found, err := n.volumeData(ctx, pod, v.Name, "configmap", src.ConfigMap.Name, src.ConfigMap.Optional)
 			if err != nil {
-				if v.ConfigMap.Optional != nil && *v.ConfigMap.Optional {
-					break
-				}
-				return env, fmt.Errorf("volume %s: configmap %q: %w", v.Name, v.ConfigMap.Name, err)
+				return err
 			}
-			if err := project(files, configMapData(cm), v.ConfigMap.Items); err != nil {
-				return env, fmt.Errorf("volume %s: %w", v.Name, err)
-			}
-		case v.Projected != nil:
-			for _, src := range v.Projected.Sources {
-				switch {
-				case src.Secret != nil:
-					s, err := n.client.CoreV1().Secrets(pod.Namespace).Get(ctx, src.Secret.Name, metav1.GetOptions{})
-					if err != nil {
-						if src.Secret.Optional != nil && *src.Secret.Optional {
-							continue
-						}
-						return env, fmt.Errorf("volume %s: secret %q: %w", v.Name, src.Secret.Name, err)
-					}
-					if err := project(files, s.Data, src.Secret.Items); err != nil {
-						return env, err
-					}
-				case src.ConfigMap != nil:
-					cm, err := n.client.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, src.ConfigMap.Name, metav1.GetOptions{})
-					if err != nil {
-						if src.ConfigMap.Optional != nil && *src.ConfigMap.Optional {
-							continue
-						}
-						return env, fmt.Errorf("volume %s: configmap %q: %w", v.Name, src.ConfigMap.Name, err)
-					}
-					if err := project(files, configMapData(cm), src.ConfigMap.Items); err != nil {
-						return env, err
-					}
-				case src.ServiceAccountToken != nil:
-					files[src.ServiceAccountToken.Path] = []byte(token)
-					env.tokenFiles = append(env.tokenFiles, filepath.Join(vdir, filepath.Clean("/"+src.ServiceAccountToken.Path)))
-				case src.DownwardAPI != nil:
-					for _, item := range src.DownwardAPI.Items {
-						if item.FieldRef != nil {
-							val, err := fieldValue(pod, item.FieldRef.FieldPath)
-							if err != nil {
-								return env, err
-							}
-							files[item.Path] = []byte(val)
-						}
-					}
+			if found {
+				if err := project(files, data, src.ConfigMap.Items); err != nil {
+					return err
 				}
 			}
-			if v.Name == "kube-api-access" || strings.HasPrefix(v.Name, "kube-api-access-") {
-				files["ca.crt"] = n.config.CAData
-				files["namespace"] = []byte(pod.Namespace)
+		case src.ServiceAccountToken != nil:
+			files[src.ServiceAccountToken.Path] = []byte(token)
+			env.tokenFiles = append(env.tokenFiles, filepath.Join(vdir, filepath.Clean("/"+src.ServiceAccountToken.Path)))
+		case src.DownwardAPI != nil:
+			for _, item := range src.DownwardAPI.Items {
+				if item.FieldRef != nil {
+					val, err := fieldValue(pod, item.FieldRef.FieldPath)
+					if err != nil {
+						return err
+					}
+					files[item.Path] = []byte(val)
+				}
 			}
-		case v.EmptyDir != nil:
-		default:
-			// Volume kinds a local process cannot have stay unmounted.
-			continue
 		}
-		if err := writeFiles(vdir, files); err != nil {
-			return env, err
-		}
-		env.volumes[v.Name] = vdir
 	}
-	return env, nil
+	if v.Name == "kube-api-access" || strings.HasPrefix(v.Name, "kube-api-access-") {
+		files["ca.crt"] = n.config.CAData
+		files["namespace"] = []byte(pod.Namespace)
+	}
+	return nil
+}
+
+// volumeData reads the data of a Secret or ConfigMap (kind "secret" or
+// "configmap") a volume names; found is false (and err nil) when it is
+// absent and optional.
+func (n *Node) volumeData(ctx context.Context, pod *corev1.Pod, volume, kind, name string, optional *bool) (data map[string][]byte, found bool, err error) {
+	data, err = n.objectData(ctx, pod.Namespace, kind, name)
+	if err != nil {
+		if optional != nil && *optional {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("volume %s: %s %q: %w", volume, kind, name, err)
+	}
+	return data, true, nil
+}
+
+// objectData reads the data of a Secret or ConfigMap (kind "secret" or
+// "configmap") in namespace.
+func (n *Node) objectData(ctx context.Context, namespace, kind, name string) (map[string][]byte, error) {
+	if kind == "secret" {
+		s, err := n.client.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return s.Data, nil
+	}
+	cm, err := n.client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return configMapData(cm), nil
 }
 
 func configMapData(cm *corev1.ConfigMap) map[string][]byte {
@@ -328,127 +387,4 @@ func fieldValue(pod *corev1.Pod, path string) (string, error) {
 		return pod.Annotations[strings.TrimSuffix(strings.TrimPrefix(path, "metadata.annotations['"), "']")], nil
 	}
 	return "", fmt.Errorf("fieldRef %q is not supported by the local node", path)
-}
-
-// containerEnv resolves the container's environment: the node's base
-// environment, env and envFrom (Secrets, ConfigMaps, fields), and KUBECONFIG.
-//
-// The returned set names the variables the container defined; only those are
-// subject to mount-path rewriting (the node's own paths are already local).
-func (n *Node) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container, pe podEnv) ([]string, map[string]bool, error) {
-	vars := map[string]string{}
-	fromContainer := map[string]bool{}
-	nodeProvided := true
-	var order []string
-	set := func(k, v string) {
-		if _, ok := vars[k]; !ok {
-			order = append(order, k)
-		}
-		vars[k] = v
-		fromContainer[k] = !nodeProvided
-	}
-	for _, kv := range n.opts.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		set(k, v)
-	}
-	if _, ok := vars["PATH"]; !ok {
-		set("PATH", os.Getenv("PATH"))
-	}
-	set("HOME", filepath.Dir(pe.kubeconfigOr(n.opts.Dir)))
-	set("HOSTNAME", pod.Name)
-	if pe.kubeconfig != "" {
-		set("KUBECONFIG", pe.kubeconfig)
-	}
-	if proxy := n.ProxyURL(); proxy != "" {
-		set("HTTP_PROXY", proxy)
-		set("http_proxy", proxy)
-	}
-	nodeProvided = false
-	for _, from := range c.EnvFrom {
-		var data map[string][]byte
-		switch {
-		case from.SecretRef != nil:
-			s, err := n.client.CoreV1().Secrets(pod.Namespace).Get(ctx, from.SecretRef.Name, metav1.GetOptions{})
-			if err != nil {
-				if from.SecretRef.Optional != nil && *from.SecretRef.Optional {
-					continue
-				}
-				return nil, nil, fmt.Errorf("envFrom secret %q: %w", from.SecretRef.Name, err)
-			}
-			data = s.Data
-		case from.ConfigMapRef != nil:
-			cm, err := n.client.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, from.ConfigMapRef.Name, metav1.GetOptions{})
-			if err != nil {
-				if from.ConfigMapRef.Optional != nil && *from.ConfigMapRef.Optional {
-					continue
-				}
-				return nil, nil, fmt.Errorf("envFrom configmap %q: %w", from.ConfigMapRef.Name, err)
-			}
-			data = configMapData(cm)
-		}
-		keys := make([]string, 0, len(data))
-		for k := range data {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			set(from.Prefix+k, string(data[k]))
-		}
-	}
-	for _, e := range c.Env {
-		if e.ValueFrom == nil {
-			set(e.Name, expandVars(e.Value, vars))
-			continue
-		}
-		switch {
-		case e.ValueFrom.FieldRef != nil:
-			v, err := fieldValue(pod, e.ValueFrom.FieldRef.FieldPath)
-			if err != nil {
-				return nil, nil, fmt.Errorf("env %s: %w", e.Name, err)
-			}
-			set(e.Name, v)
-		case e.ValueFrom.SecretKeyRef != nil:
-			ref := e.ValueFrom.SecretKeyRef
-			s, err := n.client.CoreV1().Secrets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-			optional := ref.Optional != nil && *ref.Optional
-			if err != nil {
-				if optional {
-					continue
-				}
-				return nil, nil, fmt.Errorf("env %s: secret %q: %w", e.Name, ref.Name, err)
-			}
-			v, ok := s.Data[ref.Key]
-			if !ok && !optional {
-				return nil, nil, fmt.Errorf("env %s: secret %q has no key %q", e.Name, ref.Name, ref.Key)
-			}
-			set(e.Name, string(v))
-		case e.ValueFrom.ConfigMapKeyRef != nil:
-			ref := e.ValueFrom.ConfigMapKeyRef
-			cm, err := n.client.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-			optional := ref.Optional != nil && *ref.Optional
-			if err != nil {
-				if optional {
-					continue
-				}
-				return nil, nil, fmt.Errorf("env %s: configmap %q: %w", e.Name, ref.Name, err)
-			}
-			v, ok := cm.Data[ref.Key]
-			if !ok && !optional {
-				return nil, nil, fmt.Errorf("env %s: configmap %q has no key %q", e.Name, ref.Name, ref.Key)
-			}
-			set(e.Name, v)
-		}
-	}
-	out := make([]string, 0, len(order))
-	for _, k := range order {
-		out = append(out, k+"="+vars[k])
-	}
-	return out, fromContainer, nil
-}
-
-func (e podEnv) kubeconfigOr(dir string) string {
-	if e.kubeconfig != "" {
-		return e.kubeconfig
-	}
-	return filepath.Join(dir, "home")
 }
