@@ -69,7 +69,21 @@ func WriteTable(w io.Writer, res *Result) {
 // WriteDoc writes docs/reliability.md from a result.
 func WriteDoc(path string, res *Result) error {
 	var b strings.Builder
-	b.WriteString(`# Reliability
+	b.WriteString(docIntro)
+	writeLastRun(&b, res)
+	b.WriteString(docInvariantsHead)
+	for _, i := range Invariants() {
+		fmt.Fprintf(&b, "- **%s**: %s.\n", i.Column(), i.Description())
+	}
+	b.WriteString(docScenarios)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// docIntro opens docs/reliability.md, up to the last run's heading.
+const docIntro = `# Reliability
 
 Petri keeps its promises when the machinery around it fails. ` + "`make chaos`" + ` proves it: the
 program ` + "`cmd/petri-chaos`" + ` (package ` + "`local/chaos`" + `) starts Petri on the local control plane as
@@ -84,15 +98,18 @@ scenario plays alone. The short version plays the scenarios that can share the m
 
 ## Last run
 
-`)
-	fmt.Fprintf(&b, "- date: %s\n", res.Started.UTC().Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(&b, "- machine: %s\n", res.Machine)
-	fmt.Fprintf(&b, "- size: %s, seed %d (`bin/petri-chaos -size %s -seed %d` repeats the choices; the machine's timing decides the rest)\n", res.Size, res.Seed, res.Size, res.Seed)
-	fmt.Fprintf(&b, "- duration: %s\n", res.Duration.Round(time.Second))
+`
+
+// writeLastRun writes the last run's facts, its table and its violations.
+func writeLastRun(b *strings.Builder, res *Result) {
+	fmt.Fprintf(b, "- date: %s\n", res.Started.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(b, "- machine: %s\n", res.Machine)
+	fmt.Fprintf(b, "- size: %s, seed %d (`bin/petri-chaos -size %s -seed %d` repeats the choices; the machine's timing decides the rest)\n", res.Size, res.Seed, res.Size, res.Seed)
+	fmt.Fprintf(b, "- duration: %s\n", res.Duration.Round(time.Second))
 	for _, s := range res.Settings {
-		fmt.Fprintf(&b, "- changed for the run: `%s`\n", s)
+		fmt.Fprintf(b, "- changed for the run: `%s`\n", s)
 	}
-	fmt.Fprintf(&b, "- violations: **%d**\n\n", res.Violations())
+	fmt.Fprintf(b, "- violations: **%d**\n\n", res.Violations())
 
 	head := []string{"scenario", "faults injected", "environments"}
 	for _, i := range Invariants() {
@@ -112,22 +129,24 @@ scenario plays alone. The short version plays the scenarios that can share the m
 		for _, r := range res.Rows {
 			for _, i := range Invariants() {
 				for _, v := range r.Violations[i] {
-					fmt.Fprintf(&b, "- scenario %d, %s: %s\n", r.Number, i.Column(), escape(v.Detail))
+					fmt.Fprintf(b, "- scenario %d, %s: %s\n", r.Number, i.Column(), escape(v.Detail))
 				}
 			}
 		}
 	}
 
-	b.WriteString(`
+}
+
+// docInvariantsHead opens the list of invariants.
+const docInvariantsHead = `
 ## Invariants
 
 Checked after every scenario; each column of the table counts one invariant's violations.
 
-`)
-	for _, i := range Invariants() {
-		fmt.Fprintf(&b, "- **%s**: %s.\n", i.Column(), i.Description())
-	}
-	b.WriteString(`
+`
+
+// docScenarios describes the scenarios and how to run them.
+const docScenarios = `
 ## Scenarios
 
 Sizes are full (` + "`make chaos`" + `) / short (` + "`make test`" + `, ` + "`-size short`" + `).
@@ -180,12 +199,7 @@ bin/petri-chaos -scenarios 1,4  # some scenarios
 
 The program exits non-zero on any violation; the log of every pod stays in the run's directory
 (` + "`-dir`" + `, printed at the end).
-`)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, []byte(b.String()), 0o644)
-}
+`
 
 // escape keeps a text inside one Markdown table cell.
 func escape(s string) string {
