@@ -20,125 +20,150 @@ import (
 	"github.com/petri-dev/petri/sync/render"
 )
 
-// addCommand keeps a command comment for the reconcile, once. The caller
-// holds s.mu.
-func (s *Syncer) addCommand(rs *repoState, c provider.Comment) {
-	for _, have := range rs.commands[c.Number] {
-		if have.ID == c.ID {
-			return
+const (
+	// commentsStep is how far the since of a repository's comment listing
+	// must be able to move before it moves: between steps its URL, and so
+	// its conditional request, stay the same.
+	commentsStep = 10 * time.Minute
+	// commentsMargin keeps the since of that listing this far behind the
+	// newest comment it returned, for clocks that differ.
+	commentsMargin = time.Minute
+)
+
+// runCommands finds the commands on the pull requests of interest and acts
+// on them, oldest first per pull request, before the plan is decided: a
+// command changes what the plan sees (an expired environment brought back,
+// a ttl extended). Commands on a pull request that is closed or not
+// matching are dropped; those on one whose state is unknown wait.
+func (s *Syncer) runCommands(ctx context.Context, o *observation) error {
+	var rle *provider.RateLimitError
+	if err := s.findCommands(ctx, o); err != nil {
+		if errors.As(err, &rle) {
+			return err
+		}
+		o.errs = append(o.errs, err)
+	}
+	rs := o.rs
+	rs.mu.Lock()
+	var withCommands []int
+	for n := range rs.commands {
+		switch {
+		case !o.interested(n):
+			delete(rs.commands, n)
+		case !o.unknown[n]:
+			withCommands = append(withCommands, n)
 		}
 	}
-	if len(rs.commands[c.Number]) >= maxPendingCommands {
-		rs.commentHints[c.Number] = true
-		return
+	rs.mu.Unlock()
+	slices.Sort(withCommands)
+	for _, n := range withCommands {
+		if err := s.handleCommands(ctx, o.rs, o.openBy[n], o.apps, o.envsOf(n)); err != nil {
+			if errors.As(err, &rle) {
+				return err
+			}
+			o.errs = append(o.errs, err)
+		}
 	}
-	rs.commands[c.Number] = append(rs.commands[c.Number], c)
+	return nil
 }
 
 // findCommands lists comments to find commands whose webhook did not reach
 // this replica: the pull requests another replica named (hints) and, on a
 // periodic resync, the whole repository since a watermark.
-func (s *Syncer) findCommands(ctx context.Context, repo string, rs *repoState, interest map[int]bool) error {
-	s.mu.Lock()
+func (s *Syncer) findCommands(ctx context.Context, o *observation) error {
+	rs, repo := o.rs, o.repo
+	rs.mu.Lock()
 	hints := rs.commentHints
 	rs.commentHints = map[int]bool{}
 	resync := rs.resyncDue
 	rs.resyncDue = false
 	since := rs.commentsSince
 	if since.IsZero() {
-		since = time.Now().Add(-commandGrace)
+		since = s.clock.Now().Add(-commandGrace)
 	}
-	s.mu.Unlock()
+	rs.mu.Unlock()
 	var errs []error
 	for n := range hints {
-		if !interest[n] {
+		if !o.interested(n) {
 			continue
 		}
 		cs, err := s.commands.ListComments(ctx, repo, n)
 		if err != nil {
-			s.mu.Lock()
+			rs.mu.Lock()
 			rs.commentHints[n] = true
-			s.mu.Unlock()
+			rs.mu.Unlock()
 			errs = append(errs, fmt.Errorf("list comments of %s#%d: %w", repo, n, err))
 			continue
 		}
-		s.takeCommands(rs, cs, interest)
+		rs.takeCommands(cs, o.interested)
 	}
-	if resync {
-		cs, err := s.commands.ListRepositoryComments(ctx, repo, since)
-		if err != nil {
-			s.mu.Lock()
-			rs.resyncDue = true
-			s.mu.Unlock()
-			errs = append(errs, err)
-		} else {
-			s.takeCommands(rs, cs, interest)
-			newest := since
-			for _, c := range cs {
-				if c.UpdatedAt.After(newest) {
-					newest = c.UpdatedAt
-				}
-			}
-			s.mu.Lock()
-			rs.commentsSince = since
-			if next := newest.Add(-commentsMargin); next.Sub(since) >= commentsStep {
-				rs.commentsSince = next
-			}
-			s.mu.Unlock()
+	if !resync {
+		return errors.Join(errs...)
+	}
+	cs, err := s.commands.ListRepositoryComments(ctx, repo, since)
+	if err != nil {
+		rs.mu.Lock()
+		rs.resyncDue = true
+		rs.mu.Unlock()
+		return errors.Join(append(errs, err)...)
+	}
+	rs.takeCommands(cs, o.interested)
+	newest := since
+	for _, c := range cs {
+		if c.UpdatedAt.After(newest) {
+			newest = c.UpdatedAt
 		}
 	}
+	rs.mu.Lock()
+	rs.commentsSince = since
+	if next := newest.Add(-commentsMargin); next.Sub(since) >= commentsStep {
+		rs.commentsSince = next
+	}
+	rs.mu.Unlock()
 	return errors.Join(errs...)
 }
 
 // takeCommands keeps the commands among comments that are newer than what
 // their pull request's state counts as handled.
-func (s *Syncer) takeCommands(rs *repoState, cs []provider.Comment, interest map[int]bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (rs *repoState) takeCommands(cs []provider.Comment, interested func(int) bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	for _, c := range cs {
 		l := rs.life[c.Number]
-		if !interest[c.Number] || l == nil || c.ID <= l.state.LastCommand || !render.HasCommand(c.Body) || strings.Contains(c.Body, render.CommentMarker) {
+		if !interested(c.Number) || l == nil || c.ID <= l.lastCommand() || !isCommand(c, render.State{}) {
 			continue
 		}
-		s.addCommand(rs, c)
+		rs.addCommand(c)
 	}
 }
 
 // handleCommands acts on a pull request's pending commands, oldest first,
 // each once: the effect, then the reaction, then the state (the last
 // command handled, the reply), then the comment.
-func (s *Syncer) handleCommands(ctx context.Context, repo string, pr provider.PullRequest, apps []*config.Application, envs map[string]*petriv1.EphemeralEnvironment) error {
-	key := prKey{repo, pr.Number}
+func (s *Syncer) handleCommands(ctx context.Context, rs *repoState, pr provider.PullRequest, apps []*config.Application, envs map[string]*petriv1.EphemeralEnvironment) error {
+	key := prKey{rs.name, pr.Number}
 	unlock := s.lockPR(key)
 	defer unlock()
-	l, err := s.ensureLife(ctx, key)
+	l, err := s.ensureLife(ctx, rs, key)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	rs := s.repos[repo]
-	if rs == nil {
-		s.mu.Unlock()
-		return nil
-	}
+	rs.mu.Lock()
 	pending := rs.commands[pr.Number]
 	delete(rs.commands, pr.Number)
-	s.mu.Unlock()
+	rs.mu.Unlock()
 	slices.SortFunc(pending, func(a, b provider.Comment) int { return cmp.Compare(a.ID, b.ID) })
 	handled := false
 	for i, c := range pending {
-		s.mu.Lock()
-		done := c.ID <= l.state.LastCommand
-		s.mu.Unlock()
-		if done {
+		if c.ID <= l.lastCommand() {
 			continue
 		}
-		if err := s.command(ctx, repo, pr, c, apps, envs, l); err != nil {
-			s.mu.Lock()
+		if err := s.command(ctx, key, pr, c, apps, envs, l); err != nil {
+			rs.mu.Lock()
 			for _, p := range pending[i:] {
-				s.addCommand(rs, p)
+				rs.addCommand(p)
 			}
-			s.mu.Unlock()
+			rs.mu.Unlock()
 			if handled {
 				return errors.Join(err, s.feedbackLocked(ctx, key))
 			}
@@ -152,34 +177,31 @@ func (s *Syncer) handleCommands(ctx context.Context, repo string, pr provider.Pu
 	return s.feedbackLocked(ctx, key)
 }
 
-// command handles one command comment.
-func (s *Syncer) command(ctx context.Context, repo string, pr provider.PullRequest, c provider.Comment, apps []*config.Application, envs map[string]*petriv1.EphemeralEnvironment, l *prLife) error {
-	log := s.log.WithValues("repository", repo, "pullRequest", pr.Number, "comment", c.ID, "author", c.Author)
+// command handles one command comment: parsed, its author's permission
+// checked, its effect carried out, then answered.
+func (s *Syncer) command(ctx context.Context, key prKey, pr provider.PullRequest, c provider.Comment, apps []*config.Application, envs map[string]*petriv1.EphemeralEnvironment, l *prLife) error {
+	log := s.log.WithValues("repository", key.Repo, "pullRequest", pr.Number, "comment", c.ID, "author", c.Author)
 	cmd, perr := render.ParseCommand(c.Body)
 	if errors.Is(perr, render.ErrNoCommand) {
 		return nil
 	}
 	who := "@" + c.Author
-	at := c.CreatedAt
-	if at.IsZero() || at.After(time.Now()) {
-		at = time.Now()
-	}
 	text := "`" + cmd.Text + "`"
 	done := func(reaction, result, note string, change func(st *render.State)) error {
-		if err := s.commands.React(ctx, repo, c.ID, reaction); err != nil {
+		if err := s.commands.React(ctx, key.Repo, c.ID, reaction); err != nil {
 			if !errors.Is(err, provider.ErrNotFound) {
 				return err
 			}
 			// Deleted since it was read: handled all the same.
 			log.Info("Command comment deleted before its reaction", "command", cmd.Text)
 		}
-		s.mu.Lock()
-		if change != nil {
-			change(&l.state)
-		}
-		l.state.Note(fmt.Sprintf("%s from %s: %s", text, who, note))
-		l.state.LastCommand = c.ID
-		s.mu.Unlock()
+		l.change(func(st *render.State) {
+			if change != nil {
+				change(st)
+			}
+			st.Note(fmt.Sprintf("%s from %s: %s", text, who, note))
+			st.LastCommand = c.ID
+		})
 		verb := cmd.Verb
 		if result == "invalid" {
 			verb = "unknown"
@@ -191,97 +213,23 @@ func (s *Syncer) command(ctx context.Context, repo string, pr provider.PullReque
 	if perr != nil {
 		return done(provider.ReactionRefused, "invalid", "not understood: "+perr.Error(), nil)
 	}
-	perm, err := s.commands.Permission(ctx, repo, c.Author)
+	perm, err := s.commands.Permission(ctx, key.Repo, c.Author)
 	if err != nil {
-		return fmt.Errorf("command %s on %s#%d: %w", cmd.Text, repo, pr.Number, err)
+		return fmt.Errorf("command %s on %s#%d: %w", cmd.Text, key.Repo, pr.Number, err)
 	}
 	if perm != provider.PermissionAdmin && perm != provider.PermissionWrite {
-		return done(provider.ReactionRefused, "refused", fmt.Sprintf("refused: %s needs write access to %s (has %s)", who, repo, perm), nil)
+		return done(provider.ReactionRefused, "refused", fmt.Sprintf("refused: %s needs write access to %s (has %s)", who, key.Repo, perm), nil)
 	}
-
-	// The effect on each application's environment.
-	s.mu.Lock()
-	st := l.state.Clone()
-	s.mu.Unlock()
-	stamp := at.UTC().Format(time.RFC3339)
-	var said []string
-	var revive []string
-	for _, app := range apps {
-		e := envs[app.Name]
-		live := e != nil && e.DeletionTimestamp == nil
-		a := st.Apps[app.Name]
-		expired := a != nil && a.ExpiredSHA != "" && a.ExpiredSHA == pr.HeadSHA
-		if !live && !expired {
-			continue
-		}
-		switch cmd.Verb {
-		case render.CommandRedeploy:
-			if expired {
-				revive = append(revive, app.Name)
-				said = append(said, app.Name+" comes back (it had expired)")
-				continue
-			}
-			if err := s.annotate(ctx, e, render.AnnotationWakeRequested, stamp); err != nil {
-				return err
-			}
-			if err := s.annotate(ctx, e, render.AnnotationRedeploy, fmt.Sprintf("comment-%d", c.ID)); err != nil {
-				return err
-			}
-			said = append(said, app.Name+" deploys every component again")
-		case render.CommandSleep:
-			if expired {
-				continue
-			}
-			if err := s.annotate(ctx, e, render.AnnotationSleepRequested, stamp); err != nil {
-				return err
-			}
-			said = append(said, app.Name+" goes to sleep")
-		case render.CommandWake:
-			if expired {
-				revive = append(revive, app.Name)
-				said = append(said, app.Name+" comes back (it had expired)")
-				continue
-			}
-			if err := s.annotate(ctx, e, render.AnnotationWakeRequested, stamp); err != nil {
-				return err
-			}
-			said = append(said, app.Name+" wakes up")
-		case render.CommandExtend:
-			if app.TTL == nil {
-				said = append(said, app.Name+" has no ttl")
-				continue
-			}
-			if expired {
-				revive = append(revive, app.Name)
-			}
-			aa := st.App(app.Name)
-			if expired {
-				aa.Revive()
-			}
-			aa.Extend(app.TTL.Duration, pr.HeadSHA, cmd.Duration, time.Now())
-			if exp := aa.ExpiresAt(app.TTL.Duration, pr.HeadSHA); !exp.IsZero() {
-				said = append(said, fmt.Sprintf("%s expires at %s", app.Name, render.FormatTime(exp)))
-			} else {
-				said = append(said, fmt.Sprintf("%s expires no earlier than %s", app.Name, render.FormatTime(aa.ExtendedUntil)))
-			}
-		case render.CommandKeep:
-			if expired {
-				revive = append(revive, app.Name)
-			}
-			said = append(said, app.Name+" is kept")
-		}
+	now := s.clock.Now()
+	at := c.CreatedAt
+	if at.IsZero() || at.After(now) {
+		at = now
 	}
-	note := strings.Join(said, "; ")
-	switch {
-	case note == "" && cmd.Verb == render.CommandKeep:
-		note = "kept"
-	case note == "":
-		note = "no environment to act on"
+	eff, err := s.commandEffect(ctx, cmd, c.ID, pr, apps, envs, l.current(), at, now)
+	if err != nil {
+		return err
 	}
-	if cmd.Verb == render.CommandKeep {
-		note += "; expiry is suspended until `/petri extend <duration>`"
-	}
-	return done(provider.ReactionAccepted, "accepted", note, func(state *render.State) {
+	return done(provider.ReactionAccepted, "accepted", eff.note(cmd.Verb), func(state *render.State) {
 		// Every command but sleep is activity: sleepAfter counts from it.
 		if cmd.Verb != render.CommandSleep {
 			state.ActiveAt = at
@@ -294,13 +242,113 @@ func (s *Syncer) command(ctx context.Context, repo string, pr provider.PullReque
 			state.Kept = true
 		case render.CommandExtend:
 			state.Kept = false
-			for name, a := range st.Apps {
+			for name, a := range eff.state.Apps {
 				cur := state.App(name)
 				cur.ExtendedUntil = a.ExtendedUntil
 			}
 		}
-		for _, name := range revive {
+		for _, name := range eff.revive {
 			state.App(name).Revive()
 		}
 	})
+}
+
+// commandEffect is what a command did to a pull request's environments.
+type commandEffect struct {
+	// said is a line per application; revive the applications whose
+	// expired environment comes back; state the state with the ttls it
+	// extended.
+	said   []string
+	revive []string
+	state  render.State
+}
+
+// note is the reply to the command.
+func (e commandEffect) note(verb string) string {
+	note := strings.Join(e.said, "; ")
+	switch {
+	case note == "" && verb == render.CommandKeep:
+		note = "kept"
+	case note == "":
+		note = "no environment to act on"
+	}
+	if verb == render.CommandKeep {
+		note += "; expiry is suspended until `/petri extend <duration>`"
+	}
+	return note
+}
+
+// commandEffect carries out a command on each application's environment
+// (an annotation the operator acts on) or on its state (an extended ttl,
+// an expired environment brought back).
+func (s *Syncer) commandEffect(ctx context.Context, cmd render.Command, id int64, pr provider.PullRequest, apps []*config.Application, envs map[string]*petriv1.EphemeralEnvironment, st render.State, at, now time.Time) (commandEffect, error) {
+	eff := commandEffect{state: st}
+	stamp := at.UTC().Format(time.RFC3339)
+	comeBack := func(app string) {
+		eff.revive, eff.said = append(eff.revive, app), append(eff.said, app+" comes back (it had expired)")
+	}
+	for _, app := range apps {
+		e := envs[app.Name]
+		live := e != nil && e.DeletionTimestamp == nil
+		a := st.Apps[app.Name]
+		expired := a != nil && a.ExpiredSHA != "" && a.ExpiredSHA == pr.HeadSHA
+		if !live && !expired {
+			continue
+		}
+		var annotations [][2]string
+		switch cmd.Verb {
+		case render.CommandRedeploy:
+			if expired {
+				comeBack(app.Name)
+				continue
+			}
+			annotations = [][2]string{{render.AnnotationWakeRequested, stamp}, {render.AnnotationRedeploy, fmt.Sprintf("comment-%d", id)}}
+			eff.said = append(eff.said, app.Name+" deploys every component again")
+		case render.CommandSleep:
+			if expired {
+				continue
+			}
+			annotations = [][2]string{{render.AnnotationSleepRequested, stamp}}
+			eff.said = append(eff.said, app.Name+" goes to sleep")
+		case render.CommandWake:
+			if expired {
+				comeBack(app.Name)
+				continue
+			}
+			annotations = [][2]string{{render.AnnotationWakeRequested, stamp}}
+			eff.said = append(eff.said, app.Name+" wakes up")
+		case render.CommandExtend:
+			eff.said = append(eff.said, extend(app, &eff, pr.HeadSHA, cmd.Duration, expired, now))
+		case render.CommandKeep:
+			if expired {
+				eff.revive = append(eff.revive, app.Name)
+			}
+			eff.said = append(eff.said, app.Name+" is kept")
+		}
+		for _, kv := range annotations {
+			if err := s.annotate(ctx, e, kv[0], kv[1]); err != nil {
+				return eff, err
+			}
+		}
+	}
+	return eff, nil
+}
+
+// extend extends an application's ttl in eff's state and says until when.
+func extend(app *config.Application, eff *commandEffect, head string, d time.Duration, expired bool, now time.Time) string {
+	if app.TTL == nil {
+		return app.Name + " has no ttl"
+	}
+	if expired {
+		eff.revive = append(eff.revive, app.Name)
+	}
+	aa := eff.state.App(app.Name)
+	if expired {
+		aa.Revive()
+	}
+	aa.Extend(app.TTL.Duration, head, d, now)
+	if exp := aa.ExpiresAt(app.TTL.Duration, head); !exp.IsZero() {
+		return fmt.Sprintf("%s expires at %s", app.Name, render.FormatTime(exp))
+	}
+	return fmt.Sprintf("%s expires no earlier than %s", app.Name, render.FormatTime(aa.ExtendedUntil))
 }

@@ -46,12 +46,10 @@ func (s *Syncer) deployment(ctx context.Context, key prKey, st render.PRState, l
 		return nil
 	}
 	envName := DeploymentEnvironment(app.Name, key.Number)
-	s.mu.Lock()
 	have := render.AppState{}
-	if a := life.state.Apps[app.Name]; a != nil {
+	if a := life.current().Apps[app.Name]; a != nil {
 		have = *a
 	}
-	s.mu.Unlock()
 
 	// What the deployment should say now.
 	var want provider.DeploymentStatus
@@ -113,10 +111,10 @@ func (s *Syncer) deployment(ctx context.Context, key prKey, st render.PRState, l
 			}
 		}
 		id = found
-		s.mu.Lock()
-		a := life.state.App(app.Name)
-		a.Deployment, a.DeploymentSHA, a.DeploymentState = id, sha, ""
-		s.mu.Unlock()
+		life.change(func(st *render.State) {
+			a := st.App(app.Name)
+			a.Deployment, a.DeploymentSHA, a.DeploymentState = id, sha, ""
+		})
 		have.DeploymentState = ""
 	}
 	if have.DeploymentState == want.State {
@@ -125,9 +123,7 @@ func (s *Syncer) deployment(ctx context.Context, key prKey, st render.PRState, l
 	if err := s.reporter.SetDeploymentStatus(ctx, key.Repo, id, want); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	life.state.App(app.Name).DeploymentState = want.State
-	s.mu.Unlock()
+	life.change(func(st *render.State) { st.App(app.Name).DeploymentState = want.State })
 	return nil
 }
 

@@ -94,7 +94,7 @@ func (s *Syncer) processFeedback(ctx context.Context) bool {
 		s.feedback.Forget(key)
 	case errors.As(err, &rle):
 		s.feedback.Forget(key)
-		s.feedback.AddAfter(key, time.Until(rle.Until)+time.Second)
+		s.feedback.AddAfter(key, rle.Until.Sub(s.clock.Now())+time.Second)
 	default:
 		s.log.Error(err, "Feedback on pull request failed; retrying", "repository", key.Repo, "pullRequest", key.Number)
 		s.feedback.AddRateLimited(key)
@@ -145,15 +145,18 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 		return err
 	}
 	s.mu.Lock()
+	rs := s.repos[key.Repo]
+	s.mu.Unlock()
 	states := map[string]render.PRState{}
 	closed := false
-	if rs := s.repos[key.Repo]; rs != nil {
+	if rs != nil {
+		rs.mu.Lock()
 		for app, st := range rs.prs[key.Number] {
 			states[app] = *st
 		}
 		closed = rs.closed[key.Number]
+		rs.mu.Unlock()
 	}
-	s.mu.Unlock()
 	envFound := false
 	for i := range envs.Items {
 		e := &envs.Items[i]
@@ -179,7 +182,7 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 	if len(states) == 0 {
 		return nil
 	}
-	life, err := s.ensureLife(ctx, key)
+	life, err := s.ensureLife(ctx, rs, key)
 	if err != nil {
 		return err
 	}
@@ -197,24 +200,11 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 		if !ok || st.HeadSHA == "" {
 			continue
 		}
-		sk := statusKey{key.Repo, st.HeadSHA, cs.Context}
-		s.mu.Lock()
-		last, posted := s.statuses[sk]
-		s.mu.Unlock()
-		if posted && last == cs {
-			continue
-		}
-		if err := s.reporter.SetCommitStatus(ctx, key.Repo, st.HeadSHA, cs); err != nil {
+		if err := s.commitStatus(ctx, key, rs, st.HeadSHA, cs); err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		s.mu.Lock()
-		s.statuses[sk] = cs
-		s.mu.Unlock()
 	}
-	s.mu.Lock()
-	state := life.state.Clone()
-	s.mu.Unlock()
+	state := life.current()
 	worth := len(state.Notes) > 0
 	for _, st := range list {
 		if st.Env != nil || st.Waiting != "" || st.Error != "" || st.Deleted != "" || st.Expired() {
@@ -222,12 +212,12 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 		}
 	}
 	if worth {
-		if err := s.reporter.UpsertComment(ctx, key.Repo, key.Number, render.CommentMarker, render.Comment(list, state)); err != nil {
+		if err := s.store.Save(ctx, key, render.Comment(list, state), state); err != nil {
 			errs = append(errs, err)
 		} else {
-			s.mu.Lock()
+			life.mu.Lock()
 			life.saved = state
-			s.mu.Unlock()
+			life.mu.Unlock()
 		}
 	}
 	if len(errs) == 0 && closed && !envFound {
@@ -238,19 +228,45 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 	return errors.Join(errs...)
 }
 
+// commitStatus posts a commit status unless it is the one last posted for
+// that commit and context (remembered per repository of the config).
+func (s *Syncer) commitStatus(ctx context.Context, key prKey, rs *repoState, sha string, cs provider.CommitStatus) error {
+	sk := statusKey{sha, cs.Context}
+	if rs != nil {
+		rs.mu.Lock()
+		last, posted := rs.statuses[sk]
+		rs.mu.Unlock()
+		if posted && last == cs {
+			return nil
+		}
+	}
+	if err := s.reporter.SetCommitStatus(ctx, key.Repo, sha, cs); err != nil {
+		return err
+	}
+	if rs != nil {
+		rs.mu.Lock()
+		rs.statuses[sk] = cs
+		rs.mu.Unlock()
+	}
+	return nil
+}
+
 // lifecycleFeedback fills the lifecycle of each application's state from
 // the application and the pull request's state: the ttl started at the
 // first Ready of the head commit, the expiry and its warning (asking to be
 // called again when the warning is due), what keeps it, an expiry that
 // happened.
 func (s *Syncer) lifecycleFeedback(key prKey, states map[string]render.PRState, life *prLife, closed bool) {
-	now := time.Now()
+	now := s.clock.Now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	cfg := s.cfg
+	s.mu.Unlock()
+	life.mu.Lock()
+	defer life.mu.Unlock()
 	for name, st := range states {
 		var app *config.Application
-		if s.cfg != nil {
-			app = s.cfg.Application(name)
+		if cfg != nil {
+			app = cfg.Application(name)
 		}
 		if app == nil || !strings.EqualFold(app.Repository, key.Repo) {
 			continue
@@ -273,10 +289,10 @@ func (s *Syncer) lifecycleFeedback(key prKey, states map[string]render.PRState, 
 				// Looked at again when the warning and the expiry are due
 				// (one that is past is the reconcile's to act on).
 				if !st.ExpiryWarning && st.KeptBy == "" {
-					s.feedback.AddAfter(key, time.Until(warn)+10*time.Millisecond)
+					s.feedback.AddAfter(key, warn.Sub(now)+10*time.Millisecond)
 				}
 				if st.KeptBy == "" && exp.After(now) {
-					s.queue.AddAfter(key.Repo, time.Until(exp)+10*time.Millisecond)
+					s.queue.AddAfter(key.Repo, exp.Sub(now)+10*time.Millisecond)
 				}
 			}
 			if a != nil && a.ExpiredSHA != "" && a.ExpiredSHA == st.HeadSHA && st.Deleted == "" && !closed {

@@ -9,22 +9,22 @@ import (
 	"github.com/petri-dev/petri/sync/provider"
 )
 
-func (s *Syncer) gatePassed(ctx context.Context, repo, sha string, gate provider.Gate) (bool, string, error) {
-	k := gateKey{repo, sha, gate.String()}
-	s.mu.Lock()
-	passed := s.gates[k]
-	s.mu.Unlock()
+func (s *Syncer) gatePassed(ctx context.Context, rs *repoState, sha string, gate provider.Gate) (bool, string, error) {
+	k := gateKey{sha, gate.String()}
+	rs.mu.Lock()
+	passed := rs.gates[k]
+	rs.mu.Unlock()
 	if passed {
 		return true, "", nil
 	}
-	st, reason, err := s.source.GateState(ctx, repo, sha, gate)
+	st, reason, err := s.source.GateState(ctx, rs.name, sha, gate)
 	if err != nil {
 		return false, "", err
 	}
 	if st == provider.GatePassed {
-		s.mu.Lock()
-		s.gates[k] = true
-		s.mu.Unlock()
+		rs.mu.Lock()
+		rs.gates[k] = true
+		rs.mu.Unlock()
 		return true, "", nil
 	}
 	return false, reason, nil

@@ -364,12 +364,11 @@ func (s *Syncer) takeHandover(e handoverEntry) {
 		return
 	}
 	key := strings.ToLower(e.Repository)
-	s.mu.Lock()
-	if !s.configured(key) {
-		s.mu.Unlock()
+	r := s.configuredRepo(key)
+	if r == nil {
 		return
 	}
-	r := s.repo(key)
+	r.mu.Lock()
 	if r.pendingSince.IsZero() {
 		r.pendingSince = e.Received
 	}
@@ -379,7 +378,7 @@ func (s *Syncer) takeHandover(e handoverEntry) {
 	case e.Number > 0:
 		r.hints[e.Number] = true
 	}
-	s.mu.Unlock()
+	r.mu.Unlock()
 	s.queue.Add(key)
 }
 

@@ -150,10 +150,16 @@ func (s *Syncer) Resync() {
 	if s.cfg != nil {
 		repos = s.cfg.Repositories()
 	}
+	var due []*repoState
 	for _, r := range repos {
-		s.repo(r).resyncDue = true
+		due = append(due, s.repo(r))
 	}
 	s.mu.Unlock()
+	for _, rs := range due {
+		rs.mu.Lock()
+		rs.resyncDue = true
+		rs.mu.Unlock()
+	}
 	for _, r := range repos {
 		s.queue.Add(r)
 	}
@@ -183,15 +189,14 @@ func (s *Syncer) handleEvent(ev webhook.Event) {
 		s.TriggerConfigFetch()
 		return
 	}
-	s.mu.Lock()
-	if !s.configured(key) {
+	r := s.configuredRepo(key)
+	if r == nil {
 		// No application watches it (an organisation's webhook sends every
 		// repository's events): nothing to reconcile, nothing to remember. A
 		// config revision that adds it reconciles it then.
-		s.mu.Unlock()
 		return
 	}
-	r := s.repo(key)
+	r.mu.Lock()
 	if r.pendingSince.IsZero() {
 		r.pendingSince = ev.Received
 	}
@@ -207,7 +212,7 @@ func (s *Syncer) handleEvent(ev webhook.Event) {
 		}
 	case "status", "check_run":
 		if ev.GateState == provider.GatePassed {
-			s.gates[gateKey{key, ev.SHA, ev.Gate.String()}] = true
+			r.gates[gateKey{ev.SHA, ev.Gate.String()}] = true
 		}
 	case "issue_comment":
 		// A hint, as a handed-over event is: the command is read from the
@@ -217,7 +222,7 @@ func (s *Syncer) handleEvent(ev webhook.Event) {
 			r.commentHints[ev.Comment.Number] = true
 		}
 	}
-	s.mu.Unlock()
+	r.mu.Unlock()
 	s.queue.Add(key)
 }
 

@@ -28,9 +28,8 @@ func TestSnapshotsOverrideTheListingOnlyWithinTheLagWindow(t *testing.T) {
 		// has had time to catch up, so it is stale, not ahead.
 		3: {Number: 3, State: "open", HeadSHA: "stale", UpdatedAt: now.Add(-30 * time.Minute)},
 	}}
-	s := &Syncer{}
 	got := map[int]string{}
-	for _, pr := range s.mergeSnapshots(rs, listed) {
+	for _, pr := range rs.mergeSnapshots(listed, now) {
 		got[pr.Number] = pr.HeadSHA
 	}
 	assert.Equal(t, map[int]string{1: "pushed", 2: "listed2", 3: "listed3"}, got)

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -81,6 +82,9 @@ type Options struct {
 	EventQueue int
 	// ReconcileTimeout bounds one repository reconcile; 2m when zero.
 	ReconcileTimeout time.Duration
+	// Clock tells the time of expiry, sleep, commands and snapshots; the
+	// real one when nil.
+	Clock clock.PassiveClock
 	// LeaderElection, when set, makes this Syncer one of several replicas:
 	// only the holder of the Lease writes and reports. Nil: it acts alone,
 	// at once.
@@ -105,11 +109,15 @@ type Syncer struct {
 	feedback      workqueue.TypedRateLimitingInterface[prKey]
 	configTrigger chan struct{}
 
+	// store keeps each pull request's lifecycle state (statestore.go).
+	store stateStore
+	clock clock.PassiveClock
+
+	// mu guards the config, the map of repositories (each repoState has a
+	// lock of its own) and the applications' status.
 	mu         sync.Mutex
 	cfg        *config.Config
 	repos      map[string]*repoState
-	gates      map[gateKey]bool
-	statuses   map[statusKey]provider.CommitStatus
 	appStatus  map[string]*appStatus
 	cacheReady bool
 	// writes are sync's own writes of environments its cache does not
@@ -136,52 +144,6 @@ type Syncer struct {
 	prLocks [prLockStripes]sync.Mutex
 }
 
-type prKey struct {
-	Repo   string
-	Number int
-}
-
-type gateKey struct {
-	Repo, SHA, Gate string
-}
-
-type statusKey struct {
-	Repo, SHA, Context string
-}
-
-// repoState is what sync remembers of one repository of the current
-// config. Every entry belongs to a pull request that is open or whose last
-// feedback is not posted yet: a closed pull request's entries are dropped
-// once its comment says so, and a repository's whole state when it leaves
-// the config.
-type repoState struct {
-	// snapshots are pull requests from webhooks, newer than the listing.
-	snapshots map[int]provider.PullRequest
-	// prs holds the feedback state per pull request and application.
-	prs map[int]map[string]*render.PRState
-	// closed are pull requests in prs that the last reconcile did not find
-	// open; they are forgotten after their last feedback.
-	closed map[int]bool
-	// pendingSince is when the oldest unprocessed webhook arrived.
-	pendingSince time.Time
-	// hints are pull requests named by events another replica handed over
-	// (without their payload): the reconcile reads those the listing does
-	// not show as open.
-	hints map[int]bool
-	// life is each pull request's lifecycle state, read once from sync's
-	// comment (lifecycle.go).
-	life map[int]*prLife
-	// commands are command comments not handled yet, per pull request.
-	commands map[int][]provider.Comment
-	// commentHints are pull requests whose comments are listed again: a
-	// command handed over without its payload, or too many at once.
-	commentHints map[int]bool
-	// resyncDue makes the next reconcile list the repository's comments
-	// since commentsSince, for commands whose webhook never arrived.
-	resyncDue     bool
-	commentsSince time.Time
-}
-
 type appStatus struct {
 	LastReconcile time.Time
 	LastError     string
@@ -201,6 +163,9 @@ func New(opts Options) (*Syncer, error) {
 	}
 	if opts.Namespace == "" || opts.PullRequests == nil || opts.Reporter == nil || opts.Commands == nil || opts.Config == nil || opts.RESTConfig == nil || opts.Scheme == nil {
 		return nil, errors.New("syncer: namespace, the provider's three roles, config source, REST config and scheme are required")
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	if opts.Resolver == nil {
 		opts.Resolver = &resolve.Resolver{}
@@ -262,9 +227,9 @@ func New(opts Options) (*Syncer, error) {
 		queue:         workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{}),
 		feedback:      workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[prKey](), workqueue.TypedRateLimitingQueueConfig[prKey]{}),
 		configTrigger: make(chan struct{}, 1),
+		store:         commentStore{comments: opts.Commands, reporter: opts.Reporter},
+		clock:         opts.Clock,
 		repos:         map[string]*repoState{},
-		gates:         map[gateKey]bool{},
-		statuses:      map[statusKey]provider.CommitStatus{},
 		appStatus:     map[string]*appStatus{},
 		kube:          kube,
 		handover:      handoverOutbox{signal: make(chan struct{}, 1)},
@@ -353,15 +318,26 @@ func (s *Syncer) Ready() error {
 }
 
 // repo returns the state of a repository, creating it; only for
-// repositories of the current config. Readers use s.repos directly.
+// repositories of the current config. Readers use s.repos directly. The
+// caller holds s.mu.
 func (s *Syncer) repo(key string) *repoState {
 	r := s.repos[key]
 	if r == nil {
-		r = &repoState{snapshots: map[int]provider.PullRequest{}, prs: map[int]map[string]*render.PRState{}, closed: map[int]bool{}, hints: map[int]bool{},
-			life: map[int]*prLife{}, commands: map[int][]provider.Comment{}, commentHints: map[int]bool{}}
+		r = newRepoState(key)
 		s.repos[key] = r
 	}
 	return r
+}
+
+// configuredRepo returns the state of a repository of the current config;
+// nil for any other.
+func (s *Syncer) configuredRepo(key string) *repoState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.configured(key) {
+		return nil
+	}
+	return s.repo(key)
 }
 
 // configured reports whether a repository has an application in the
@@ -382,35 +358,8 @@ func (s *Syncer) configured(repo string) bool {
 // config. The caller holds s.mu.
 func (s *Syncer) forgetRepo(repo string) {
 	delete(s.repos, repo)
-	for k := range s.gates {
-		if k.Repo == repo {
-			delete(s.gates, k)
-		}
-	}
-	for k := range s.statuses {
-		if k.Repo == repo {
-			delete(s.statuses, k)
-		}
-	}
 	for _, f := range s.forgetters() {
 		f.ForgetRepository(repo)
-	}
-}
-
-// forgetCommits drops the passed gates and posted statuses of a
-// repository's commits that are not the head of an open pull request: no
-// gate is asked and no status posted for them any more. The caller holds
-// s.mu.
-func (s *Syncer) forgetCommits(repo string, heads map[string]bool) {
-	for k := range s.gates {
-		if k.Repo == repo && !heads[k.SHA] {
-			delete(s.gates, k)
-		}
-	}
-	for k := range s.statuses {
-		if k.Repo == repo && !heads[k.SHA] {
-			delete(s.statuses, k)
-		}
 	}
 }
 
@@ -418,16 +367,11 @@ func (s *Syncer) forgetCommits(repo string, heads map[string]bool) {
 // feedback is posted, unless it was found open again meanwhile.
 func (s *Syncer) forgetPullRequest(key prKey) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	rs := s.repos[key.Repo]
-	if rs == nil || !rs.closed[key.Number] {
+	s.mu.Unlock()
+	if rs == nil || !rs.forgetPullRequest(key.Number) {
 		return
 	}
-	delete(rs.prs, key.Number)
-	delete(rs.closed, key.Number)
-	delete(rs.life, key.Number)
-	delete(rs.commands, key.Number)
-	delete(rs.commentHints, key.Number)
 	for _, f := range s.forgetters() {
 		f.ForgetPullRequest(key.Repo, key.Number)
 	}
@@ -459,8 +403,11 @@ type stateSize struct {
 func (s *Syncer) stateSize() stateSize {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := stateSize{Repositories: len(s.repos), Gates: len(s.gates), Statuses: len(s.statuses), Applications: len(s.appStatus)}
+	n := stateSize{Repositories: len(s.repos), Applications: len(s.appStatus)}
 	for _, rs := range s.repos {
+		rs.mu.Lock()
+		n.Gates += len(rs.gates)
+		n.Statuses += len(rs.statuses)
 		n.Snapshots += len(rs.snapshots)
 		n.Hints += len(rs.hints)
 		n.PullRequests += len(rs.prs)
@@ -469,6 +416,7 @@ func (s *Syncer) stateSize() stateSize {
 			n.Commands += len(cs)
 		}
 		n.Hints += len(rs.commentHints)
+		rs.mu.Unlock()
 	}
 	return n
 }

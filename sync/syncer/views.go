@@ -80,12 +80,15 @@ func (s *Syncer) Environments(ctx context.Context) ([]Environment, error) {
 			v.Components = append(v.Components, ComponentState{Name: c.Name, Chart: c.Chart.Name, Version: c.Chart.Version, Phase: p, LastError: status[c.Name].LastError})
 		}
 		s.mu.Lock()
-		if rs := s.repos[strings.ToLower(v.Repository)]; rs != nil {
+		rs := s.repos[strings.ToLower(v.Repository)]
+		s.mu.Unlock()
+		if rs != nil {
+			rs.mu.Lock()
 			if st := rs.prs[v.PullRequest][v.Application]; st != nil {
 				v.Waiting, v.Error = st.Waiting, st.Error
 			}
+			rs.mu.Unlock()
 		}
-		s.mu.Unlock()
 		out = append(out, v)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,13 +26,12 @@ import (
 // writeEnv renders and applies one environment. With an artifact gate, a
 // head commit whose gate has not passed is not written: the environment
 // keeps the commit it has, or is not created yet.
-func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provider.PullRequest, existing *petriv1.EphemeralEnvironment, since time.Time) (created bool, err error) {
-	repo := strings.ToLower(pr.Repository)
+func (s *Syncer) writeEnv(ctx context.Context, rs *repoState, app *config.Application, pr provider.PullRequest, existing *petriv1.EphemeralEnvironment, since time.Time) (created bool, err error) {
 	target := pr
 	waiting := ""
 	if app.ArtifactGate != nil {
 		gate := provider.Gate{CheckRun: app.ArtifactGate.CheckRun, StatusContext: app.ArtifactGate.StatusContext}
-		ok, reason, err := s.gatePassed(ctx, repo, pr.HeadSHA, gate)
+		ok, reason, err := s.gatePassed(ctx, rs, pr.HeadSHA, gate)
 		if err != nil {
 			var rle *provider.RateLimitError
 			if errors.As(err, &rle) {
@@ -44,7 +42,7 @@ func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provi
 		if !ok {
 			waiting = reason
 			if existing == nil || existing.Spec.Source == nil {
-				s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) {
+				rs.setPRState(pr.Number, app.Name, func(st *render.PRState) {
 					st.HeadSHA, st.Waiting, st.Error, st.Deleted = pr.HeadSHA, waiting, "", ""
 				})
 				return false, nil
@@ -62,7 +60,7 @@ func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provi
 		if err != nil {
 			field := fmt.Sprintf("components[%d].chart.version", i)
 			err = fmt.Errorf("%s:%d: %s: %w", app.File, app.Line(field), field, err)
-			s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) {
+			rs.setPRState(pr.Number, app.Name, func(st *render.PRState) {
 				st.HeadSHA, st.Error, st.Waiting, st.Deleted = pr.HeadSHA, "chart resolution failed: "+err.Error(), "", ""
 			})
 			return false, err
@@ -71,13 +69,13 @@ func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provi
 	}
 	ee, err := render.Environment(app, target, s.opts.Namespace, versions)
 	if err != nil {
-		s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) {
+		rs.setPRState(pr.Number, app.Name, func(st *render.PRState) {
 			st.HeadSHA, st.Error, st.Waiting, st.Deleted = pr.HeadSHA, err.Error(), "", ""
 		})
 		return false, err
 	}
 	url := ee.Annotations[render.AnnotationURL]
-	s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) {
+	rs.setPRState(pr.Number, app.Name, func(st *render.PRState) {
 		st.HeadSHA, st.Waiting, st.Error, st.Deleted, st.URL = pr.HeadSHA, waiting, "", "", url
 	})
 	if existing != nil && sameEnv(existing, ee) {
@@ -90,7 +88,7 @@ func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provi
 		switch {
 		case err == nil && !render.Owned(other.Labels):
 			err = fmt.Errorf("environment %s exists and is not managed by petri-sync; leaving it alone", ee.Name)
-			s.setPRState(repo, pr.Number, app.Name, func(st *render.PRState) { st.Error = err.Error() })
+			rs.setPRState(pr.Number, app.Name, func(st *render.PRState) { st.Error = err.Error() })
 			return false, err
 		case err != nil && !apierrors.IsNotFound(err):
 			return false, fmt.Errorf("get environment %s: %w", ee.Name, err)
@@ -107,7 +105,7 @@ func (s *Syncer) writeEnv(ctx context.Context, app *config.Application, pr provi
 	}
 	s.opts.Metrics.Writes.WithLabelValues("EphemeralEnvironment", op).Inc()
 	if !since.IsZero() {
-		s.opts.Metrics.WebhookToWrite.Observe(time.Since(since).Seconds())
+		s.opts.Metrics.WebhookToWrite.Observe(s.clock.Since(since).Seconds())
 	}
 	s.log.Info("Wrote environment", "environment", ee.Name, "operation", op, "pullRequest", pr.Number, "sha", target.HeadSHA)
 	return existing == nil, nil

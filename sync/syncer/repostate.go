@@ -1,0 +1,225 @@
+// Repository state: what sync remembers of one repository of the current
+// config, under a lock of its own, so that the passes over two repositories
+// and the feedback of their pull requests never wait for each other.
+
+package syncer
+
+import (
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/petri-dev/petri/sync/provider"
+	"github.com/petri-dev/petri/sync/render"
+)
+
+type prKey struct {
+	Repo   string
+	Number int
+}
+
+type gateKey struct {
+	SHA, Gate string
+}
+
+type statusKey struct {
+	SHA, Context string
+}
+
+// repoState is what sync remembers of one repository of the current
+// config. Every entry belongs to a pull request that is open or whose last
+// feedback is not posted yet: a closed pull request's entries are dropped
+// once its comment says so, and a repository's whole state when it leaves
+// the config. mu guards every field but name.
+type repoState struct {
+	name string
+
+	mu sync.Mutex
+	// snapshots are pull requests from webhooks, newer than the listing.
+	snapshots map[int]provider.PullRequest
+	// prs holds the feedback state per pull request and application.
+	prs map[int]map[string]*render.PRState
+	// closed are pull requests in prs that the last reconcile did not find
+	// open; they are forgotten after their last feedback.
+	closed map[int]bool
+	// pendingSince is when the oldest unprocessed webhook arrived.
+	pendingSince time.Time
+	// hints are pull requests named by events another replica handed over
+	// (without their payload): the reconcile reads those the listing does
+	// not show as open.
+	hints map[int]bool
+	// life is each pull request's lifecycle state, read once from the
+	// state store (statestore.go).
+	life map[int]*prLife
+	// commands are command comments not handled yet, per pull request.
+	commands map[int][]provider.Comment
+	// commentHints are pull requests whose comments are listed again: a
+	// command handed over without its payload, or too many at once.
+	commentHints map[int]bool
+	// resyncDue makes the next reconcile list the repository's comments
+	// since commentsSince, for commands whose webhook never arrived.
+	resyncDue     bool
+	commentsSince time.Time
+	// gates are the artifact gates passed per commit, statuses the last
+	// commit status posted per commit and context.
+	gates    map[gateKey]bool
+	statuses map[statusKey]provider.CommitStatus
+}
+
+func newRepoState(name string) *repoState {
+	return &repoState{name: name, snapshots: map[int]provider.PullRequest{}, prs: map[int]map[string]*render.PRState{},
+		closed: map[int]bool{}, hints: map[int]bool{}, life: map[int]*prLife{}, commands: map[int][]provider.Comment{},
+		commentHints: map[int]bool{}, gates: map[gateKey]bool{}, statuses: map[statusKey]provider.CommitStatus{}}
+}
+
+// prLife is one pull request's lifecycle state. state is the current one;
+// saved is what the state store holds (the last one read or written).
+// mu guards both.
+type prLife struct {
+	mu    sync.Mutex
+	state render.State
+	saved render.State
+}
+
+// current returns a copy of the current state.
+func (l *prLife) current() render.State {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state.Clone()
+}
+
+// lastCommand is the id of the last command handled.
+func (l *prLife) lastCommand() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state.LastCommand
+}
+
+// change changes the current state.
+func (l *prLife) change(f func(st *render.State)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f(&l.state)
+}
+
+// lives returns the current lifecycle state of each of the pull requests
+// that has one.
+func (rs *repoState) lives(prs map[int]provider.PullRequest) map[int]render.State {
+	rs.mu.Lock()
+	ls := map[int]*prLife{}
+	for n := range prs {
+		if l := rs.life[n]; l != nil {
+			ls[n] = l
+		}
+	}
+	rs.mu.Unlock()
+	out := make(map[int]render.State, len(ls))
+	for n, l := range ls {
+		out[n] = l.current()
+	}
+	return out
+}
+
+// takePending takes the oldest unprocessed webhook's time and the handed
+// over pull requests for a pass; putPending gives them back to a pass that
+// could not list.
+func (rs *repoState) takePending() (since time.Time, hints map[int]bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	since, hints = rs.pendingSince, rs.hints
+	rs.pendingSince, rs.hints = time.Time{}, map[int]bool{}
+	return since, hints
+}
+
+func (rs *repoState) putPending(since time.Time, hints map[int]bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.pendingSince.IsZero() || (!since.IsZero() && since.Before(rs.pendingSince)) {
+		rs.pendingSince = since
+	}
+	for n := range hints {
+		rs.hints[n] = true
+	}
+}
+
+// setPRState changes the feedback state of one pull request and
+// application.
+func (rs *repoState) setPRState(number int, app string, change func(*render.PRState)) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	per := rs.prs[number]
+	if per == nil {
+		per = map[string]*render.PRState{}
+		rs.prs[number] = per
+	}
+	st := per[app]
+	if st == nil {
+		st = &render.PRState{Application: app, Repository: rs.name, Number: number}
+		per[app] = st
+	}
+	change(st)
+}
+
+// addCommand keeps a command comment for the reconcile, once. The caller
+// holds rs.mu.
+func (rs *repoState) addCommand(c provider.Comment) {
+	for _, have := range rs.commands[c.Number] {
+		if have.ID == c.ID {
+			return
+		}
+	}
+	if len(rs.commands[c.Number]) >= maxPendingCommands {
+		rs.commentHints[c.Number] = true
+		return
+	}
+	rs.commands[c.Number] = append(rs.commands[c.Number], c)
+}
+
+// forgetCommits drops the passed gates and posted statuses of the
+// repository's commits that are not the head of an open pull request: no
+// gate is asked and no status posted for them any more. The caller holds
+// rs.mu.
+func (rs *repoState) forgetCommits(heads map[string]bool) {
+	for k := range rs.gates {
+		if !heads[k.SHA] {
+			delete(rs.gates, k)
+		}
+	}
+	for k := range rs.statuses {
+		if !heads[k.SHA] {
+			delete(rs.statuses, k)
+		}
+	}
+}
+
+// forgetPullRequest drops a closed pull request's state once its last
+// feedback is posted, unless it was found open again meanwhile; it reports
+// whether it did.
+func (rs *repoState) forgetPullRequest(number int) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if !rs.closed[number] {
+		return false
+	}
+	delete(rs.prs, number)
+	delete(rs.closed, number)
+	delete(rs.life, number)
+	delete(rs.commands, number)
+	delete(rs.commentHints, number)
+	return true
+}
+
+// prLockStripes is the number of locks that serialise the work on one
+// pull request's comment (reconcile and feedback).
+const prLockStripes = 64
+
+// lockPR serialises everything that reads and then writes one pull
+// request's comment; it returns the unlock.
+func (s *Syncer) lockPR(key prKey) func() {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s#%d", key.Repo, key.Number)
+	m := &s.prLocks[h.Sum32()%prLockStripes]
+	m.Lock()
+	return m.Unlock
+}
