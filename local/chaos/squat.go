@@ -137,14 +137,60 @@ func (sc *scene) removeSquat(ctx context.Context, s *squat) {
 //     name squatted the moment it is free. The environment must not adopt
 //     it, and its deletion must leave it.
 func playSquatting(ctx context.Context, sc *scene) error {
-	preBind := sc.size(4, 2)
-	tampered := sc.size(2, 1)
-	postBind := sc.size(2, 1)
+	var st squatting
+	if err := sc.squatBeforeBinding(ctx, &st, sc.size(4, 2)); err != nil {
+		return err
+	}
+	if err := sc.tamperMarks(ctx, &st, sc.size(2, 1)); err != nil {
+		return err
+	}
+	if err := sc.squatAfterBinding(ctx, &st, sc.size(2, 1)); err != nil {
+		return err
+	}
 	timeout := stepTimeout
-	var squats []*squat
-	lost, reservedFirst := 0, 0
 
-	// Before binding.
+	// The pre-bind environments go the ordinary way; squats stay to the end.
+	for _, name := range st.pre {
+		sc.expectGone(name)
+		if err := sc.remove(ctx, name); err != nil {
+			return err
+		}
+	}
+	sc.parallel(st.pre, func(name string) { sc.waitState(ctx, name, "teardown", false, timeout) })
+	all := append(append(append([]*squat{}, st.squats...), st.tampered...), st.post...)
+	for _, s := range all {
+		sc.checkSquat(ctx, s)
+		sc.removeSquat(ctx, s)
+	}
+	forged := 0
+	for _, s := range st.squats {
+		if strings.Contains(s.kind, "forged") {
+			forged++
+		}
+	}
+	sc.row.Faults = fmt.Sprintf("namespace names squatted before binding: %d (%d with forged ownership marks, %d taken after the operator had reserved them); bound namespaces with tampered marks: %d; freed names squatted after binding: %d (the operator SIGKILLed to make the time); squats that lost the race to the operator: %d",
+		len(st.squats), forged, st.reservedFirst, len(st.tampered), len(st.post), st.lost)
+	return nil
+}
+
+// squatting is what playSquatting made and counted.
+type squatting struct {
+	// pre are the environments created while names were squatted before
+	// binding.
+	pre []string
+	// squats, tampered and post are the squats before binding, the bound
+	// namespaces with tampered marks and the freed names squatted.
+	squats, tampered, post []*squat
+	// lost counts the squats that lost the race to the operator;
+	// reservedFirst those taken after the operator had reserved them.
+	lost, reservedFirst int
+}
+
+// squatBeforeBinding squats, with the operator down, the first namespace
+// name of each of preBind new environments, then checks that each bound
+// another name and left the squat be.
+func (sc *scene) squatBeforeBinding(ctx context.Context, st *squatting, preBind int) error {
+	timeout := stepTimeout
 	leader, err := sc.waitLiveOperatorLeader(ctx, 2*time.Minute)
 	if err != nil {
 		return err
@@ -152,10 +198,9 @@ func playSquatting(ctx context.Context, sc *scene) error {
 	if err := sc.killOperator(ctx); err != nil {
 		return err
 	}
-	var pre []string
 	for i := 0; i < preBind; i++ {
 		name := fmt.Sprintf("s6-pre%02d", i+1)
-		pre = append(pre, name)
+		st.pre = append(st.pre, name)
 		sc.expectPresent(name)
 		if err := sc.create(ctx, newEnvironment(name, sc.tag(), light, 1)); err != nil {
 			return err
@@ -173,13 +218,13 @@ func playSquatting(ctx context.Context, sc *scene) error {
 			return err
 		}
 		if s == nil || env.Status.TargetNamespace != "" {
-			lost++
+			st.lost++
 			if s != nil {
 				sc.removeSquat(ctx, s)
 			}
 			continue
 		}
-		squats = append(squats, s)
+		st.squats = append(st.squats, s)
 	}
 	if sc.leaseHolder(ctx, stack.ManagementNamespace, operatorLease) != leader {
 		sc.logf("the operator took the lease back while names were squatted; squats made after that may have lost the race")
@@ -187,8 +232,8 @@ func playSquatting(ctx context.Context, sc *scene) error {
 	if _, err := sc.waitOperatorLeader(ctx, leader, 2*time.Minute); err != nil {
 		return err
 	}
-	sc.parallel(pre, func(name string) { sc.waitState(ctx, name, "deploy", true, timeout) })
-	for _, s := range squats {
+	sc.parallel(st.pre, func(name string) { sc.waitState(ctx, name, "deploy", true, timeout) })
+	for _, s := range st.squats {
 		rec := sc.rec.environment(s.env)
 		var target string
 		var boundSquat, reservedSquat bool
@@ -209,13 +254,18 @@ func playSquatting(ctx context.Context, sc *scene) error {
 		case reservedSquat:
 			// The operator reserved the name before the squat took it,
 			// then found it taken and reserved the next one.
-			reservedFirst++
+			st.reservedFirst++
 		}
 		sc.checkSquat(ctx, s)
 	}
+	return nil
+}
 
-	// Tampered marks on a bound namespace.
-	var tamperedNS []*squat
+// tamperMarks changes the UID label of the bound namespaces of tampered
+// environments, then deletes them: they must stall until released by the
+// force-delete annotation, and the namespaces stay.
+func (sc *scene) tamperMarks(ctx context.Context, st *squatting, tampered int) error {
+	timeout := stepTimeout
 	for i := 0; i < tampered; i++ {
 		name := fmt.Sprintf("s6-tampered%02d", i+1)
 		env, nsName, err := sc.deployedEnvironment(ctx, name, timeout)
@@ -235,7 +285,7 @@ func playSquatting(ctx context.Context, sc *scene) error {
 			return fmt.Errorf("tamper with namespace %s: %w", nsName, err)
 		}
 		s := &squat{name: nsName, env: name, uid: ns.UID, labels: maps.Clone(ns.Labels), kind: "namespace with tampered marks", petris: true}
-		tamperedNS = append(tamperedNS, s)
+		st.tampered = append(st.tampered, s)
 		sc.logf("tampered with the marks of namespace %s of %s", nsName, name)
 		sc.expectGone(name)
 		if err := sc.releaseStuck(ctx, name, s); err != nil {
@@ -243,9 +293,14 @@ func playSquatting(ctx context.Context, sc *scene) error {
 		}
 		sc.checkSquat(ctx, s)
 	}
+	return nil
+}
 
-	// After binding: the freed name squatted.
-	var postSquats []*squat
+// squatAfterBinding deletes the namespaces of postBind Ready environments
+// with the operator down and squats each name the moment it is free: the
+// environment must not adopt it, and its deletion must leave it.
+func (sc *scene) squatAfterBinding(ctx context.Context, st *squatting, postBind int) error {
+	timeout := stepTimeout
 	for i := 0; i < postBind; i++ {
 		name := fmt.Sprintf("s6-post%02d", i+1)
 		env, nsName, err := sc.deployedEnvironment(ctx, name, timeout)
@@ -297,11 +352,11 @@ func playSquatting(ctx context.Context, sc *scene) error {
 			if _, err := sc.waitOperatorLeader(ctx, leader, 2*time.Minute); err != nil {
 				return err
 			}
-			lost++
+			st.lost++
 			sc.logf("the operator re-created %s before it could be squatted", nsName)
 			continue
 		}
-		postSquats = append(postSquats, s)
+		st.post = append(st.post, s)
 		sc.logf("squatted %s, the freed namespace of %s", nsName, name)
 		if _, err := sc.waitOperatorLeader(ctx, leader, 2*time.Minute); err != nil {
 			return err
@@ -320,28 +375,6 @@ func playSquatting(ctx context.Context, sc *scene) error {
 		}
 		sc.checkSquat(ctx, s)
 	}
-
-	// The pre-bind environments go the ordinary way; squats stay to the end.
-	for _, name := range pre {
-		sc.expectGone(name)
-		if err := sc.remove(ctx, name); err != nil {
-			return err
-		}
-	}
-	sc.parallel(pre, func(name string) { sc.waitState(ctx, name, "teardown", false, timeout) })
-	all := append(append(append([]*squat{}, squats...), tamperedNS...), postSquats...)
-	for _, s := range all {
-		sc.checkSquat(ctx, s)
-		sc.removeSquat(ctx, s)
-	}
-	forged := 0
-	for _, s := range squats {
-		if strings.Contains(s.kind, "forged") {
-			forged++
-		}
-	}
-	sc.row.Faults = fmt.Sprintf("namespace names squatted before binding: %d (%d with forged ownership marks, %d taken after the operator had reserved them); bound namespaces with tampered marks: %d; freed names squatted after binding: %d (the operator SIGKILLed to make the time); squats that lost the race to the operator: %d",
-		len(squats), forged, reservedFirst, len(tamperedNS), len(postSquats), lost)
 	return nil
 }
 
