@@ -101,35 +101,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		d.decode(n, p.Elem(), path)
 		v.Set(p)
 	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			d.fail(n, path, "expected a mapping, got %s", kindName(n))
-			return
-		}
-		fields := map[string]int{}
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "" || name == "-" || !f.IsExported() {
-				continue
-			}
-			fields[name] = i
-		}
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			fp := join(path, k.Value)
-			idx, ok := fields[k.Value]
-			switch {
-			case !ok:
-				d.fail(k, fp, "unknown field")
-				continue
-			case seen[k.Value]:
-				d.fail(k, fp, "field given twice")
-				continue
-			}
-			seen[k.Value] = true
-			d.decode(val, v.Field(idx), fp)
-		}
+		d.decodeStruct(n, v, path)
 	case reflect.Map:
 		if n.Tag == "!!null" {
 			return
@@ -191,6 +163,41 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		v.SetInt(i)
 	default:
 		d.fail(n, path, "cannot decode into %s", t)
+	}
+}
+
+// decodeStruct decodes a mapping into a struct by its json field names; an
+// unknown field or one given twice is an error at its line.
+func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
+	t := v.Type()
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "expected a mapping, got %s", kindName(n))
+		return
+	}
+	fields := map[string]int{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" || !f.IsExported() {
+			continue
+		}
+		fields[name] = i
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		fp := join(path, k.Value)
+		idx, ok := fields[k.Value]
+		switch {
+		case !ok:
+			d.fail(k, fp, "unknown field")
+			continue
+		case seen[k.Value]:
+			d.fail(k, fp, "field given twice")
+			continue
+		}
+		seen[k.Value] = true
+		d.decode(val, v.Field(idx), fp)
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/Masterminds/semver/v3"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -84,7 +86,7 @@ func (r *Resolver) list(ctx context.Context, repository, chart string) (*version
 	if ttl == 0 {
 		ttl = time.Minute
 	}
-	now := time.Now
+	now := clock.RealClock{}.Now
 	if r.now != nil {
 		now = r.now
 	}

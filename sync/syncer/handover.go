@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -68,7 +69,8 @@ func (e handoverEntry) same() string {
 }
 
 // key is the entry's ConfigMap key: the delivery id (GitHub's GUID), or a
-// unique one when it has none a key may use.
+// unique one when it has none a key may use (the time the event arrived
+// and a count of such keys, so two events of one instant differ).
 func (e handoverEntry) key() string {
 	k := strings.Map(func(r rune) rune {
 		switch {
@@ -78,10 +80,14 @@ func (e handoverEntry) key() string {
 		return -1
 	}, e.Delivery)
 	if k == "" || k == resyncKey || len(k) > 200 {
-		k = fmt.Sprintf("event-%d", time.Now().UnixNano())
+		k = fmt.Sprintf("event-%d-%d", e.Received.UnixNano(), unnamedEvents.Add(1))
 	}
 	return k
 }
+
+// unnamedEvents counts the hand-over keys made for events without a usable
+// delivery id.
+var unnamedEvents atomic.Uint64
 
 // handoverOutbox holds the events received but not yet recorded in the
 // ConfigMap, at most HandoverLimit; beyond that only that a resync is due.
@@ -187,7 +193,7 @@ func (s *Syncer) handoverLoop(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(backoff):
+			case <-s.clock.After(backoff):
 			}
 			backoff = min(2*backoff, 30*time.Second)
 		}
@@ -222,7 +228,7 @@ func (s *Syncer) recordHandovers(ctx context.Context, batch []handoverEntry, ove
 			}
 		}
 		resync := func() {
-			raw, _ := json.Marshal(handoverEntry{Event: handoverResync, Received: time.Now()})
+			raw, _ := json.Marshal(handoverEntry{Event: handoverResync, Received: s.clock.Now()})
 			cm.Data[resyncKey] = string(raw)
 		}
 		if overflow {
@@ -336,7 +342,7 @@ func (s *Syncer) takeHandovers(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(retryIn):
+			case <-s.clock.After(retryIn):
 			}
 			retryIn = min(2*retryIn, 30*time.Second)
 			poke()

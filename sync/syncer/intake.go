@@ -9,7 +9,6 @@ package syncer
 import (
 	"context"
 	"strings"
-	"time"
 
 	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/configrepo"
@@ -26,14 +25,14 @@ func (s *Syncer) TriggerConfigFetch() {
 }
 
 func (s *Syncer) configLoop(ctx context.Context) {
-	t := time.NewTicker(s.opts.ConfigInterval)
+	t := s.clock.NewTicker(s.opts.ConfigInterval)
 	defer t.Stop()
 	for {
 		s.loadConfig(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		case <-s.configTrigger:
 		}
 	}
@@ -129,13 +128,13 @@ func (s *Syncer) setConfig(snap *configrepo.Snapshot) (*config.Config, []string)
 }
 
 func (s *Syncer) resyncLoop(ctx context.Context) {
-	t := time.NewTicker(s.opts.ResyncInterval)
+	t := s.clock.NewTicker(s.opts.ResyncInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		s.Resync()
 	}

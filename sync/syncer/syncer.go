@@ -82,9 +82,9 @@ type Options struct {
 	EventQueue int
 	// ReconcileTimeout bounds one repository reconcile; 2m when zero.
 	ReconcileTimeout time.Duration
-	// Clock tells the time of expiry, sleep, commands and snapshots; the
-	// real one when nil.
-	Clock clock.PassiveClock
+	// Clock tells the time of expiry, sleep, commands and snapshots, and
+	// times the work queues and loops; the real one when nil.
+	Clock clock.WithTicker
 	// LeaderElection, when set, makes this Syncer one of several replicas:
 	// only the holder of the Lease writes and reports. Nil: it acts alone,
 	// at once.
@@ -111,7 +111,7 @@ type Syncer struct {
 
 	// store keeps each pull request's lifecycle state (statestore.go).
 	store stateStore
-	clock clock.PassiveClock
+	clock clock.WithTicker
 
 	// mu guards the config, the map of repositories (each repoState has a
 	// lock of its own) and the applications' status.
@@ -224,8 +224,8 @@ func New(opts Options) (*Syncer, error) {
 		reporter:      opts.Reporter,
 		commands:      opts.Commands,
 		events:        make(chan webhook.Event, opts.EventQueue),
-		queue:         workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{}),
-		feedback:      workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[prKey](), workqueue.TypedRateLimitingQueueConfig[prKey]{}),
+		queue:         workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Clock: opts.Clock}),
+		feedback:      workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[prKey](), workqueue.TypedRateLimitingQueueConfig[prKey]{Clock: opts.Clock}),
 		configTrigger: make(chan struct{}, 1),
 		store:         commentStore{comments: opts.Commands, reporter: opts.Reporter},
 		clock:         opts.Clock,

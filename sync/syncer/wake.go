@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -90,7 +89,7 @@ func (s *Syncer) Wake(ctx context.Context, name string) (time.Time, error) {
 	if e.DeletionTimestamp != nil {
 		return time.Time{}, fmt.Errorf("%w: %s", ErrEnvironmentDeleting, name)
 	}
-	now := metav1.Now().UTC().Truncate(time.Second)
+	now := s.clock.Now().UTC().Truncate(time.Second)
 	if err := s.annotate(ctx, &e, render.AnnotationWakeRequested, now.Format(time.RFC3339)); err != nil {
 		return time.Time{}, err
 	}

@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	gh "github.com/google/go-github/v60/github"
 
 	"github.com/petri-dev/petri/sync/metrics"
@@ -94,10 +96,22 @@ type Handler struct {
 	// ReadTimeout bounds reading one body (408 when it runs out);
 	// DefaultReadTimeout when zero.
 	ReadTimeout time.Duration
+	// Clock dates each accepted event; the real one when nil.
+	Clock clock.PassiveClock
 
 	once     sync.Once
 	slots    chan struct{}
 	inFlight atomic.Int64
+}
+
+// wall is the real clock, for what the network counts in real time.
+var wall = clock.RealClock{}
+
+func (h *Handler) now() time.Time {
+	if h.Clock == nil {
+		return wall.Now()
+	}
+	return h.Clock.Now()
 }
 
 func (h *Handler) count(event, result string) {
@@ -147,7 +161,7 @@ func (h *Handler) InFlight() int { return int(h.inFlight.Load()) }
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	received := time.Now()
+	received := h.now()
 	event := r.Header.Get("X-GitHub-Event")
 	metricEvent := event
 	switch event {
@@ -160,45 +174,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	// What can be refused without reading the body is refused first.
-	sig, ok := parseSignature(r.Header.Get("X-Hub-Signature-256"))
-	if len(h.Secret) == 0 || !ok {
-		h.count(metricEvent, "unauthorized")
-		// Closing the connection keeps the server from reading the body
-		// to reuse it.
-		w.Header().Set("Connection", "close")
-		http.Error(w, "missing or invalid X-Hub-Signature-256", http.StatusUnauthorized)
-		return
-	}
-	limit := h.maxBody()
-	if r.ContentLength > limit {
-		h.count(metricEvent, "too_large")
-		w.Header().Set("Connection", "close")
-		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
-		return
-	}
-	if !h.acquire() {
-		h.count(metricEvent, "busy")
-		w.Header().Set("Retry-After", RetryAfter)
-		w.Header().Set("Connection", "close")
-		http.Error(w, "too many deliveries being read, retry later", http.StatusServiceUnavailable)
-		return
-	}
-	body, code, err := h.read(w, r, limit)
-	if err == nil && !hmac.Equal(sig, mac(body, h.Secret)) {
-		code, err = http.StatusUnauthorized, errors.New("missing or invalid X-Hub-Signature-256")
-	}
-	h.release()
-	if err != nil {
-		result := map[int]string{http.StatusUnauthorized: "unauthorized", http.StatusRequestEntityTooLarge: "too_large", http.StatusRequestTimeout: "timeout"}[code]
-		if result == "" {
-			result = "malformed"
-		}
-		h.count(metricEvent, result)
-		if code != http.StatusUnauthorized {
-			w.Header().Set("Connection", "close")
-		}
-		http.Error(w, err.Error(), code)
+	body, ok := h.authenticated(w, r, metricEvent)
+	if !ok {
 		return
 	}
 	payload := body
@@ -248,6 +225,53 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// authenticated reads a delivery's body and checks its signature; what can
+// be refused without reading the body is refused first. When it answers
+// the delivery (a refusal) it returns false.
+func (h *Handler) authenticated(w http.ResponseWriter, r *http.Request, metricEvent string) ([]byte, bool) {
+	sig, ok := parseSignature(r.Header.Get("X-Hub-Signature-256"))
+	if len(h.Secret) == 0 || !ok {
+		h.count(metricEvent, "unauthorized")
+		// Closing the connection keeps the server from reading the body
+		// to reuse it.
+		w.Header().Set("Connection", "close")
+		http.Error(w, "missing or invalid X-Hub-Signature-256", http.StatusUnauthorized)
+		return nil, false
+	}
+	limit := h.maxBody()
+	if r.ContentLength > limit {
+		h.count(metricEvent, "too_large")
+		w.Header().Set("Connection", "close")
+		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+		return nil, false
+	}
+	if !h.acquire() {
+		h.count(metricEvent, "busy")
+		w.Header().Set("Retry-After", RetryAfter)
+		w.Header().Set("Connection", "close")
+		http.Error(w, "too many deliveries being read, retry later", http.StatusServiceUnavailable)
+		return nil, false
+	}
+	body, code, err := h.read(w, r, limit)
+	if err == nil && !hmac.Equal(sig, mac(body, h.Secret)) {
+		code, err = http.StatusUnauthorized, errors.New("missing or invalid X-Hub-Signature-256")
+	}
+	h.release()
+	if err != nil {
+		result := map[int]string{http.StatusUnauthorized: "unauthorized", http.StatusRequestEntityTooLarge: "too_large", http.StatusRequestTimeout: "timeout"}[code]
+		if result == "" {
+			result = "malformed"
+		}
+		h.count(metricEvent, result)
+		if code != http.StatusUnauthorized {
+			w.Header().Set("Connection", "close")
+		}
+		http.Error(w, err.Error(), code)
+		return nil, false
+	}
+	return body, true
+}
+
 // read reads the body within limit and the read timeout. On failure it
 // returns the status to answer.
 func (h *Handler) read(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, int, error) {
@@ -256,7 +280,9 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, limit int64) ([]b
 		timeout = DefaultReadTimeout
 	}
 	// Not every ResponseWriter has a connection (httptest.ResponseRecorder).
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+	// A connection's deadline is on the wall clock, whatever dates the
+	// events.
+	_ = http.NewResponseController(w).SetReadDeadline(wall.Now().Add(timeout))
 	body, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 	var tooLarge *http.MaxBytesError
 	switch {

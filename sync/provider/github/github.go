@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	gh "github.com/google/go-github/v60/github"
 
 	"github.com/petri-dev/petri/sync/provider"
@@ -37,12 +39,16 @@ type Options struct {
 	Observer Observer
 	// CacheEntries bounds the conditional-request cache; 10000 when zero.
 	CacheEntries int
+	// Clock tells when an announced rate limit ends; the real one when
+	// nil.
+	Clock clock.PassiveClock
 }
 
 // Provider talks to one GitHub (or GitHub Enterprise) API.
 type Provider struct {
 	client *gh.Client
 	obs    *observingTransport
+	clock  clock.PassiveClock
 
 	mu           sync.Mutex
 	blockedUntil time.Time
@@ -112,7 +118,11 @@ func New(opts Options) (*Provider, error) {
 	c := gh.NewClient(&http.Client{Transport: rt, Timeout: timeout})
 	c.BaseURL = u
 	c.UploadURL = u
-	return &Provider{client: c, obs: obs, comments: map[string]commentRef{}}, nil
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Provider{client: c, obs: obs, clock: clk, comments: map[string]commentRef{}}, nil
 }
 
 // RateLimit returns the remaining core rate limit and its reset time, as
@@ -131,7 +141,7 @@ func split(repository string) (string, string, error) {
 func (p *Provider) before() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if time.Now().Before(p.blockedUntil) {
+	if p.clock.Now().Before(p.blockedUntil) {
 		return &provider.RateLimitError{Until: p.blockedUntil, Err: errors.New("not calling GitHub before the announced reset")}
 	}
 	return nil
@@ -154,20 +164,20 @@ func (p *Provider) after(resp *gh.Response, err error) error {
 		if abuse.RetryAfter != nil {
 			wait = *abuse.RetryAfter
 		}
-		until = time.Now().Add(wait)
+		until = p.clock.Now().Add(wait)
 	case errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusTooManyRequests:
 		wait := time.Minute
 		if s, perr := strconv.Atoi(er.Response.Header.Get("Retry-After")); perr == nil {
 			wait = time.Duration(s) * time.Second
 		}
-		until = time.Now().Add(wait)
+		until = p.clock.Now().Add(wait)
 	case errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusNotFound:
 		return fmt.Errorf("%w: %v", provider.ErrNotFound, err)
 	default:
 		return err
 	}
-	if until.Before(time.Now()) {
-		until = time.Now().Add(time.Second)
+	if now := p.clock.Now(); until.Before(now) {
+		until = now.Add(time.Second)
 	}
 	p.mu.Lock()
 	if until.After(p.blockedUntil) {
