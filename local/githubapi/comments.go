@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strings"
 	"time"
 )
 
@@ -45,12 +44,8 @@ func (s *Server) AddComment(repository string, number int, author, body string) 
 }
 
 func commentJSON(repository string, c Comment) map[string]any {
-	userType := "User"
-	if strings.HasSuffix(c.Author, "[bot]") {
-		userType = "Bot"
-	}
 	return map[string]any{
-		"id": c.ID, "body": c.Body, "user": map[string]any{"login": c.Author, "type": userType},
+		"id": c.ID, "body": c.Body, "user": map[string]any{"login": c.Author, "type": userType(c.Author)},
 		"url":                fmt.Sprintf("https://api.github.com/repos/%s/issues/comments/%d", repository, c.ID),
 		"html_url":           fmt.Sprintf("https://github.com/%s/pull/%d#issuecomment-%d", repository, c.Number, c.ID),
 		"issue_url":          fmt.Sprintf("https://api.github.com/repos/%s/issues/%d", repository, c.Number),

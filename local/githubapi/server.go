@@ -186,8 +186,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.issueInstallationToken(rec, r)
 		return
 	}
+	if r.Method == http.MethodGet && path == "/app" {
+		s.app(rec, r)
+		return
+	}
 	if !s.authorized(r) {
 		writeError(rec, http.StatusUnauthorized, "Bad credentials")
+		return
+	}
+	if r.Method == http.MethodGet && path == "/user" {
+		s.currentUser(rec)
 		return
 	}
 	s.route(rec, r, path, emptyList)
