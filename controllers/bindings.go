@@ -36,7 +36,7 @@ func bindingSecretName(sw string) string { return naming.Bounded(253, "petri-bin
 
 // bindingStaging is the immutable staged copy in the management namespace.
 func bindingStaging(env *petriv1.EphemeralEnvironment, sw string) string {
-	return naming.Job(env.Name, env.UID, "binding", sw, 1)
+	return envJobKey(env, "binding", sw, 1).Name()
 }
 
 // A binding's Jobs are named by the generation at which the binding started
@@ -51,15 +51,17 @@ func bindingEpoch(bs *petriv1.BindingStatus) int64 { return max(bs.Generation, 1
 // the recovery it belongs to (bs.Recovery) in its Jobs' names as well.
 
 func bindJob(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus) string {
-	return naming.Job(env.Name, recoveryUID(env.UID, bs.Recovery), contract.ActionBind, bs.Name, bindingEpoch(bs))
+	return bindingJobKey(env, bs, contract.ActionBind).Name()
 }
 
 func provisionJob(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus) string {
-	return naming.Job(env.Name, recoveryUID(env.UID, bs.Recovery), contract.ActionProvision, bs.Name, bindingEpoch(bs))
+	return bindingJobKey(env, bs, contract.ActionProvision).Name()
 }
 
 func deprovisionJob(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus, attempt int32) string {
-	return naming.AttemptJob(env.Name, recoveryUID(env.UID, bs.Recovery), contract.ActionDeprovision, bs.Name, bindingEpoch(bs), attempt)
+	key := bindingJobKey(env, bs, contract.ActionDeprovision)
+	key.Attempt = attempt
+	return key.Name()
 }
 
 func bindingStatus(env *petriv1.EphemeralEnvironment, name string) *petriv1.BindingStatus {
@@ -245,7 +247,7 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 	if err := r.createStepJob(ctx, env, sw, name, contract.ActionProvision, sw.Spec.Provision, bindingEpoch(bs)); err != nil {
 		return err
 	}
-	now := metav1.Now()
+	now := r.Options.metaNow()
 	bs.Job, bs.Attempt, bs.StartedAt, bs.Message = name, 1, &now, "provisioning"
 	log.FromContext(ctx).Info("Started provision job", "sharedWorkload", sw.Name, "job", name)
 	return nil
@@ -298,7 +300,7 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 	if err := r.createJob(ctx, env, name, labels, args, staged.Name); err != nil {
 		return err
 	}
-	now := metav1.Now()
+	now := r.Options.metaNow()
 	bs.Phase, bs.Job, bs.Secret, bs.Attempt, bs.StartedAt, bs.Message = petriv1.ComponentDeploying, name, bindingSecretName(sw.Name), 1, &now, "writing the binding Secret"
 	return nil
 }
@@ -402,7 +404,7 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 	if err := r.createStepJob(ctx, env, sw, name, contract.ActionDeprovision, sw.Spec.Deprovision, bindingEpoch(bs)); err != nil {
 		return false, err
 	}
-	now := metav1.Now()
+	now := r.Options.metaNow()
 	bs.Phase, bs.Job, bs.Attempt, bs.StartedAt, bs.FinishedAt, bs.LastError, bs.Message = petriv1.ComponentUndeploying, name, attempt, &now, nil, "", "deprovisioning"
 	log.FromContext(ctx).Info("Started deprovision job", "sharedWorkload", bs.Name, "job", name, "attempt", attempt)
 	return false, nil

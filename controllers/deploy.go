@@ -287,7 +287,7 @@ func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *p
 		return false, err
 	}
 	gen := env.Generation
-	secretName := naming.Job(env.Name, env.UID, "values", name, gen)
+	secretName := envJobKey(env, valuesSubject, name, gen).Name()
 	labels := r.jobLabels(env, name, contract.ActionDeploy, gen)
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.ManagementNamespace, Name: secretName, Labels: labels},
@@ -312,7 +312,7 @@ func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *p
 	}
 	args = append(args, releaseArgs(r.Options, c.Chart, c.Release)...)
 	cs := componentStatus(env, name)
-	now := metav1.Now()
+	now := r.Options.metaNow()
 	if err := r.createJob(ctx, env, jobName, labels, args, secretName); err != nil {
 		if !apierrors.IsForbidden(err) && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsInternalError(err) && !apierrors.IsTooManyRequests(err) && !apierrors.IsServiceUnavailable(err) {
 			return false, err
@@ -324,7 +324,7 @@ func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *p
 		cs.LastError = oneLine(string(contract.ReasonKubernetesRefused) + ": " + err.Error())
 		r.scheduleRetry(env, cs, true)
 		if cs.NextRetryAt != nil {
-			p.requeueAfter(time.Until(cs.NextRetryAt.Time))
+			p.requeueAfter(r.Options.until(cs.NextRetryAt.Time))
 		}
 		return false, nil
 	}
@@ -446,7 +446,9 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 	if cs.Phase != petriv1.ComponentUndeploying {
 		attempt, gen = 1, env.Generation
 	}
-	jobName := naming.AttemptJob(env.Name, env.UID, contract.ActionUndeploy, cs.Name, gen, attempt)
+	key := envJobKey(env, contract.ActionUndeploy, cs.Name, gen)
+	key.Attempt = attempt
+	jobName := key.Name()
 	if busy, err := r.releaseBusy(ctx, env, cs.Name, jobName, p); err != nil || busy != "" {
 		if busy != "" {
 			cs.Message = busyMessage(busy)
@@ -461,7 +463,7 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 	if err := r.createJob(ctx, env, jobName, r.jobLabels(env, cs.Name, contract.ActionUndeploy, gen), args, ""); err != nil {
 		return false, err
 	}
-	now := metav1.Now()
+	now := r.Options.metaNow()
 	cs.Phase, cs.Job, cs.Attempt, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.LastError = petriv1.ComponentUndeploying, jobName, attempt, gen, &now, nil, ""
 	cs.Message = ""
 	log.FromContext(ctx).Info("Started undeploy job", "component", cs.Name, "job", jobName, "attempt", attempt)
@@ -502,29 +504,10 @@ func (r *EphemeralEnvironmentReconciler) observeRetried(ctx context.Context, env
 		recordJob(action, st)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownFailed, action, "%s of %s failed (attempt %d): %s", action, subject, attempt, *lastError)
 	}
-	if wait := r.retryDelay(attempt, *finishedAt); wait > 0 {
+	if wait := r.Options.stepRetryIn(attempt, *finishedAt); wait > 0 {
 		return false, false, &retryLater{after: wait, msg: fmt.Sprintf("%s: %s failed (attempt %d): %s; retrying in %s", subject, action, attempt, *lastError, wait.Round(time.Second))}
 	}
 	return false, false, nil
-}
-
-func (r *EphemeralEnvironmentReconciler) retryDelay(attempt int32, finishedAt *metav1.Time) time.Duration {
-	return retryDelay(r.Options.TeardownBackoff, attempt, finishedAt)
-}
-
-// retryDelay is how long until the next attempt of a failed step: the
-// teardown backoff doubled per attempt, at most five minutes, counted from
-// the failure.
-func retryDelay(backoff time.Duration, attempt int32, finishedAt *metav1.Time) time.Duration {
-	d := backoff
-	for i := int32(1); i < attempt && d < 5*time.Minute; i++ {
-		d *= 2
-	}
-	d = min(d, 5*time.Minute)
-	if finishedAt == nil {
-		return d
-	}
-	return time.Until(finishedAt.Add(d))
 }
 
 // retryLater is a failure that is retried after a known delay.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -13,12 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/summary"
 )
 
 // Status never lies.
@@ -102,15 +101,6 @@ func (r *EphemeralEnvironmentReconciler) recoverWorkloads(ctx context.Context, e
 	setCondition(env, petriv1.ConditionWorkloadsIntact, metav1.ConditionFalse, petriv1.ReasonWorkloadsLost, msg)
 	log.FromContext(ctx).Info("Workloads lost, deploying them again", "why", why, "recovery", env.Status.Recoveries)
 	r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonWorkloadsLost, "Redeploy", "%s", msg)
-}
-
-// recoveryUID folds a recovery count into the UID that names Jobs, so the
-// Jobs of a recovery are new ones; recovery 0 leaves it as it is.
-func recoveryUID(uid types.UID, recovery int32) types.UID {
-	if recovery == 0 {
-		return uid
-	}
-	return types.UID(string(uid) + "/recovery/" + strconv.Itoa(int(recovery)))
 }
 
 // settled reports whether no Job of the environment's deploy graph or
@@ -218,17 +208,6 @@ func (r *EphemeralEnvironmentReconciler) finishRecovery(env *petriv1.EphemeralEn
 // graph of the current generation have an outcome that no running Job
 // changes any more.
 func deployOutcome(env *petriv1.EphemeralEnvironment) bool {
-	for _, t := range requiredConditions(env) {
-		if t == petriv1.ConditionWorkloadsIntact {
-			continue
-		}
-		c := apimeta.FindStatusCondition(env.Status.Conditions, t)
-		if c == nil || c.ObservedGeneration != env.Generation {
-			return false
-		}
-		if c.Status != metav1.ConditionTrue && !strings.HasSuffix(c.Reason, "Failed") {
-			return false
-		}
-	}
-	return true
+	required := slices.DeleteFunc(requiredConditions(env), func(t string) bool { return t == petriv1.ConditionWorkloadsIntact })
+	return summary.Judge(env.Status.Conditions, env.Generation, required).Final()
 }

@@ -44,8 +44,6 @@ type EphemeralEnvironmentReconciler struct {
 	Recorder       events.EventRecorder
 	Options        Options
 
-	// now is the clock; tests of expiry read the same clock as production.
-	now func() time.Time
 	// ownership holds the key of the namespaces' ownership proofs.
 	ownership ownershipKey
 	// written remembers the resourceVersion of each environment's last
@@ -201,15 +199,8 @@ func (r *EphemeralEnvironmentReconciler) expiry(env *petriv1.EphemeralEnvironmen
 	at := env.CreationTimestamp.Add(env.Spec.TTL.Duration)
 	t := metaTime(at)
 	env.Status.ExpiresAt = &t
-	left := at.Sub(r.clock())
+	left := r.Options.until(at)
 	return left <= 0, left
-}
-
-func (r *EphemeralEnvironmentReconciler) clock() time.Time {
-	if r.now != nil {
-		return r.now()
-	}
-	return time.Now()
 }
 
 // SetupWithManager watches environments, the Jobs and values Secrets they

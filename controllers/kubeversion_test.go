@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/local/controlplane"
@@ -141,7 +142,10 @@ func TestUnfixableChartRefusalsFailAfterOnePod(t *testing.T) {
 		term := pods[0].Status.ContainerStatuses[0].State.Terminated
 		require.NotNil(t, term)
 		assert.Equal(t, int32(3), term.ExitCode)
-		assert.Equal(t, cs.LastError, term.Message, "lastError is the deployer's termination message")
+		res, ok := contract.Decode(term.Message)
+		require.True(t, ok, "the termination message is the deployer's result: %s", term.Message)
+		assert.Equal(t, cs.LastError, res.Message, "lastError is the message of the deployer's result")
+		assert.False(t, res.Retryable, "no new Job of the same spec can succeed")
 	}
 }
 

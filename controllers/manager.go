@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -72,6 +73,10 @@ type Options struct {
 	PprofAddr string
 	// LeaderElectionID names the lease; one per installation.
 	LeaderElectionID string
+
+	// Clock is the operator's time; nil is the real clock. Tests give a
+	// fake one and move it.
+	Clock clock.PassiveClock
 
 	// NamespaceHash derives the hash suffix of a workload namespace from the
 	// environment's UID; nil means naming.UIDHash.

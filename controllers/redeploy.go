@@ -4,12 +4,9 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
-	"github.com/petri-dev/petri/controllers/internal/naming"
 )
 
 // honourRedeploy runs the deploy graph again when the petri.dev/redeploy
@@ -44,22 +41,4 @@ func (r *EphemeralEnvironmentReconciler) honourRedeploy(ctx context.Context, env
 	log.FromContext(ctx).Info("Redeploy requested", "redeploy", want)
 	r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonDeployProgressing, "Redeploy",
 		"redeploy requested (%s=%s): every component deploys again", petriv1.AnnotationRedeploy, want)
-}
-
-// deployJobName names a component's deploy Job for the current generation
-// and attempt. After a redeploy the honoured request, and after the operator
-// deployed lost workloads again its count of such recoveries, go into the
-// name's hash, so the new Job is not mistaken for the finished one of the
-// same generation, and a restarted operator still finds the Job it started.
-// A retry (attempt 2 on) has the attempt in its name.
-func deployJobName(env *petriv1.EphemeralEnvironment, component string, attempt int32) string {
-	uid := env.UID
-	if env.Status.LastRedeploy != "" {
-		uid = types.UID(string(env.UID) + "/redeploy/" + env.Status.LastRedeploy)
-	}
-	uid = recoveryUID(uid, env.Status.Recoveries)
-	if attempt > 1 {
-		return naming.AttemptJob(env.Name, uid, contract.ActionDeploy, component, env.Generation, attempt)
-	}
-	return naming.Job(env.Name, uid, contract.ActionDeploy, component, env.Generation)
 }

@@ -57,14 +57,37 @@ func policyOf(c *petriv1.Component) retryPolicy {
 	return p
 }
 
-// delay is the wait after the given attempt failed: the backoff doubled per
-// earlier attempt, at most maxBackoff.
+// delay is the wait after the given attempt failed.
 func (p retryPolicy) delay(attempt int32) time.Duration {
-	d := p.backoff
-	for i := int32(1); i < attempt && d < p.maxBackoff; i++ {
+	return backoff(p.backoff, p.maxBackoff, attempt)
+}
+
+// backoff is the one backoff of the operator: the wait after the given
+// attempt failed is first doubled per earlier attempt, at most limit. A
+// failed deploy waits by its component's spec.retry; every other step (an
+// undeploy, a deprovision, a sleep or wake, a verification after lost
+// access) by the teardown backoff, at most stepMaxBackoff.
+func backoff(first, limit time.Duration, attempt int32) time.Duration {
+	d := first
+	for i := int32(1); i < attempt && d < limit; i++ {
 		d *= 2
 	}
-	return min(d, p.maxBackoff)
+	return min(d, limit)
+}
+
+// stepMaxBackoff bounds the backoff of the steps retried by the teardown
+// backoff.
+const stepMaxBackoff = 5 * time.Minute
+
+// stepRetryIn is how long until the next attempt of a step (not a deploy)
+// whose given attempt failed at finishedAt: the teardown backoff, counted
+// from the failure; the whole backoff when the failure time is unknown.
+func (o Options) stepRetryIn(attempt int32, finishedAt *metav1.Time) time.Duration {
+	d := backoff(o.TeardownBackoff, stepMaxBackoff, attempt)
+	if finishedAt == nil {
+		return d
+	}
+	return o.until(finishedAt.Add(d))
 }
 
 // scheduleRetry decides, for a component whose deploy attempt just failed
@@ -84,7 +107,7 @@ func (r *EphemeralEnvironmentReconciler) scheduleRetry(env *petriv1.EphemeralEnv
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonDeployFailed, "Deploy", "component %s failed after %d attempts: %s", cs.Name, attempt, cs.LastError)
 		return
 	}
-	from := r.clock()
+	from := r.Options.now()
 	if cs.FinishedAt != nil && cs.FinishedAt.Time.Before(from) {
 		from = cs.FinishedAt.Time
 	}
@@ -104,7 +127,7 @@ func (r *EphemeralEnvironmentReconciler) retryDue(ctx context.Context, env *petr
 		if cs.Phase != petriv1.ComponentFailed || cs.NextRetryAt == nil || cs.Generation != env.Generation {
 			continue
 		}
-		if wait := cs.NextRetryAt.Sub(r.clock()); wait > 0 {
+		if wait := r.Options.until(cs.NextRetryAt.Time); wait > 0 {
 			p.requeueAfter(wait)
 			continue
 		}

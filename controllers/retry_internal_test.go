@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/petri-dev/petri/api/contract"
@@ -93,4 +94,32 @@ func TestVerificationResults(t *testing.T) {
 	st.setMessage(contract.Encode(contract.Result{Action: contract.ActionVerify, Outcome: contract.OutcomeFailed, Reason: contract.ReasonKubernetesRefused, Retryable: true, Message: "KubernetesRefused: secrets is forbidden"}))
 	assert.Empty(t, st.result.Drifted)
 	assert.Equal(t, contract.OutcomeFailed, st.result.Outcome)
+}
+
+// One backoff for every retried step: doubled per earlier attempt, at most
+// its limit; a step's next attempt is counted from its failure, on the
+// operator's clock.
+func TestBackoff(t *testing.T) {
+	tests := []struct {
+		first, limit time.Duration
+		attempt      int32
+		want         time.Duration
+	}{
+		{time.Second, 5 * time.Minute, 0, time.Second},
+		{time.Second, 5 * time.Minute, 1, time.Second},
+		{time.Second, 5 * time.Minute, 4, 8 * time.Second},
+		{time.Second, 5 * time.Minute, 30, 5 * time.Minute},
+		{10 * time.Second, 15 * time.Second, 2, 15 * time.Second},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, backoff(tt.first, tt.limit, tt.attempt), "%+v", tt)
+	}
+
+	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	o := Options{TeardownBackoff: 2 * time.Second, Clock: clocktesting.NewFakePassiveClock(now)}
+	assert.Equal(t, 4*time.Second, o.stepRetryIn(2, nil), "no failure time: the whole backoff")
+	failed := metav1.NewTime(now.Add(-time.Second))
+	assert.Equal(t, 3*time.Second, o.stepRetryIn(2, &failed), "counted from the failure")
+	o.Clock.(*clocktesting.FakePassiveClock).SetTime(now.Add(10 * time.Second))
+	assert.Negative(t, o.stepRetryIn(2, &failed), "due")
 }

@@ -30,6 +30,7 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/summary"
 	"github.com/petri-dev/petri/controllers/internal/values"
 )
 
@@ -75,7 +76,7 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 			old := apimeta.FindStatusCondition(before.Status.Conditions, c.Type)
 			if c.Type != petriv1.ConditionReconciling && (old == nil || old.Status != c.Status || old.Reason != c.Reason) {
 				typ := corev1.EventTypeNormal
-				if strings.HasSuffix(c.Reason, "Failed") || c.Reason == petriv1.ReasonInUse {
+				if summary.Of(c.Reason) == summary.Error || c.Reason == petriv1.ReasonInUse {
 					typ = corev1.EventTypeWarning
 				}
 				r.Recorder.Eventf(sw, nil, typ, c.Reason, c.Type, "%s", c.Message)
@@ -242,7 +243,7 @@ func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.Share
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	secretName := naming.Job(sw.Name, sw.UID, "values", "release", gen)
+	secretName := sharedJobKey(sw, valuesSubject, gen).Name()
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: sw.Namespace, Name: secretName, Labels: r.jobLabels(sw, contract.ActionDeploy, gen)},
 		Immutable:  ptrTo(true),
@@ -264,11 +265,11 @@ func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.Share
 		"--termination-log", jobs.TerminationLogPath,
 	}
 	args = append(args, releaseArgs(r.Options, sw.Spec.Chart, sw.Spec.Release)...)
-	name := naming.Job(sw.Name, sw.UID, contract.ActionDeploy, "release", gen)
+	name := sharedJobKey(sw, contract.ActionDeploy, gen).Name()
 	if err := r.createJob(ctx, sw, name, contract.ActionDeploy, gen, args, secretName); err != nil {
 		return reconcile.Result{}, err
 	}
-	now := metav1.Now()
+	now := r.Options.metaNow()
 	rel.Phase, rel.Job, rel.StartedAt, rel.FinishedAt, rel.LastError, rel.Attempt = petriv1.ComponentDeploying, name, &now, nil, "", 1
 	log.FromContext(ctx).Info("Started shared workload deploy job", "job", name)
 	r.summarize(sw, petriv1.ReasonDeployProgressing, "deploy job "+name+" is running")
@@ -367,7 +368,7 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 				rel.LastError, rel.FinishedAt = oneLine(st.message), st.finished
 				recordJob(contract.ActionUndeploy, st)
 			}
-			if wait := retryDelay(r.Options.TeardownBackoff, rel.Attempt, rel.FinishedAt); wait > 0 {
+			if wait := r.Options.stepRetryIn(rel.Attempt, rel.FinishedAt); wait > 0 {
 				msg := fmt.Sprintf("undeploy failed (attempt %d): %s; retrying in %s", rel.Attempt, rel.LastError, wait.Round(time.Second))
 				setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownFailed, msg)
 				setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownFailed, msg)
@@ -381,12 +382,14 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 		if rel.Phase != petriv1.ComponentUndeploying {
 			attempt, gen = 1, sw.Generation
 		}
-		name := naming.AttemptJob(sw.Name, sw.UID, contract.ActionUndeploy, "release", gen, attempt)
+		key := sharedJobKey(sw, contract.ActionUndeploy, gen)
+		key.Attempt = attempt
+		name := key.Name()
 		args := []string{"undeploy", "--release", sw.Name, "--namespace", r.Options.SharedNamespace, "--termination-log", jobs.TerminationLogPath}
 		if err := r.createJob(ctx, sw, name, contract.ActionUndeploy, gen, args, ""); err != nil {
 			return reconcile.Result{}, err
 		}
-		now := metav1.Now()
+		now := r.Options.metaNow()
 		lastError := rel.LastError
 		rel.Phase, rel.Job, rel.Attempt, rel.Generation, rel.StartedAt, rel.FinishedAt, rel.LastError = petriv1.ComponentUndeploying, name, attempt, gen, &now, nil, ""
 		msg := "undeploying"

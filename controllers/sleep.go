@@ -4,16 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -21,6 +18,7 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/summary"
 )
 
 // Sleep and wake.
@@ -118,13 +116,12 @@ func deployStart(env *petriv1.EphemeralEnvironment) *time.Time {
 // created. (metav1.Time, which the
 // components' start times are, keeps whole seconds only: too coarse to order
 // a request made in the same second as a deploy.)
-func trackDeployStart(env *petriv1.EphemeralEnvironment, startedBefore bool) bool {
+func trackDeployStart(env *petriv1.EphemeralEnvironment, startedBefore bool, now metav1.MicroTime) bool {
 	started := deployStart(env) != nil
 	switch {
 	case !started:
 		env.Status.DeployStartedAt = nil
 	case !startedBefore && env.Status.DeployStartedAt == nil:
-		now := metav1.NowMicro()
 		env.Status.DeployStartedAt = &now
 	}
 	return started
@@ -143,7 +140,7 @@ func sleepRunning(s *petriv1.SleepStatus) bool {
 // It reports whether the current generation's deploy had started before
 // this pass, for sleepAfterDeploy.
 func (r *EphemeralEnvironmentReconciler) sleepBeforeDeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) (bool, error) {
-	started := trackDeployStart(env, true)
+	started := trackDeployStart(env, true, r.Options.microNow())
 	return started, r.sleepOrWakeFirst(ctx, env, p)
 }
 
@@ -180,7 +177,7 @@ func (r *EphemeralEnvironmentReconciler) sleepOrWakeFirst(ctx context.Context, e
 // starts the sleep Job of an awake environment that should sleep once its
 // current generation's deploy graph has a final outcome.
 func (r *EphemeralEnvironmentReconciler) sleepAfterDeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass, startedBefore bool) error {
-	trackDeployStart(env, startedBefore)
+	trackDeployStart(env, startedBefore, r.Options.microNow())
 	wish := wantSleep(env)
 	s := env.Status.Sleep
 	if !wish.asleep || sleepRunning(s) || s != nil && s.Action == petriv1.SleepActionSleep || !deployFinal(env) {
@@ -191,18 +188,9 @@ func (r *EphemeralEnvironmentReconciler) sleepAfterDeploy(ctx context.Context, e
 
 // deployFinal reports whether the current generation's deploy graph has an
 // outcome that no running Job changes any more: every step done, or failed
-// with nothing left to run (the same test summarize makes).
+// with nothing left to run (the verdict summarize writes).
 func deployFinal(env *petriv1.EphemeralEnvironment) bool {
-	for _, t := range requiredConditions(env) {
-		c := apimeta.FindStatusCondition(env.Status.Conditions, t)
-		if c == nil || c.ObservedGeneration != env.Generation {
-			return false
-		}
-		if c.Status != metav1.ConditionTrue && !strings.HasSuffix(c.Reason, "Failed") {
-			return false
-		}
-	}
-	return true
+	return summary.Judge(env.Status.Conditions, env.Generation, requiredConditions(env)).Final()
 }
 
 // observeSleepJob records the outcome of a running sleep or wake Job.
@@ -219,7 +207,7 @@ func (r *EphemeralEnvironmentReconciler) observeSleepJob(ctx context.Context, en
 	if s.Action == petriv1.SleepActionWake {
 		reason, failed = petriv1.ReasonWaking, petriv1.ReasonWakeFailed
 	}
-	now := metav1.Now()
+	now := r.Options.metaNow()
 	switch {
 	case !st.exists:
 		// Deleted by hand, or removed by its TTL while the operator was
@@ -279,7 +267,7 @@ func (r *EphemeralEnvironmentReconciler) startSleepJob(ctx context.Context, env 
 	if s.Action == action && s.SleepRequested == sleepRequested && s.WakeRequested == wakeRequested && s.Job != "" {
 		// The same request again: a failed (or lost) attempt.
 		attempt = s.Attempt + 1
-		if wait := retryDelay(r.Options.TeardownBackoff, s.Attempt, s.FinishedAt); wait > 0 {
+		if wait := r.Options.stepRetryIn(s.Attempt, s.FinishedAt); wait > 0 {
 			p.requeueAfter(wait)
 			return nil
 		}
@@ -295,15 +283,15 @@ func (r *EphemeralEnvironmentReconciler) startSleepJob(ctx context.Context, env 
 	// The request goes into the name: each one gets Jobs of its own, and
 	// the attempt gives each retry one. A wake names the sleep it undoes,
 	// and "deploy" when a deploy, not an annotation, wakes the environment.
-	key := action + "/" + sleepRequested
+	key := envJobKey(env, action, sleepSubject, gen)
+	key.Attempt, key.Sleep = attempt, &naming.SleepRequest{Requested: sleepRequested}
 	if action == petriv1.SleepActionWake {
-		by := wakeRequested
-		if by == "" {
-			by = "deploy"
+		key.Sleep.WokenBy = wakeRequested
+		if key.Sleep.WokenBy == "" {
+			key.Sleep.WokenBy = "deploy"
 		}
-		key += "/" + by
 	}
-	name := naming.AttemptJob(env.Name, types.UID(string(env.UID)+"/"+key), action, sleepSubject, gen, attempt)
+	name := key.Name()
 	l := ownedLabels(env)
 	l[contract.LabelAction] = action
 	l[contract.LabelGeneration] = strconv.FormatInt(gen, 10)
@@ -314,7 +302,7 @@ func (r *EphemeralEnvironmentReconciler) startSleepJob(ctx context.Context, env 
 	if err := r.createJob(ctx, env, name, l, args, ""); err != nil {
 		return err
 	}
-	now := metav1.Now()
+	now := r.Options.metaNow()
 	*s = petriv1.SleepStatus{
 		Asleep: s.Asleep, Since: s.Since,
 		SleepRequested: sleepRequested, WakeRequested: wakeRequested,
@@ -366,58 +354,34 @@ func (r *EphemeralEnvironmentReconciler) helmBusy(ctx context.Context, env *petr
 	return "", nil
 }
 
-// summarizeSleep writes Ready, Reconciling and the phase of an environment
-// that sleeps or is between asleep and awake, and reports whether it did;
-// an awake one is summarised from its deploy as always.
-//
-// kstatus reads it as InProgress while a sleep or wake Job runs or a failed
-// one is retried (Reconciling True), and as Current once asleep: asleep is
-// the state that was asked for, with nothing left to do. Never Failed: an
-// asleep environment is not Stalled, whatever its deploy's outcome was (that
-// outcome returns with the wake).
-func summarizeSleep(env *petriv1.EphemeralEnvironment, err error) bool {
+// sleepSummary is what Ready and Reconciling say of an environment that
+// sleeps or is between asleep and awake; nil for an awake one, which is
+// summarised from its deploy as always.
+func sleepSummary(env *petriv1.EphemeralEnvironment) *summary.Sleep {
 	s := env.Status.Sleep
 	if s == nil {
-		return false
+		return nil
 	}
 	ns := env.Status.TargetNamespace
-	var reason, msg string
-	reconciling := true
 	switch {
 	case sleepRunning(s) && s.Action == petriv1.SleepActionSleep:
-		reason, msg = petriv1.ReasonSleeping, fmt.Sprintf("going to sleep: job %s scales the Deployments and StatefulSets of %s to zero", s.Job, ns)
+		return &summary.Sleep{Reason: petriv1.ReasonSleeping, Reconciling: true, Message: fmt.Sprintf("going to sleep: job %s scales the Deployments and StatefulSets of %s to zero", s.Job, ns)}
 	case sleepRunning(s):
-		reason, msg = petriv1.ReasonWaking, fmt.Sprintf("waking up: job %s restores the replicas of %s", s.Job, ns)
+		return &summary.Sleep{Reason: petriv1.ReasonWaking, Reconciling: true, Message: fmt.Sprintf("waking up: job %s restores the replicas of %s", s.Job, ns)}
 	case s.LastError != "" && s.Action == petriv1.SleepActionSleep:
-		reason, msg = petriv1.ReasonSleepFailed, fmt.Sprintf("sleep failed (attempt %d, job %s): %s; retrying", s.Attempt, s.Job, s.LastError)
+		return &summary.Sleep{Reason: petriv1.ReasonSleepFailed, Reconciling: true, Message: fmt.Sprintf("sleep failed (attempt %d, job %s): %s; retrying", s.Attempt, s.Job, s.LastError)}
 	case s.LastError != "":
-		reason, msg = petriv1.ReasonWakeFailed, fmt.Sprintf("wake failed (attempt %d, job %s): %s; retrying", s.Attempt, s.Job, s.LastError)
+		return &summary.Sleep{Reason: petriv1.ReasonWakeFailed, Reconciling: true, Message: fmt.Sprintf("wake failed (attempt %d, job %s): %s; retrying", s.Attempt, s.Job, s.LastError)}
 	case s.Action == petriv1.SleepActionSleep && !wantSleep(env).asleep:
 		// To be woken; the wake Job has not started yet.
-		reason, msg = petriv1.ReasonWaking, fmt.Sprintf("waking up: the wake Job of %s starts once nothing else runs for the environment", ns)
+		return &summary.Sleep{Reason: petriv1.ReasonWaking, Reconciling: true, Message: fmt.Sprintf("waking up: the wake Job of %s starts once nothing else runs for the environment", ns)}
 	case s.Action == petriv1.SleepActionSleep:
-		reconciling = false
 		since := ""
 		if s.Since != nil {
 			since = " since " + s.Since.UTC().Format(time.RFC3339)
 		}
-		reason, msg = petriv1.ReasonSleeping, fmt.Sprintf("asleep%s: the Deployments and StatefulSets of %s are scaled to zero; kubectl petri wake %s (or a new %s) wakes it",
-			since, ns, env.Name, petriv1.AnnotationWakeRequested)
-	default:
-		return false
+		return &summary.Sleep{Reason: petriv1.ReasonSleeping, Message: fmt.Sprintf("asleep%s: the Deployments and StatefulSets of %s are scaled to zero; kubectl petri wake %s (or a new %s) wakes it",
+			since, ns, env.Name, petriv1.AnnotationWakeRequested)}
 	}
-	env.Status.Phase = petriv1.EnvironmentSleeping
-	setCondition(env, petriv1.ConditionReady, metav1.ConditionFalse, reason, msg)
-	apimeta.RemoveStatusCondition(&env.Status.Conditions, petriv1.ConditionStalled)
-	switch {
-	case err != nil:
-		setCondition(env, petriv1.ConditionReconciling, metav1.ConditionTrue, reason, "retrying: "+err.Error())
-	case reconciling:
-		setCondition(env, petriv1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
-	default:
-		setCondition(env, petriv1.ConditionReconciling, metav1.ConditionFalse, reason, msg)
-		// Asleep only ever follows a final outcome of this generation.
-		env.Status.ObservedGeneration = env.Generation
-	}
-	return true
+	return nil
 }

@@ -1,8 +1,6 @@
 package controllers
 
 import (
-	"errors"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/summary"
 )
 
 // pass collects what one reconcile learnt, for the summary and the result.
@@ -63,87 +62,36 @@ func requiredConditions(env *petriv1.EphemeralEnvironment) []string {
 	return append(out, petriv1.ConditionComponentsDeployed)
 }
 
-// summarize computes Ready, Reconciling, Stalled, the phase and
-// observedGeneration from the domain conditions, in one place.
+// summarize writes Ready, Reconciling, Stalled, the phase and
+// observedGeneration: the verdict of summary.Decide over what the pass
+// observed, decided in one place.
 func (r *EphemeralEnvironmentReconciler) summarize(env *petriv1.EphemeralEnvironment, p *pass, err error) {
-	if !env.DeletionTimestamp.IsZero() {
-		env.Status.Phase = petriv1.EnvironmentDeleting
-		msg := "tearing down"
-		reason := petriv1.ReasonTeardownProgressing
-		if p.teardownProblem != "" {
-			reason, msg = petriv1.ReasonTeardownFailed, p.teardownProblem
-		}
-		if p.stalledReason != "" {
-			reason, msg = p.stalledReason, p.stalledMessage
-			setCondition(env, petriv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
-		}
-		setCondition(env, petriv1.ConditionReady, metav1.ConditionFalse, reason, msg)
-		setCondition(env, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownProgressing, "tearing down")
-		return
+	v := summary.Decide(summary.Observations{
+		Generation:      env.Generation,
+		Conditions:      env.Status.Conditions,
+		Required:        requiredConditions(env),
+		Deleting:        !env.DeletionTimestamp.IsZero(),
+		TeardownProblem: p.teardownProblem,
+		StalledReason:   p.stalledReason, StalledMessage: p.stalledMessage,
+		Sleep:          sleepSummary(env),
+		Err:            err,
+		Namespace:      env.Status.TargetNamespace,
+		NamespaceBound: apimeta.IsStatusConditionTrue(env.Status.Conditions, petriv1.ConditionNamespaceBound),
+	})
+	switch v.Stalled {
+	case summary.StalledSet:
+		setCondition(env, petriv1.ConditionStalled, metav1.ConditionTrue, v.StalledReason, v.StalledMessage)
+	case summary.StalledRemoved:
+		apimeta.RemoveStatusCondition(&env.Status.Conditions, petriv1.ConditionStalled)
+	case summary.StalledRenewed:
+		apimeta.RemoveStatusCondition(&env.Status.Conditions, petriv1.ConditionStalled)
+		setCondition(env, petriv1.ConditionStalled, metav1.ConditionTrue, v.StalledReason, v.StalledMessage)
 	}
-	if p.stalledReason != "" {
-		setCondition(env, petriv1.ConditionStalled, metav1.ConditionTrue, p.stalledReason, p.stalledMessage)
-		setCondition(env, petriv1.ConditionReady, metav1.ConditionFalse, p.stalledReason, p.stalledMessage)
-		setCondition(env, petriv1.ConditionReconciling, metav1.ConditionFalse, p.stalledReason, p.stalledMessage)
-		env.Status.Phase = petriv1.EnvironmentStalled
+	setCondition(env, petriv1.ConditionReady, v.Ready.Status, v.Ready.Reason, v.Ready.Message)
+	setCondition(env, petriv1.ConditionReconciling, v.Reconciling.Status, v.Reconciling.Reason, v.Reconciling.Message)
+	env.Status.Phase = v.Phase
+	if v.Observed {
 		env.Status.ObservedGeneration = env.Generation
-		return
-	}
-	if summarizeSleep(env, err) {
-		return
-	}
-	apimeta.RemoveStatusCondition(&env.Status.Conditions, petriv1.ConditionStalled)
-
-	failed, pending := "", ""
-	var pendingMsg string
-	for _, t := range requiredConditions(env) {
-		c := apimeta.FindStatusCondition(env.Status.Conditions, t)
-		switch {
-		case c == nil || c.ObservedGeneration != env.Generation:
-			if pending == "" {
-				pending, pendingMsg = petriv1.ReasonProgressing, "waiting for "+t
-			}
-		case c.Status == metav1.ConditionTrue:
-		case strings.HasSuffix(c.Reason, "Failed"):
-			if failed == "" {
-				failed = c.Reason
-				pendingMsg = c.Message
-			}
-		default:
-			if pending == "" {
-				pending, pendingMsg = c.Reason, c.Message
-			}
-		}
-	}
-	switch {
-	case failed != "" && pending == "":
-		// Nothing runs any more for this generation: the outcome is final,
-		// and only a new generation moves it (Stalled, so kstatus reads Failed).
-		setCondition(env, petriv1.ConditionStalled, metav1.ConditionTrue, failed, pendingMsg)
-		setCondition(env, petriv1.ConditionReady, metav1.ConditionFalse, failed, pendingMsg)
-		setCondition(env, petriv1.ConditionReconciling, metav1.ConditionFalse, failed, pendingMsg)
-		env.Status.Phase = petriv1.EnvironmentFailed
-		env.Status.ObservedGeneration = env.Generation
-	case failed == "" && pending == "" && err == nil:
-		setCondition(env, petriv1.ConditionReady, metav1.ConditionTrue, petriv1.ReasonSucceeded, "environment is deployed in "+env.Status.TargetNamespace)
-		setCondition(env, petriv1.ConditionReconciling, metav1.ConditionFalse, petriv1.ReasonSucceeded, "")
-		env.Status.Phase = petriv1.EnvironmentReady
-		env.Status.ObservedGeneration = env.Generation
-	default:
-		reason, msg := pending, pendingMsg
-		if reason == "" {
-			reason = failed
-		}
-		if err != nil && !errors.Is(err, reconcile.TerminalError(nil)) {
-			msg = "retrying: " + err.Error()
-		}
-		setCondition(env, petriv1.ConditionReady, metav1.ConditionFalse, reason, msg)
-		setCondition(env, petriv1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
-		if apimeta.IsStatusConditionTrue(env.Status.Conditions, petriv1.ConditionNamespaceBound) {
-			env.Status.Phase = petriv1.EnvironmentDeploying
-		} else {
-			env.Status.Phase = petriv1.EnvironmentPending
-		}
 	}
 }
 
@@ -166,7 +114,7 @@ func (r *EphemeralEnvironmentReconciler) recordTransitions(before, after *petriv
 			continue
 		}
 		typ := corev1.EventTypeNormal
-		if c.Status != metav1.ConditionTrue && (strings.HasSuffix(c.Reason, "Failed") || c.Reason == petriv1.ReasonNamespaceNotOwned || c.Reason == petriv1.ReasonInvalidSpec) {
+		if c.Status != metav1.ConditionTrue && summary.Of(c.Reason) >= summary.Warning {
 			typ = corev1.EventTypeWarning
 		}
 		if c.Type == petriv1.ConditionStalled && c.Status == metav1.ConditionTrue {

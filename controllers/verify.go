@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/petri-dev/petri/api/contract"
@@ -67,7 +66,7 @@ func (r *EphemeralEnvironmentReconciler) verify(ctx context.Context, env *petriv
 	if v := env.Status.Verification; v != nil && v.StartedAt != nil && v.StartedAt.After(since) {
 		since = v.StartedAt.Time
 	}
-	if wait := time.Until(since.Add(r.Options.VerifyInterval)); wait > 0 {
+	if wait := r.Options.until(since.Add(r.Options.VerifyInterval)); wait > 0 {
 		p.requeueAfter(wait)
 		return nil
 	}
@@ -90,24 +89,24 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 	if verifying(env) {
 		return r.observeVerification(ctx, env, p)
 	}
-	key := ""
+	cause := &naming.VerifyCause{Trigger: trigger}
 	switch trigger {
 	case verifyTriggerPeriodic:
 		period := max(r.Options.VerifyInterval, time.Second)
-		key = strconv.FormatInt(r.clock().UnixNano()/int64(period), 10)
+		cause.Key = strconv.FormatInt(r.Options.now().UnixNano()/int64(period), 10)
 	default:
 		c := apimeta.FindStatusCondition(env.Status.Conditions, petriv1.ConditionWorkloadsIntact)
 		if c != nil {
-			key = c.LastTransitionTime.UTC().Format(time.RFC3339)
+			cause.Key = c.LastTransitionTime.UTC().Format(time.RFC3339)
 		}
 		if v := env.Status.Verification; v != nil && v.Trigger == trigger && v.FinishedAt != nil && !v.FinishedAt.Before(&c.LastTransitionTime) {
 			// The check after this loss ran and could not tell: the next
 			// one follows after the backoff.
-			if wait := retryDelay(r.Options.TeardownBackoff, 1, v.FinishedAt); wait > 0 {
+			if wait := r.Options.stepRetryIn(1, v.FinishedAt); wait > 0 {
 				p.requeueAfter(wait)
 				return nil
 			}
-			key += "/retry/" + strconv.FormatInt(v.FinishedAt.Unix(), 10)
+			cause.Retry = v.FinishedAt.Unix()
 		}
 	}
 	var expect []string
@@ -122,7 +121,9 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 		r.verified(env, trigger, "nothing deployed to verify")
 		return nil
 	}
-	name := naming.Job(env.Name, types.UID(string(env.UID)+"/verify/"+trigger+"/"+key), contract.ActionVerify, verifySubject, env.Generation)
+	key := envJobKey(env, contract.ActionVerify, verifySubject, env.Generation)
+	key.Verify = cause
+	name := key.Name()
 	args := append([]string{"verify",
 		"--namespace", env.Status.TargetNamespace,
 		"--termination-log", jobs.TerminationLogPath,
@@ -130,7 +131,7 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 	if err := r.createJob(ctx, env, name, r.jobLabels(env, verifySubject, contract.ActionVerify, env.Generation), args, ""); err != nil {
 		return err
 	}
-	now := metav1.Now()
+	now := r.Options.metaNow()
 	env.Status.Verification = &petriv1.VerificationStatus{Job: name, Trigger: trigger, StartedAt: &now}
 	log.FromContext(ctx).Info("Started verify job", "job", name, "trigger", trigger)
 	return nil
@@ -144,7 +145,7 @@ func (r *EphemeralEnvironmentReconciler) observeVerification(ctx context.Context
 	if err != nil {
 		return err
 	}
-	now := metav1.Now()
+	now := r.Options.metaNow()
 	switch {
 	case !st.exists:
 		// Deleted, or removed by its TTL while the operator was down: the
@@ -186,7 +187,7 @@ func (r *EphemeralEnvironmentReconciler) observeVerification(ctx context.Context
 		// is retried after the backoff.
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonVerifyFailed, "Verify", "verify job %s failed: %s", v.Job, v.Result)
 		if v.Trigger == verifyTriggerAccess {
-			p.requeueAfter(retryDelay(r.Options.TeardownBackoff, 1, v.FinishedAt))
+			p.requeueAfter(r.Options.stepRetryIn(1, v.FinishedAt))
 		}
 		return nil
 	}

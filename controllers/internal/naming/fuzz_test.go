@@ -134,15 +134,18 @@ func FuzzNames(f *testing.F) {
 		}
 		act := fuzzActions[int(action)%len(fuzzActions)]
 
-		job := Job(env, types.UID(uid), act, subject, gen)
+		key := JobKey{Owner: env, UID: types.UID(uid), Action: act, Subject: subject, Generation: gen}
+		job := key.Name()
 		requireLabel(t, "Job name", job)
-		if job != Job(env, types.UID(uid), act, subject, gen) {
-			t.Fatalf("Job(%q, %q, %q, %q, %d) is not deterministic", env, uid, act, subject, gen)
+		if job != key.Name() {
+			t.Fatalf("%+v is not deterministic", key)
 		}
 		if !strings.Contains(job, "-g"+strconv.FormatInt(gen, 10)+"-") {
 			t.Fatalf("Job name %q does not name generation %d", job, gen)
 		}
-		if next := Job(env, types.UID(uid), act, subject, gen+1); next == job {
+		next := key
+		next.Generation++
+		if next := next.Name(); next == job {
 			t.Fatalf("generations %d and %d share the Job name %q", gen, gen+1, job)
 		}
 

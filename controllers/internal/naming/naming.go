@@ -120,26 +120,84 @@ func LabelValue(s string) string {
 	return Bounded(maxLabel, s)
 }
 
-// Job names the Job of one action on one subject (a component or a binding)
-// of an environment at a generation. The same inputs always give the same
-// name, so a restarted operator finds the Job it already created; the hash of
-// the owner's UID keeps names of different owners apart even where their
-// readable parts coincide.
-func Job(owner string, uid types.UID, action, subject string, generation int64) string {
-	return jobName(owner, uid, action, subject, "g"+strconv.FormatInt(generation, 10))
+// JobKey is what makes one Job of an owner (an environment, a shared
+// workload) the Job it is. Its Name is a pure function of it: a restarted
+// operator derives the name of the Job it already started and adopts it,
+// and a key that differs in any field names another Job.
+type JobKey struct {
+	// Owner and UID are the owner's name (the readable part) and UID (the
+	// hash keeps owners apart where readable parts coincide).
+	Owner string
+	UID   types.UID
+	// Action is the Job's action; Subject is what it acts on: a component,
+	// a binding, "releases" or "workloads".
+	Action, Subject string
+	// Generation is the owner's generation the step started at.
+	Generation int64
+	// Attempt numbers the Jobs of a step retried with a new Job per attempt;
+	// 0 is a step's one Job (the first deploy attempt), which has no attempt
+	// in its name.
+	Attempt int32
+	// Redeploy is the honoured petri.dev/redeploy request a deploy belongs
+	// to; "" for none.
+	Redeploy string
+	// Recovery counts the times the owner's lost workloads were deployed
+	// again; 0 for none.
+	Recovery int32
+	// Sleep is the request a sleep or wake Job answers.
+	Sleep *SleepRequest
+	// Verify is what started a verify Job.
+	Verify *VerifyCause
 }
 
-// AttemptJob names one attempt of a step that is retried with a new Job per
-// attempt (an undeploy, a deprovision), started at a generation. Both go into
-// the name: the attempt gives every retry a Job of its own, and the
-// generation keeps a later step (a component removed, added back and removed
-// again) from adopting an earlier step's finished Job of the same attempt.
-func AttemptJob(owner string, uid types.UID, action, subject string, generation int64, attempt int32) string {
-	return jobName(owner, uid, action, subject, "g"+strconv.FormatInt(generation, 10)+"-a"+strconv.FormatInt(int64(attempt), 10))
+// SleepRequest is the request a sleep or wake Job answers: the honoured
+// petri.dev/sleep-requested value and, for a wake, what woke it (the
+// petri.dev/wake-requested value, or "deploy").
+type SleepRequest struct {
+	Requested, WokenBy string
 }
 
-func jobName(owner string, uid types.UID, action, subject, tag string) string {
-	sum := sha256.Sum256([]byte(strings.Join([]string{string(uid), action, subject, tag}, "/")))
+// VerifyCause is what started a verify Job: its trigger, the period or the
+// moment it belongs to, and for a check repeated after one that could not
+// tell, the Unix second that one finished.
+type VerifyCause struct {
+	Trigger, Key string
+	Retry        int64
+}
+
+// Name is the Job's name: the readable owner, subject and action, the
+// generation and attempt, and a hash of the whole key. The key is hashed in
+// the layout names always had, so an upgraded operator adopts the Jobs an
+// earlier one started.
+func (k JobKey) Name() string {
+	id := string(k.UID)
+	if k.Redeploy != "" {
+		id += "/redeploy/" + k.Redeploy
+	}
+	if k.Recovery != 0 {
+		id += "/recovery/" + strconv.Itoa(int(k.Recovery))
+	}
+	if k.Sleep != nil {
+		id += "/" + k.Action + "/" + k.Sleep.Requested
+		if k.Sleep.WokenBy != "" {
+			id += "/" + k.Sleep.WokenBy
+		}
+	}
+	if k.Verify != nil {
+		id += "/verify/" + k.Verify.Trigger + "/" + k.Verify.Key
+		if k.Verify.Retry != 0 {
+			id += "/retry/" + strconv.FormatInt(k.Verify.Retry, 10)
+		}
+	}
+	tag := "g" + strconv.FormatInt(k.Generation, 10)
+	if k.Attempt > 0 {
+		tag += "-a" + strconv.FormatInt(int64(k.Attempt), 10)
+	}
+	return jobName(k.Owner, id, k.Action, k.Subject, tag)
+}
+
+func jobName(owner, id, action, subject, tag string) string {
+	sum := sha256.Sum256([]byte(strings.Join([]string{id, action, subject, tag}, "/")))
 	h := hex.EncodeToString(sum[:])[:8]
 	readable := truncate(sanitize(strings.Join([]string{owner, subject, action}, "-")), maxLabel-len(tag)-len(h)-2)
 	return readable + "-" + tag + "-" + h

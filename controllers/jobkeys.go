@@ -1,0 +1,51 @@
+package controllers
+
+import (
+	"github.com/petri-dev/petri/api/contract"
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/naming"
+)
+
+// The keys of the Jobs (and the values Secrets) the operator creates: every
+// name is naming.JobKey.Name of one of these, so a restarted operator
+// derives the name of the Job it already started and adopts it.
+
+// valuesSubject names the values Secret of a deploy among a subject's
+// objects.
+const valuesSubject = "values"
+
+// sharedSubject stands for a shared workload's one release.
+const sharedSubject = "release"
+
+// envJobKey is the key of a Job of the environment at a generation.
+func envJobKey(env *petriv1.EphemeralEnvironment, action, subject string, gen int64) naming.JobKey {
+	return naming.JobKey{Owner: env.Name, UID: env.UID, Action: action, Subject: subject, Generation: gen}
+}
+
+// deployJobName names a component's deploy Job for the current generation
+// and attempt. After a redeploy the honoured request, and after the operator
+// deployed lost workloads again its count of such recoveries, are in the
+// key, so the new Job is not mistaken for the finished one of the same
+// generation, and a restarted operator still finds the Job it started. A
+// retry (attempt 2 on) has the attempt in its name.
+func deployJobName(env *petriv1.EphemeralEnvironment, component string, attempt int32) string {
+	key := envJobKey(env, contract.ActionDeploy, component, env.Generation)
+	key.Redeploy, key.Recovery = env.Status.LastRedeploy, env.Status.Recoveries
+	if attempt > 1 {
+		key.Attempt = attempt
+	}
+	return key.Name()
+}
+
+// bindingJobKey is the key of a binding's bind, provision or deprovision
+// Job: named by the binding's epoch and the recovery it belongs to.
+func bindingJobKey(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus, action string) naming.JobKey {
+	key := envJobKey(env, action, bs.Name, bindingEpoch(bs))
+	key.Recovery = bs.Recovery
+	return key
+}
+
+// sharedJobKey is the key of a Job of a shared workload's release.
+func sharedJobKey(sw *petriv1.SharedWorkload, action string, gen int64) naming.JobKey {
+	return naming.JobKey{Owner: sw.Name, UID: sw.UID, Action: action, Subject: sharedSubject, Generation: gen}
+}
