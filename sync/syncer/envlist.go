@@ -21,9 +21,9 @@ import (
 // sync's own cache, and from the API server while the cache has not yet
 // shown one of sync's own writes for them.
 //
-// The cache spares a list request per reconcile: at 50 webhooks a second
-// the list and its decoding were a tenth of sync's CPU and one more request
-// per event for the API server (make bench, docs/benchmarks.md). What the
+// The cache spares a list request per reconcile, and its decoding: one more
+// request per event for the API server otherwise (docs/benchmarks.md has
+// what it cost sync). What the
 // cache must never do is hide sync's own last write from the next
 // reconcile: an environment just created would not count against
 // maxEnvironments, one just deleted would be deleted again. ownWrites

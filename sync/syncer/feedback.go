@@ -111,15 +111,11 @@ func (s *Syncer) sendFeedback(ctx context.Context, key prKey) error {
 	return s.feedbackLocked(ctx, key)
 }
 
-// feedbackLocked is sendFeedback for a caller that holds the pull
-// request's lock. The comment carries the lifecycle state: it is written
-// only once that state is read from GitHub, never over it.
 // indexPullRequest indexes sync's cache of environments by repository and
 // pull request (pullRequestKey). Feedback lists a pull request's
 // environments on every change of one of them; a label selector on the
 // number alone made the cache walk and copy every environment with that
-// number in any repository, a third of sync's CPU at 50 webhooks a second
-// over 20 repositories (make bench).
+// number in any repository (docs/benchmarks.md has what that cost).
 const indexPullRequest = "petri.dev/pull-request"
 
 // pullRequestKey is the index key of a repository's pull request; GitHub
@@ -139,6 +135,9 @@ func pullRequestIndex(o client.Object) []string {
 	return []string{pullRequestKey(repo, n)}
 }
 
+// feedbackLocked is sendFeedback for a caller that holds the pull
+// request's lock. The comment carries the lifecycle state: it is written
+// only once that state is read from the store, never over it.
 func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 	var envs petriv1.EphemeralEnvironmentList
 	if err := s.cache.List(ctx, &envs, client.InNamespace(s.opts.Namespace), client.MatchingFields{indexPullRequest: pullRequestKey(key.Repo, strconv.Itoa(key.Number))}); err != nil {

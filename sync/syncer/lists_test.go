@@ -55,7 +55,7 @@ func (l *listRecorder) count() int {
 // TestReconcileReadsItsEnvironmentsFromTheCache checks that a repository's
 // reconcile reads its environments from sync's cache once the cache shows
 // sync's own writes: listing them from the API server on every webhook was
-// a request per event and a tenth of sync's CPU at 50 webhooks a second.
+// a request per event.
 // A list that does go to the API server (the cache not showing a write
 // yet) asks only for that repository's applications' environments: listing
 // every environment sync wrote made a reconcile's cost grow with all of

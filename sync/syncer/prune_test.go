@@ -103,25 +103,30 @@ func TestInMemoryStateIsPruned(t *testing.T) {
 	}
 	assert.True(t, listed, "the reopened pull request's comment was looked up again")
 
-	// The repository leaves the config: everything of it is forgotten, its
-	// application's metric too; its environments are left as they are.
+	forgetsRepositoryLeavingConfig(t, h, prs[2])
+}
+
+// forgetsRepositoryLeavingConfig takes shop's application out of the
+// config: everything of its repository is forgotten, its application's
+// metric too, while its environments (open's) are left as they are.
+func forgetsRepositoryLeavingConfig(t *testing.T, h *harness, open githubapi.PullRequest) {
 	h.pushConfig(map[string]string{"applications/shop.yaml": ""})
 	require.Eventually(t, func() bool {
-		n := size()
+		n := h.s.StateSize()
 		return n == syncer.StateSize{Repositories: 1, Applications: 1}
-	}, 10*time.Second, 10*time.Millisecond, "%+v", size())
+	}, 10*time.Second, 10*time.Millisecond, "%+v", h.s.StateSize())
 	assert.Equal(t, 1, testutil.CollectAndCount(h.m.Environments), "only blog's gauge is left")
-	_, err := h.get(envName(prs[2].Number))
+	_, err := h.get(envName(open.Number))
 	require.NoError(t, err)
 
 	// Its webhooks are no longer remembered either. They are handled in
 	// order: once blog's pull request has its environment, shop's event
 	// before it was handled.
-	h.prEvent(prs[2].Number, "synchronize")
+	h.prEvent(open.Number, "synchronize")
 	blogPR := h.gh.OpenPullRequest("acme/blog", githubapi.PullRequest{Labels: []string{"preview"}})
 	d, err := h.gh.PullRequestEvent("acme/blog", blogPR.Number, "opened")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusAccepted, h.send(d))
 	h.waitEnv(render.EnvironmentName("blog", "acme/blog", blogPR.Number), nil)
-	assert.Equal(t, 1, size().Repositories, "%+v", size())
+	assert.Equal(t, 1, h.s.StateSize().Repositories, "%+v", h.s.StateSize())
 }

@@ -35,40 +35,11 @@ func TestKilledLeaderProcessIsReplaced(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	sp := newSyncProcess(t, ctx, "synckill", "petri-sync-takeover")
-	dir, ns, gh := sp.dir, sp.namespace, sp.gh
+	ns, gh := sp.namespace, sp.gh
 	leaseNS, err := env.CreateNamespace(ctx, "petri-sync")
 	require.NoError(t, err)
 
-	type process struct {
-		cmd    *exec.Cmd
-		base   string
-		exited chan struct{}
-	}
-	start := func(id string) *process {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := l.Addr().String()
-		require.NoError(t, l.Close())
-		logFile, err := os.Create(filepath.Join(dir, id+".log"))
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = logFile.Close() })
-		cmd := exec.CommandContext(ctx, sp.binary, append(sp.args(addr), "-resync-interval", "1h",
-			"-leader-election-namespace", leaseNS, "-leader-election-id", id)...)
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		require.NoError(t, cmd.Start())
-		p := &process{cmd: cmd, base: "http://" + addr, exited: make(chan struct{})}
-		go func() { _ = cmd.Wait(); close(p.exited) }()
-		t.Cleanup(func() { cancel(); <-p.exited })
-		require.Eventually(t, func() bool {
-			resp, err := http.Get(p.base + "/readyz")
-			if err != nil {
-				return false
-			}
-			_ = resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		}, time.Minute, 20*time.Millisecond, "%s not ready; see %s", id, logFile.Name())
-		return p
-	}
+	start := func(id string) *replicaProcess { return sp.startReplica(t, ctx, cancel, leaseNS, id) }
 	holder := func() string {
 		var l coordinationv1.Lease
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: leaseNS, Name: syncer.DefaultLeaseName}, &l); err != nil {
@@ -76,7 +47,7 @@ func TestKilledLeaderProcessIsReplaced(t *testing.T) {
 		}
 		return ptr.Deref(l.Spec.HolderIdentity, "")
 	}
-	deliver := func(p *process, number int) {
+	deliver := func(p *replicaProcess, number int) {
 		d, err := gh.PullRequestEvent(ghRepo, number, "opened")
 		require.NoError(t, err)
 		resp, err := d.Send(ctx, nil, p.base+api.WebhookPath, []byte(secret))
@@ -133,4 +104,40 @@ func TestKilledLeaderProcessIsReplaced(t *testing.T) {
 		t.Fatal("the new leader exited")
 	default:
 	}
+}
+
+// replicaProcess is one petri-sync process of a leader election.
+type replicaProcess struct {
+	cmd    *exec.Cmd
+	base   string
+	exited chan struct{}
+}
+
+// startReplica runs petri-sync as one replica of a leader election in
+// leaseNS, with identity id, and waits until it is ready; cancel ends it.
+func (sp *syncProcess) startReplica(t *testing.T, ctx context.Context, cancel context.CancelFunc, leaseNS, id string) *replicaProcess {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	logFile, err := os.Create(filepath.Join(sp.dir, id+".log"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = logFile.Close() })
+	cmd := exec.CommandContext(ctx, sp.binary, append(sp.args(addr), "-resync-interval", "1h",
+		"-leader-election-namespace", leaseNS, "-leader-election-id", id)...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	require.NoError(t, cmd.Start())
+	p := &replicaProcess{cmd: cmd, base: "http://" + addr, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() { cancel(); <-p.exited })
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(p.base + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, time.Minute, 20*time.Millisecond, "%s not ready; see %s", id, logFile.Name())
+	return p
 }

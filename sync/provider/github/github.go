@@ -71,7 +71,7 @@ var (
 // Go's default transport keeps 2 per host: with sync's reconcile workers,
 // feedback and gates calling GitHub at once, every connection beyond those
 // was closed after one request and the next one paid a new TCP and TLS
-// handshake (a twentieth of sync's CPU at 50 webhooks a second).
+// handshake (docs/benchmarks.md has what that cost).
 const idleConnsPerHost = 32
 
 // newBaseTransport is Go's default transport, keeping idleConnsPerHost
