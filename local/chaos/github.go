@@ -242,55 +242,113 @@ func playSyncLeaderKill(ctx context.Context, sc *scene) error {
 
 	trafficCtx, stopTraffic := context.WithCancel(ctx)
 	defer stopTraffic()
-	var mu sync.Mutex
-	var openPRs, closedPRs []int
-	delivered, refused := 0, 0
-	// Webhooks keep arriving until every kill is done: at least events of
-	// them, at most four times as many.
-	var killsDone atomic.Bool
-	trafficDone := make(chan struct{})
+	t := sc.startTraffic(trafficCtx, events, maxOpen)
+	killed, podKills, worst, err := sc.killSyncLeaders(ctx, lease, kills)
+	if err != nil {
+		return err
+	}
+	t.killsDone.Store(true)
+	<-t.done
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, n := range t.open {
+		name, err := sc.waitPullEnvironment(ctx, n, timeout)
+		if err != nil {
+			sc.violate(ScenarioChecks, fmt.Sprintf("lost/%d", n), "pull request #%d: %v (an event lost with the leader)", n, err)
+			continue
+		}
+		sc.expectPresent(name)
+	}
+	for _, n := range t.closed {
+		if name := sc.pullRecord(n); name != "" {
+			sc.expectGone(name)
+		}
+	}
+	for _, n := range append(append([]int{}, t.open...), t.closed...) {
+		if c := len(sc.st.GitHub.Comments(stack.DemoRepository, n)); c > 1 {
+			sc.violate(ScenarioChecks, fmt.Sprintf("comments/%d", n), "pull request #%d has %d comments from sync, want one updated in place", n, c)
+		}
+	}
+	sc.row.Faults = fmt.Sprintf("%d sync leaders SIGKILLed (%d whole pods, %d processes) during %d webhook deliveries (%d refused); the lease was renewed at most %s after a kill",
+		killed, podKills, killed-podKills, t.delivered+t.refused, t.refused, worst.Round(100*time.Millisecond))
+	if killed < kills {
+		return fmt.Errorf("only %d of %d sync leaders could be killed", killed, kills)
+	}
+	// Close what is still open, the ordinary way.
+	for _, n := range t.open {
+		if name := sc.pullRecord(n); name != "" {
+			sc.expectGone(name)
+		}
+		if _, err := sc.st.ClosePullRequest(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prTraffic is pull requests opened, pushed to and closed, each with its
+// webhook, while sync leaders are killed.
+type prTraffic struct {
+	mu           sync.Mutex
+	open, closed []int
+	delivered    int
+	refused      int
+	killsDone    atomic.Bool
+	done         chan struct{}
+}
+
+// startTraffic sends webhooks until every kill is done (killsDone): at
+// least events of them, at most four times as many, with at most maxOpen
+// pull requests open.
+func (sc *scene) startTraffic(trafficCtx context.Context, events, maxOpen int) *prTraffic {
+	t := &prTraffic{done: make(chan struct{})}
 	go func() {
-		defer close(trafficDone)
-		for i := 0; (i < events || !killsDone.Load()) && i < 4*events && trafficCtx.Err() == nil; i++ {
+		defer close(t.done)
+		for i := 0; (i < events || !t.killsDone.Load()) && i < 4*events && trafficCtx.Err() == nil; i++ {
 			var err error
-			mu.Lock()
+			t.mu.Lock()
 			switch {
-			case len(openPRs) < 2 || len(openPRs) < maxOpen && i%3 == 0:
-				mu.Unlock()
+			case len(t.open) < 2 || len(t.open) < maxOpen && i%3 == 0:
+				t.mu.Unlock()
 				var pr githubapi.PullRequest
 				pr, err = sc.st.OpenPullRequest(trafficCtx, 0, fmt.Sprintf("Leader change %d", i))
-				mu.Lock()
+				t.mu.Lock()
 				if pr.Number != 0 {
-					openPRs = append(openPRs, pr.Number)
+					t.open = append(t.open, pr.Number)
 				}
 			case i%3 != 2:
-				n := openPRs[sc.intn(len(openPRs))]
-				mu.Unlock()
+				n := t.open[sc.intn(len(t.open))]
+				t.mu.Unlock()
 				_, err = sc.st.PushCommit(trafficCtx, n)
-				mu.Lock()
+				t.mu.Lock()
 			default:
-				k := sc.intn(len(openPRs))
-				n := openPRs[k]
-				openPRs = append(openPRs[:k], openPRs[k+1:]...)
-				closedPRs = append(closedPRs, n)
-				mu.Unlock()
+				k := sc.intn(len(t.open))
+				n := t.open[k]
+				t.open = append(t.open[:k], t.open[k+1:]...)
+				t.closed = append(t.closed, n)
+				t.mu.Unlock()
 				_, err = sc.st.ClosePullRequest(trafficCtx, n)
-				mu.Lock()
+				t.mu.Lock()
 			}
 			// A refused delivery is lost to sync as a lost webhook is: the
 			// resync must make up for it.
 			if err != nil {
-				refused++
+				t.refused++
 			} else {
-				delivered++
+				t.delivered++
 			}
-			mu.Unlock()
+			t.mu.Unlock()
 			sleep(trafficCtx, sc.between(300*time.Millisecond, time.Second))
 		}
 	}()
+	return t
+}
 
-	var worst time.Duration
-	killed, podKills := 0, 0
+// killSyncLeaders SIGKILLs the sync leader kills times, every other time
+// its whole pod, else its process, and checks that a live process renews
+// the lease within 30 s of each kill; worst is the longest wait.
+func (sc *scene) killSyncLeaders(ctx context.Context, lease string, kills int) (killed, podKills int, worst time.Duration, err error) {
 	for killed < kills && ctx.Err() == nil {
 		sleep(ctx, sc.between(time.Second, 4*time.Second))
 		holder, _ := sc.leaseState(ctx, stack.SyncNamespace, lease)
@@ -316,7 +374,7 @@ func playSyncLeaderKill(ctx context.Context, sc *scene) error {
 			err = sc.st.Node.KillContainer(ctx, stack.SyncNamespace, victim, "sync")
 		}
 		if err != nil {
-			return err
+			return killed, podKills, worst, err
 		}
 		killed++
 		var next string
@@ -335,44 +393,7 @@ func playSyncLeaderKill(ctx context.Context, sc *scene) error {
 		}
 		sc.logf("sync leader %s SIGKILLed (its %s); %s leads %s later", victim, how, next, took.Round(100*time.Millisecond))
 	}
-	killsDone.Store(true)
-	<-trafficDone
-
-	mu.Lock()
-	defer mu.Unlock()
-	for _, n := range openPRs {
-		name, err := sc.waitPullEnvironment(ctx, n, timeout)
-		if err != nil {
-			sc.violate(ScenarioChecks, fmt.Sprintf("lost/%d", n), "pull request #%d: %v (an event lost with the leader)", n, err)
-			continue
-		}
-		sc.expectPresent(name)
-	}
-	for _, n := range closedPRs {
-		if name := sc.pullRecord(n); name != "" {
-			sc.expectGone(name)
-		}
-	}
-	for _, n := range append(append([]int{}, openPRs...), closedPRs...) {
-		if c := len(sc.st.GitHub.Comments(stack.DemoRepository, n)); c > 1 {
-			sc.violate(ScenarioChecks, fmt.Sprintf("comments/%d", n), "pull request #%d has %d comments from sync, want one updated in place", n, c)
-		}
-	}
-	sc.row.Faults = fmt.Sprintf("%d sync leaders SIGKILLed (%d whole pods, %d processes) during %d webhook deliveries (%d refused); the lease was renewed at most %s after a kill",
-		killed, podKills, killed-podKills, delivered+refused, refused, worst.Round(100*time.Millisecond))
-	if killed < kills {
-		return fmt.Errorf("only %d of %d sync leaders could be killed", killed, kills)
-	}
-	// Close what is still open, the ordinary way.
-	for _, n := range openPRs {
-		if name := sc.pullRecord(n); name != "" {
-			sc.expectGone(name)
-		}
-		if _, err := sc.st.ClosePullRequest(ctx, n); err != nil {
-			return err
-		}
-	}
-	return nil
+	return killed, podKills, worst, nil
 }
 
 // leaseState reads who holds a lease and when it was last renewed.
