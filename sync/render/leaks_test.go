@@ -61,7 +61,7 @@ func failedProvision(componentFailed bool) *petriv1.EphemeralEnvironment {
 func failedDeprovision() *petriv1.EphemeralEnvironment {
 	e := env(1, 1, petriv1.EnvironmentDeleting, "")
 	e.Namespace = "petri-system"
-	e.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	e.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	e.Status.SharedWorkloads = []petriv1.BindingStatus{{Name: "postgres", Phase: petriv1.ComponentUndeploying, Job: deprovisionJob, Attempt: 1, Message: "deprovisioning", LastError: userOutput}}
 	condition(e, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownFailed, "deprovision failed, retrying: postgres: deprovision failed (attempt 1): "+userOutput+"; retrying in 10s")
 	return e

@@ -356,10 +356,10 @@ func TestFollowerTakesOverWithoutLossOrDuplicates(t *testing.T) {
 	lost := h.gh.OpenPullRequest(ghRepo, githubapi.PullRequest{Labels: []string{"preview"}})
 	editsBefore := h.gh.Comments(ghRepo, first.Number)[0].Edits
 
-	start := time.Now()
+	start := wall.Now()
 	a.stop(t)
 	rs.waitLeader(b, 15*time.Second)
-	takeover := time.Since(start)
+	takeover := wall.Since(start)
 	t.Logf("the follower led %s after the leader stopped", takeover.Round(time.Millisecond))
 	assert.Less(t, takeover, 5*time.Second, "a released Lease is taken within the retry period")
 
@@ -412,16 +412,16 @@ func TestLeaderThatLosesTheLeaseStops(t *testing.T) {
 		}
 		l.Spec.HolderIdentity = ptr.To("someone-else")
 		l.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
-		l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		l.Spec.RenewTime = &metav1.MicroTime{Time: wall.Now()}
 		return env.Client.Update(h.ctx, &l) == nil
 	}, 10*time.Second, 10*time.Millisecond)
-	start := time.Now()
+	start := wall.Now()
 	select {
 	case <-a.stopped:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the leader went on after losing its Lease")
 	}
-	t.Logf("the leader stopped %s after its Lease was taken", time.Since(start).Round(time.Millisecond))
+	t.Logf("the leader stopped %s after its Lease was taken", wall.Since(start).Round(time.Millisecond))
 	require.ErrorIs(t, a.err, syncer.ErrLeadershipLost)
 	assert.False(t, a.s.Leader())
 	assert.Equal(t, "someone-else", rs.holder(), "the Lease it lost is not released over its holder")

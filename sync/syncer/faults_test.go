@@ -25,7 +25,7 @@ func TestPullRequestEventWithoutPullRequest(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: shopFiles("")})
 	pr := h.gh.OpenPullRequest(ghRepo, githubapi.PullRequest{Labels: []string{"preview"}})
-	h.s.Events() <- webhook.Event{Type: "pull_request", Repository: ghRepo, Received: time.Now()}
+	h.s.Events() <- webhook.Event{Type: "pull_request", Repository: ghRepo, Received: h.clock.Now()}
 	h.waitEnv(envName(pr.Number), nil)
 }
 

@@ -41,13 +41,13 @@ func TestFreedSlotIsGivenAtOnce(t *testing.T) {
 	require.Error(t, err, "the slot is held while the environment is being deleted")
 
 	// The teardown ends: the slot is free, and given at once.
-	start := time.Now()
+	start := wall.Now()
 	require.NoError(t, h.c.Patch(h.ctx, &petriv1.EphemeralEnvironment{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: envName(first.Number)}},
 		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))))
 	h.waitGone(envName(first.Number))
 	h.waitEnv(envName(waiting.Number), nil)
-	t.Logf("freed slot to the waiting pull request's environment: %s", time.Since(start).Round(time.Millisecond))
-	assert.Less(t, time.Since(start), 5*time.Second)
+	t.Logf("freed slot to the waiting pull request's environment: %s", wall.Since(start).Round(time.Millisecond))
+	assert.Less(t, wall.Since(start), 5*time.Second)
 
 	// A config change that raises the cap: the next one gets its
 	// environment at once.
@@ -144,7 +144,7 @@ func TestFeedbackStatusAndSingleComment(t *testing.T) {
 	h.resync()
 	h.resync()
 	setStatus(t, h, name, func(e *petriv1.EphemeralEnvironment) {
-		e.Status.ExpiresAt = &metav1.Time{Time: time.Now().Add(time.Hour)}
+		e.Status.ExpiresAt = &metav1.Time{Time: h.clock.Now().Add(time.Hour)}
 	})
 	h.resync()
 	sts := h.gh.Statuses(ghRepo, pr.HeadSHA)

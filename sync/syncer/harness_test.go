@@ -163,6 +163,8 @@ type harness struct {
 	events  chan webhook.Event
 	c       client.Client
 	commits int
+	// clock is sync's, kept across restarts.
+	clock *testClock
 
 	o         harnessOptions
 	tokenFile string
@@ -189,7 +191,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	t.Cleanup(cancel)
 	ns, err := env.CreateNamespace(ctx, "sync")
 	require.NoError(t, err)
-	h := &harness{t: t, ctx: ctx, ns: ns, c: env.Client}
+	h := &harness{t: t, ctx: ctx, ns: ns, c: env.Client, clock: newTestClock(t)}
 
 	h.gh = githubapi.New(githubapi.Options{Tokens: []string{"ghp_test"}})
 	t.Cleanup(h.gh.Close)
@@ -216,7 +218,7 @@ func (h *harness) start() {
 		timeout = 2 * time.Second
 	}
 	h.m = metrics.New()
-	prov, err := ghprovider.New(ghprovider.Options{BaseURL: h.gh.URL, Auth: ghprovider.TokenFile(h.tokenFile), Observer: h.m, HTTPClient: &http.Client{Timeout: timeout}})
+	prov, err := ghprovider.New(ghprovider.Options{BaseURL: h.gh.URL, Auth: ghprovider.TokenFile(h.tokenFile), Observer: h.m, HTTPClient: &http.Client{Timeout: timeout}, Clock: h.clock})
 	require.NoError(t, err)
 	src, err := configrepo.New(configrepo.Options{URL: h.gitDir, Branch: "main"})
 	require.NoError(t, err)
@@ -228,7 +230,7 @@ func (h *harness) start() {
 		RESTConfig: cmp.Or(o.restConfig, env.Config), Scheme: controlplane.Scheme(), Namespace: h.ns, Provider: prov,
 		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client(), Timeout: o.chartTimeout}, Config: src, ConfigRepository: "acme/petri-config",
 		Metrics: h.m, Log: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})),
-		ConfigInterval: time.Hour, ResyncInterval: resync, EventQueue: o.eventQueue,
+		ConfigInterval: time.Hour, ResyncInterval: resync, EventQueue: o.eventQueue, Clock: h.clock,
 	})
 	require.NoError(t, err)
 	done := make(chan struct{})
@@ -243,7 +245,7 @@ func (h *harness) start() {
 		h.events = make(chan webhook.Event, o.eventQueue)
 		queue = h.events
 	}
-	srv := httptest.NewServer(api.Handler(h.s, &webhook.Handler{Secret: []byte(secret), Queue: queue, Metrics: h.m}, h.m))
+	srv := httptest.NewServer(api.Handler(h.s, &webhook.Handler{Secret: []byte(secret), Queue: queue, Metrics: h.m, Clock: h.clock}, h.m))
 	h.url = srv.URL
 	var once sync.Once
 	h.stop = func() {
@@ -296,7 +298,7 @@ func (h *harness) commit(files map[string]string) string {
 		require.NoError(h.t, err)
 	}
 	h.commits++
-	hash, err := wt.Commit(fmt.Sprintf("change %d", h.commits), &git.CommitOptions{Author: &object.Signature{Name: "test", Email: "test@example.com", When: time.Now()}, AllowEmptyCommits: true})
+	hash, err := wt.Commit(fmt.Sprintf("change %d", h.commits), &git.CommitOptions{Author: &object.Signature{Name: "test", Email: "test@example.com", When: wall.Now()}, AllowEmptyCommits: true})
 	require.NoError(h.t, err)
 	return hash.String()
 }

@@ -51,7 +51,7 @@ func TestWebhookToWriteLatency(t *testing.T) {
 		h.gh.UpdatePullRequest(ghRepo, n, func(p *githubapi.PullRequest) { p.HeadSHA = sha })
 		d, err := h.gh.PullRequestEvent(ghRepo, n, "synchronize")
 		require.NoError(t, err)
-		start := time.Now()
+		start := wall.Now()
 		require.Equal(t, http.StatusAccepted, h.send(d))
 	wait:
 		for {
@@ -59,7 +59,7 @@ func TestWebhookToWriteLatency(t *testing.T) {
 			case ev := <-w.ResultChan():
 				e, ok := ev.Object.(*petriv1.EphemeralEnvironment)
 				if ok && ev.Type == watch.Modified && e.Name == envName(n) && e.Spec.Source.SHA == sha {
-					latencies = append(latencies, time.Since(start))
+					latencies = append(latencies, wall.Since(start))
 					break wait
 				}
 			case <-ctx.Done():

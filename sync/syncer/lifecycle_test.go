@@ -58,6 +58,21 @@ func (h *harness) waitComment(number int, text string) string {
 	return body
 }
 
+// readyAt waits until sync's state on a pull request has the first Ready of
+// an application's head commit, and returns it: its ttl counts from there.
+func (h *harness) readyAt(number int, app string) time.Time {
+	h.t.Helper()
+	var at time.Time
+	require.Eventually(h.t, func() bool {
+		st, ok := render.ParseState(h.comment(number))
+		if a := st.Apps[app]; ok && a != nil {
+			at = a.ReadyAt
+		}
+		return !at.IsZero()
+	}, 15*time.Second, 10*time.Millisecond, "sync never saw #%d Ready", number)
+	return at
+}
+
 func (h *harness) latestStatus(sha string) githubapi.Status {
 	sts := h.gh.Statuses(ghRepo, sha)
 	if len(sts) == 0 {
@@ -80,16 +95,19 @@ func TestExpiredEnvironmentStaysGoneAcrossRestarts(t *testing.T) {
 	assert.Nil(t, e.Spec.TTL, "sync's own expiry, not the operator's spec.ttl")
 	h.waitComment(pr.Number, "- Expires: 6s after its commit is first ready")
 
-	readyAt := time.Now()
+	readyAt := h.clock.Now()
 	readyNow(t, h, name)
 	h.waitComment(pr.Number, "(ttl 6s from the first deploy of its commit)")
 	// The warning comes before the expiry (a quarter of the ttl before).
+	seen := h.readyAt(pr.Number, "shop")
+	h.clock.skipTo(seen.Add(ttl - render.WarnBefore(ttl) + 200*time.Millisecond))
 	h.waitComment(pr.Number, ":warning: **This environment expires at")
 	_, err := h.get(name)
 	require.NoError(t, err, "warned, not yet expired")
 
+	h.clock.skipTo(seen.Add(ttl + 100*time.Millisecond))
 	h.waitGone(name)
-	assert.GreaterOrEqual(t, time.Since(readyAt), ttl-time.Second, "expired after its ttl, counted from Ready")
+	assert.GreaterOrEqual(t, h.clock.Since(readyAt), ttl-time.Second, "expired after its ttl, counted from Ready")
 	body := h.waitComment(pr.Number, ":hourglass_flowing_sand: **Expired** at")
 	assert.Contains(t, body, "To bring it back, push a commit or comment `/petri wake`")
 	state, ok := render.ParseState(body)
@@ -162,10 +180,12 @@ func TestKeepLabelSuspendsExpiryAndWakeBringsItBack(t *testing.T) {
 	h.waitEnv(name, nil)
 	readyNow(t, h, name)
 	h.waitComment(pr.Number, "- Expiry: suspended by the label `petri/keep`")
+	h.clock.skipTo(h.readyAt(pr.Number, "shop").Add(ttl + 2*time.Second))
+	h.resync()
 	assert.Never(t, func() bool {
 		_, err := h.get(name)
 		return err != nil
-	}, ttl+2*time.Second, 50*time.Millisecond, "a kept environment expired")
+	}, 500*time.Millisecond, 50*time.Millisecond, "a kept environment expired")
 
 	// Without the label its time is up at once.
 	h.gh.UpdatePullRequest(ghRepo, pr.Number, func(p *githubapi.PullRequest) { p.Labels = []string{"preview"} })
@@ -194,6 +214,7 @@ func TestSleepAfterIdleAndWake(t *testing.T) {
 	created := h.waitEnv(name, nil)
 	h.waitComment(pr.Number, "- Sleeps after 2s without a push or a command")
 	readyNow(t, h, name)
+	h.clock.skipTo(created.CreationTimestamp.Add(idle + time.Second))
 
 	asked := func(after time.Time) time.Time {
 		var at time.Time
@@ -243,14 +264,16 @@ func TestSleepAfterIdleAndWake(t *testing.T) {
 
 	// sync does not fight the wake: the next request comes sleepAfter after
 	// it.
+	h.clock.skipTo(woke.WakeRequested.Add(idle + time.Second))
 	second := asked(woke.WakeRequested.Add(time.Second))
 	assert.GreaterOrEqual(t, second.Sub(woke.WakeRequested), idle-time.Second)
 
 	// The same for a wake by kubectl annotate.
-	wake := time.Now().UTC().Truncate(time.Second).Add(time.Second)
+	wake := h.clock.Now().UTC().Truncate(time.Second).Add(time.Second)
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, render.AnnotationWakeRequested, wake.Format(time.RFC3339))
 	require.NoError(t, h.c.Patch(h.ctx, &petriv1.EphemeralEnvironment{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name}},
 		client.RawPatch(types.MergePatchType, patch), client.FieldOwner("kubectl-annotate")))
+	h.clock.skipTo(wake.Add(idle + time.Second))
 	third := asked(wake.Add(time.Second))
 	assert.GreaterOrEqual(t, third.Sub(wake), idle-time.Second)
 }
@@ -265,12 +288,15 @@ func TestExpiryIsRecordedBeforeTheEnvironmentGoes(t *testing.T) {
 	name := envName(pr.Number)
 	h.waitEnv(name, nil)
 	readyNow(t, h, name)
+	seen := h.readyAt(pr.Number, "shop")
+	h.clock.skipTo(seen.Add(3*time.Second + 200*time.Millisecond))
 	h.waitComment(pr.Number, ":warning: **This environment expires at")
 
 	editsFail := func(r *http.Request) bool {
 		return r.Method == http.MethodPatch && strings.Contains(r.URL.Path, "/issues/comments/")
 	}
 	h.gh.SetFault(&githubapi.Fault{Match: editsFail, Status: http.StatusInternalServerError})
+	h.clock.skipTo(seen.Add(4*time.Second + 100*time.Millisecond))
 	failed := func() bool {
 		for _, r := range h.gh.Requests() {
 			if r.Method == http.MethodPatch && r.Status == http.StatusInternalServerError {

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -72,7 +71,7 @@ components:
 	require.NoError(t, err)
 	_, err = wt.Add("applications/shop.yaml")
 	require.NoError(t, err)
-	_, err = wt.Commit("shop", &git.CommitOptions{Author: &object.Signature{Name: "test", Email: "test@example.com", When: time.Now()}})
+	_, err = wt.Commit("shop", &git.CommitOptions{Author: &object.Signature{Name: "test", Email: "test@example.com", When: wall.Now()}})
 	require.NoError(t, err)
 	return p
 }

@@ -13,7 +13,7 @@ import (
 // may lag behind it: a snapshot dated in the future (forged, or from a skewed
 // clock) or older than the lag window never overrides what GitHub lists.
 func TestSnapshotsOverrideTheListingOnlyWithinTheLagWindow(t *testing.T) {
-	now := time.Now()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	listed := []provider.PullRequest{
 		{Number: 1, State: "open", HeadSHA: "listed1", UpdatedAt: now.Add(-time.Hour)},
 		{Number: 2, State: "open", HeadSHA: "listed2", UpdatedAt: now.Add(-time.Hour)},

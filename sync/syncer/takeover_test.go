@@ -78,7 +78,7 @@ func TestKilledLeaderProcessIsReplaced(t *testing.T) {
 	require.Eventually(t, environment(pr.Number), 30*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return len(gh.Comments(ghRepo, pr.Number)) == 1 }, 30*time.Second, 20*time.Millisecond)
 
-	killed := time.Now()
+	killed := wall.Now()
 	require.NoError(t, first.cmd.Process.Kill())
 	<-first.exited
 	handed := gh.OpenPullRequest(ghRepo, githubapi.PullRequest{Labels: []string{"preview"}})
@@ -88,7 +88,7 @@ func TestKilledLeaderProcessIsReplaced(t *testing.T) {
 	assert.Equal(t, "sync-1", holder(), "the killed leader's Lease has not expired yet")
 
 	require.Eventually(t, func() bool { return holder() == "sync-2" }, 30*time.Second, 50*time.Millisecond)
-	takeover := time.Since(killed)
+	takeover := wall.Since(killed)
 	t.Logf("sync-2 took the Lease %s after sync-1 was SIGKILLed (Lease %s, retry %s)", takeover.Round(100*time.Millisecond), syncer.DefaultLeaseDuration, syncer.DefaultRetryPeriod)
 	assert.Less(t, takeover, syncer.DefaultLeaseDuration+3*syncer.DefaultRetryPeriod, "about one Lease duration")
 

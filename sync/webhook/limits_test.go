@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/clock"
 
 	"github.com/petri-dev/petri/local/githubapi"
 	"github.com/petri-dev/petri/sync/metrics"
@@ -178,7 +179,7 @@ func rawRequest(t *testing.T, addr string, head map[string]string, body string) 
 // none comes within ten seconds (the server is still waiting for the body).
 func readResponse(t *testing.T, conn net.Conn) *http.Response {
 	t.Helper()
-	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+	require.NoError(t, conn.SetReadDeadline(clock.RealClock{}.Now().Add(10*time.Second)))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	require.NoError(t, err, "no answer: the server is reading a body it should have refused")
 	_, _ = io.Copy(io.Discard, resp.Body)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/clock"
 
 	"github.com/petri-dev/petri/local/githubapi"
 	"github.com/petri-dev/petri/sync/provider"
@@ -96,7 +97,7 @@ func TestRateLimitsAreHonoured(t *testing.T) {
 		_, err := p.ListOpenPullRequests(context.Background(), repo)
 		var rle *provider.RateLimitError
 		require.True(t, errors.As(err, &rle), "%+v: %v", f, err)
-		assert.True(t, rle.Until.After(time.Now().Add(10*time.Second)), "wait until the announced reset")
+		assert.True(t, rle.Until.After(clock.RealClock{}.Now().Add(10*time.Second)), "wait until the announced reset")
 		srv.SetFault(nil)
 		srv.ResetRequests()
 		_, err = p.GetPullRequest(context.Background(), repo, 1)
