@@ -23,7 +23,7 @@ func BenchmarkEnvironmentToReady(b *testing.B) {
 	var total time.Duration
 	var writes, jobCount int64
 	for i := range b.N {
-		name := fmt.Sprintf("bench-%d-%d", time.Now().UnixNano()%100000, i)
+		name := fmt.Sprintf("bench-%d-%d", testClock.Now().UnixNano()%100000, i)
 		e := newEnv(name,
 			component("db", registry.Repository(), "greeter", "0.1.0"),
 			component("api", chartRepo.URL, "greeter", "0.1.0", "db"),
@@ -31,7 +31,7 @@ func BenchmarkEnvironmentToReady(b *testing.B) {
 		)
 		e.Spec.Values = map[string]apiextensionsv1.JSON{"api": *jsonValues(map[string]any{"message": "bench"})}
 		before := operatorWrites.Load()
-		start := time.Now()
+		start := testClock.Now()
 		if err := env.Client.Create(ctx, e); err != nil {
 			b.Fatal(err)
 		}

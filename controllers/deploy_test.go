@@ -160,7 +160,7 @@ func TestGraphDeploysRedeploysAndTearsDownInOrder(t *testing.T) {
 		"api":   *jsonValues(map[string]any{"message": "hello from pr 7", "image": map[string]any{"tag": "abc1234"}}),
 		"cache": *jsonValues(map[string]any{"replicas": 2}),
 	}
-	start := time.Now()
+	start := testClock.Now()
 	require.NoError(t, env.Client.Create(ctx, e))
 	e = waitFor(t, "graph", "ready", ready)
 	t.Logf("create to Ready: %s", time.Since(start).Round(10*time.Millisecond))

@@ -48,7 +48,7 @@ func poke(t *testing.T, name string) {
 		if e.Annotations == nil {
 			e.Annotations = map[string]string{}
 		}
-		e.Annotations["test.petri.dev/poke"] = time.Now().Format(time.RFC3339Nano)
+		e.Annotations["test.petri.dev/poke"] = testClock.Now().Format(time.RFC3339Nano)
 	})
 }
 

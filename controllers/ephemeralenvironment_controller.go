@@ -11,7 +11,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -64,9 +63,11 @@ type EphemeralEnvironmentReconciler struct {
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;create;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=admin
 
-// Reconcile moves one environment one step towards its spec.
-func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
-	logger := log.FromContext(ctx)
+// Reconcile moves one environment one step towards its spec: get it, wait
+// for the cache to show this operator's own last write, then tear it down
+// or run the normal path's phases over a scope whose close writes the status
+// once.
+func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
 	env := &petriv1.EphemeralEnvironment{}
 	if err := r.Get(ctx, req.NamespacedName, env); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -79,99 +80,130 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 		// acting on the older object would repeat what that write recorded
 		// (start a Job again under a name already used). The write's watch
 		// event brings the environment back; the requeue covers a lost one.
-		logger.V(1).Info("Cache is behind the last status written, waiting for it", "resourceVersion", env.ResourceVersion)
-		return reconcile.Result{RequeueAfter: 250 * time.Millisecond}, nil
+		log.FromContext(ctx).V(1).Info("Cache is behind the last status written, waiting for it", "resourceVersion", env.ResourceVersion)
+		return reconcile.Result{RequeueAfter: staleCachePoll}, nil
 	}
-	before := env.DeepCopy()
-	st := &pass{}
-	defer func() {
-		r.summarize(env, st, retErr)
-		if !equality.Semantic.DeepEqual(before.Status, env.Status) {
-			if err := r.Status().Patch(ctx, env, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
-				retErr = errors.Join(retErr, fmt.Errorf("patch status: %w", err))
-			}
-		}
-		if env.ResourceVersion != before.ResourceVersion {
-			r.written.remember(req.NamespacedName, env.ResourceVersion)
-		}
-		r.recordTransitions(before, env)
-		if retErr != nil && !errors.Is(retErr, reconcile.TerminalError(nil)) {
-			logger.Info("Reconcile failed, retrying with backoff", "error", retErr.Error())
-		}
-	}()
-
+	s := r.newScope(req.NamespacedName, env)
+	defer func() { retErr = s.close(ctx, retErr) }()
 	if !env.DeletionTimestamp.IsZero() {
-		return r.teardown(ctx, env, st)
+		return r.teardown(ctx, env, s.pass)
 	}
-	if !controllerutil.ContainsFinalizer(env, petriv1.Finalizer) {
-		patch := client.MergeFrom(env.DeepCopy())
-		controllerutil.AddFinalizer(env, petriv1.Finalizer)
-		if err := r.Patch(ctx, env, patch); err != nil {
-			return reconcile.Result{}, fmt.Errorf("add finalizer: %w", err)
-		}
-	}
-	if expired, after := r.expiry(env); expired {
-		logger.Info("TTL passed, deleting the environment", "expiresAt", env.Status.ExpiresAt)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonExpired, "Delete", "spec.ttl passed at %s", env.Status.ExpiresAt.UTC().Format(time.RFC3339))
-		if err := r.Delete(ctx, env, client.Preconditions{UID: &env.UID}); err != nil && !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, fmt.Errorf("delete expired environment: %w", err)
-		}
-		return reconcile.Result{}, nil
-	} else if after > 0 {
-		st.requeueAfter(after)
-	}
+	return s.run(ctx, r.normalPath())
+}
 
-	if err := r.validate(ctx, env); err != nil {
-		st.stalled(petriv1.ReasonInvalidSpec, err.Error())
-		return reconcile.Result{}, reconcile.TerminalError(err)
+// staleCachePoll is how soon an environment whose cached copy is older than
+// this operator's last write is looked at again, should its watch event be
+// lost.
+const staleCachePoll = 250 * time.Millisecond
+
+// normalPath is the order of the phases of an environment that is not being
+// deleted. Each one acts on the scope and says whether the path goes on.
+func (r *EphemeralEnvironmentReconciler) normalPath() []phase {
+	return []phase{
+		{"ensure finalizer", r.ensureFinalizer},
+		{"expire", r.expire},
+		{"validate spec", r.validateSpec},
+		{"bind namespace", waiting(r.bindNamespace)},
+		{"deployer identity", r.deployerIdentity},
+		{"bind shared workloads", waiting(r.bind)},
+		{"honour redeploy", r.redeployPhase},
+		{"sleep or wake first", r.sleepFirst},
+		{"deploy", waiting(r.deploy)},
+		{"finish recovery", r.finishRecoveryPhase},
+		{"verify", waiting(r.verify)},
+		{"sleep after deploy", r.sleepLast},
 	}
-	if err := r.bindNamespace(ctx, env, st); err != nil || st.stop {
-		return st.result(), err
+}
+
+func (r *EphemeralEnvironmentReconciler) ensureFinalizer(ctx context.Context, s *scope) (step, error) {
+	env := s.env
+	if controllerutil.ContainsFinalizer(env, petriv1.Finalizer) {
+		return proceed, nil
 	}
-	// The deployer identity is ensured, and its rights confirmed, until the
-	// first Job of a generation starts; later passes need no API calls for it.
-	if !anyJobStarted(env) {
-		if err := r.ensureDeployerIdentity(ctx, env); err != nil {
-			var foreign *identityNotOwnedError
-			if errors.As(err, &foreign) {
-				// Needs a person; the ServiceAccount watch brings the
-				// environment back once the foreign one is gone.
-				st.stalled(petriv1.ReasonDeployerIdentityNotOwned, foreign.msg)
-				return st.result(), nil
-			}
-			return st.result(), err
+	patch := client.MergeFrom(env.DeepCopy())
+	controllerutil.AddFinalizer(env, petriv1.Finalizer)
+	if err := r.Patch(ctx, env, patch); err != nil {
+		return haltWith(reconcile.Result{}), fmt.Errorf("add finalizer: %w", err)
+	}
+	return proceed, nil
+}
+
+// expire deletes an environment whose spec.ttl passed, and otherwise asks
+// to be woken when it does.
+func (r *EphemeralEnvironmentReconciler) expire(ctx context.Context, s *scope) (step, error) {
+	env := s.env
+	expired, after := r.expiry(env)
+	if !expired {
+		s.pass.requeueAfter(after)
+		return proceed, nil
+	}
+	log.FromContext(ctx).Info("TTL passed, deleting the environment", "expiresAt", env.Status.ExpiresAt)
+	r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonExpired, "Delete", "spec.ttl passed at %s", env.Status.ExpiresAt.UTC().Format(time.RFC3339))
+	if err := r.Delete(ctx, env, client.Preconditions{UID: &env.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return haltWith(reconcile.Result{}), fmt.Errorf("delete expired environment: %w", err)
+	}
+	return haltWith(reconcile.Result{}), nil
+}
+
+// validateSpec stalls an environment whose spec no pass can deploy.
+func (r *EphemeralEnvironmentReconciler) validateSpec(ctx context.Context, s *scope) (step, error) {
+	if err := r.validate(ctx, s.env); err != nil {
+		s.pass.stalled(petriv1.ReasonInvalidSpec, err.Error())
+		return haltWith(reconcile.Result{}), reconcile.TerminalError(err)
+	}
+	return proceed, nil
+}
+
+// deployerIdentity ensures the deployer identity, and confirms its rights,
+// until the first Job of a generation starts; later passes need no API calls
+// for it, and check only that its RoleBinding is still there.
+func (r *EphemeralEnvironmentReconciler) deployerIdentity(ctx context.Context, s *scope) (step, error) {
+	env, p := s.env, s.pass
+	if anyJobStarted(env) {
+		err := r.checkDeployerAccess(ctx, env, p)
+		return step{stop: p.stop}, err
+	}
+	if err := r.ensureDeployerIdentity(ctx, env); err != nil {
+		var foreign *identityNotOwnedError
+		if errors.As(err, &foreign) {
+			// Needs a person; the ServiceAccount watch brings the
+			// environment back once the foreign one is gone.
+			p.stalled(petriv1.ReasonDeployerIdentityNotOwned, foreign.msg)
+			return halt, nil
 		}
-		ok, err := r.deployerAuthorized(ctx, env)
-		if err != nil {
-			return st.result(), err
-		}
-		if !ok {
-			// Checked only until the first Job starts.
-			setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployProgressing, "waiting for the deployer's RoleBinding to take effect")
-			return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
-		}
-	} else if err := r.checkDeployerAccess(ctx, env, st); err != nil || st.stop {
-		return st.result(), err
+		return halt, err
 	}
-	if err := r.bind(ctx, env, st); err != nil || st.stop {
-		return st.result(), err
+	ok, err := r.deployerAuthorized(ctx, env)
+	if err != nil || ok {
+		return step{stop: err != nil}, err
 	}
-	r.honourRedeploy(ctx, env)
-	deployStarted, err := r.sleepBeforeDeploy(ctx, env, st)
-	if err != nil || st.stop {
-		return st.result(), err
-	}
-	if err := r.deploy(ctx, env, st); err != nil {
-		return st.result(), err
-	}
-	r.finishRecovery(env)
-	if err := r.verify(ctx, env, st); err != nil {
-		return st.result(), err
-	}
-	if err := r.sleepAfterDeploy(ctx, env, st, deployStarted); err != nil {
-		return st.result(), err
-	}
-	return st.result(), nil
+	// Checked only until the first Job starts.
+	setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployProgressing, "waiting for the deployer's RoleBinding to take effect")
+	return haltWith(reconcile.Result{RequeueAfter: 200 * time.Millisecond}), nil
+}
+
+func (r *EphemeralEnvironmentReconciler) redeployPhase(ctx context.Context, s *scope) (step, error) {
+	r.honourRedeploy(ctx, s.env)
+	return proceed, nil
+}
+
+// sleepFirst follows a sleep or wake Job, and keeps the deploy graph from
+// running while one runs or while the environment sleeps as asked.
+func (r *EphemeralEnvironmentReconciler) sleepFirst(ctx context.Context, s *scope) (step, error) {
+	started, err := r.sleepBeforeDeploy(ctx, s.env, s.pass)
+	s.deployStartedBefore = started
+	return step{stop: s.pass.stop}, err
+}
+
+func (r *EphemeralEnvironmentReconciler) finishRecoveryPhase(_ context.Context, s *scope) (step, error) {
+	r.finishRecovery(s.env)
+	return proceed, nil
+}
+
+// sleepLast starts the sleep Job of an environment whose deploy has a final
+// outcome and that should sleep.
+func (r *EphemeralEnvironmentReconciler) sleepLast(ctx context.Context, s *scope) (step, error) {
+	return proceed, r.sleepAfterDeploy(ctx, s.env, s.pass, s.deployStartedBefore)
 }
 
 // anyJobStarted reports whether a bind or deploy Job was ever started for the

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,7 +19,10 @@ func TestJobEventsThatWakeTheOwner(t *testing.T) {
 		}
 		return j
 	}
-	started := job(func(j *batchv1.Job) { now := metav1.Now(); j.Status.StartTime = &now })
+	started := job(func(j *batchv1.Job) {
+		now := metav1.NewTime(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC))
+		j.Status.StartTime = &now
+	})
 	active := job(func(j *batchv1.Job) { j.Status.Active = 1 })
 	criteria := job(func(j *batchv1.Job) {
 		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue}}
@@ -32,7 +36,10 @@ func TestJobEventsThatWakeTheOwner(t *testing.T) {
 	failed := job(func(j *batchv1.Job) {
 		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded"}}
 	})
-	deleting := job(func(j *batchv1.Job) { now := metav1.Now(); j.DeletionTimestamp = &now })
+	deleting := job(func(j *batchv1.Job) {
+		now := metav1.NewTime(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC))
+		j.DeletionTimestamp = &now
+	})
 	relabelled := job(func(j *batchv1.Job) { j.Labels = map[string]string{"a": "c"} })
 
 	passes := func(old, cur *batchv1.Job) bool {

@@ -213,7 +213,7 @@ func TestTTLDeletesTheEnvironment(t *testing.T) {
 	bnd := waitFor(t, "ttl", "bound with an expiry", func(e *petriv1.EphemeralEnvironment) bool { return bound(e) && e.Status.ExpiresAt != nil })
 	assert.Equal(t, bnd.CreationTimestamp.Add(4*time.Second), bnd.Status.ExpiresAt.Time)
 	waitGone(t, e)
-	assert.False(t, time.Now().Before(bnd.Status.ExpiresAt.Time), "not deleted before it expired")
+	assert.False(t, testClock.Now().Before(bnd.Status.ExpiresAt.Time), "not deleted before it expired")
 	var events corev1.EventList
 	require.NoError(t, env.Client.List(ctx, &events, client.InNamespace(mgmtNS)))
 	found := false

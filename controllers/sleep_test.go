@@ -37,7 +37,7 @@ func annotate(t *testing.T, name string, kv map[string]string) {
 }
 
 // requestNow is a request annotation's value for this moment.
-func requestNow() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+func requestNow() string { return testClock.Now().UTC().Format(time.RFC3339Nano) }
 
 func asleep(e *petriv1.EphemeralEnvironment) bool {
 	return e.Status.Phase == petriv1.EnvironmentSleeping && e.Status.Sleep != nil && e.Status.Sleep.Asleep &&
@@ -120,7 +120,7 @@ func TestSleepAndWakeRestoreTheReplicasExactly(t *testing.T) {
 	_, mark := operatorWritesSince(0, "")
 
 	requested := requestNow()
-	start := time.Now()
+	start := testClock.Now()
 	annotate(t, name, map[string]string{petriv1.AnnotationSleepRequested: requested})
 	slept := waitFor(t, name, "asleep", asleep)
 	t.Logf("sleep request to asleep: %s", time.Since(start).Round(time.Millisecond))
@@ -143,8 +143,8 @@ func TestSleepAndWakeRestoreTheReplicasExactly(t *testing.T) {
 
 	// Woken the way kubectl annotate ee NAME petri.dev/wake-requested=$(date -u +%FT%TZ)
 	// does (whole seconds, later than the sleep request).
-	wakeAt := time.Now().UTC().Add(time.Second).Truncate(time.Second).Format(time.RFC3339)
-	start = time.Now()
+	wakeAt := testClock.Now().UTC().Add(time.Second).Truncate(time.Second).Format(time.RFC3339)
+	start = testClock.Now()
 	annotate(t, name, map[string]string{petriv1.AnnotationWakeRequested: wakeAt})
 	woken := waitFor(t, name, "awake", awake)
 	t.Logf("wake request to Ready: %s", time.Since(start).Round(time.Millisecond))
@@ -269,7 +269,7 @@ func TestAFailedWakeIsRetried(t *testing.T) {
 	}
 	patchRecord("many")
 
-	annotate(t, name, map[string]string{petriv1.AnnotationWakeRequested: time.Now().UTC().Add(time.Second).Format(time.RFC3339Nano)})
+	annotate(t, name, map[string]string{petriv1.AnnotationWakeRequested: testClock.Now().UTC().Add(time.Second).Format(time.RFC3339Nano)})
 	failed := waitFor(t, name, "wake failed", func(e *petriv1.EphemeralEnvironment) bool {
 		return conditionIs(e, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonWakeFailed)
 	})
@@ -318,7 +318,7 @@ func TestSleepingEnvironmentReadsRightThroughKStatus(t *testing.T) {
 	sleeping := kubectlWait("--for=jsonpath={.status.sleep.asleep}=true", "ee/"+name, "--timeout=10s")
 	assert.Contains(t, <-sleeping, "condition met")
 
-	annotate(t, name, map[string]string{petriv1.AnnotationWakeRequested: time.Now().UTC().Add(time.Second).Format(time.RFC3339Nano)})
+	annotate(t, name, map[string]string{petriv1.AnnotationWakeRequested: testClock.Now().UTC().Add(time.Second).Format(time.RFC3339Nano)})
 	f.until("ready again", phaseAt(petriv1.EnvironmentReady))
 	for k := range f.seen {
 		assert.NotContains(t, k, "/Failed", "never Failed: %v", f.seen)

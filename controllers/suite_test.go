@@ -158,6 +158,7 @@ func testOptions() controllers.Options {
 	o.PlainHTTPRegistries = []string{registry.Host}
 	o.NamespaceHash = func(uid string) string { return hashPrefix + naming.UIDHash(types.UID(uid)) }
 	o.VerifyInterval = verifyInterval
+	o.Clock = testClock
 	return o
 }
 
@@ -308,14 +309,14 @@ func waitGone(t *testing.T, obj client.Object) {
 
 // eventually polls cond every 50ms until it holds or timeout passes.
 func eventually(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
+	deadline := testClock.Now().Add(timeout)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		if cond() {
 			return true
 		}
-		if time.Now().After(deadline) {
+		if testClock.Now().After(deadline) {
 			return false
 		}
 		<-tick.C

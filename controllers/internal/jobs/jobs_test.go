@@ -109,7 +109,7 @@ func TestTerminationMessagePicksTheLatestFailure(t *testing.T) {
 			Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, FinishedAt: metav1.NewTime(at)},
 		}}}}}
 	}
-	now := time.Now()
+	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	got := TerminationMessage([]corev1.Pod{
 		pod("Timeout: first try", 1, now.Add(-time.Minute)),
 		pod("ChartNotFound: oci://x/y", 1, now),
