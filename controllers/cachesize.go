@@ -13,8 +13,8 @@ import (
 
 // The operator's cache holds every Job and pod of every environment: six
 // of each per environment after one deploy and teardown, until the Job
-// TTL. At a thousand environments the cache, not the reconciles, set the
-// operator's memory (make bench, docs/benchmarks.md). The operator reads
+// TTL, so the cache, not the reconciles, sets the operator's memory
+// (docs/benchmarks.md has the figures). The operator reads
 // Jobs' status and labels and pods' labels and container statuses, and
 // never writes either back, so the cache keeps only those: no managed
 // fields anywhere, no pod template in Jobs, no spec in pods.
@@ -50,8 +50,9 @@ func chain(fns ...toolscache.TransformFunc) toolscache.TransformFunc {
 
 // indexJobPods indexes cached pods by the Job that created them: a
 // label-selected list from the cache scans every cached pod, and the
-// operator lists a finished Job's pods on every pass that observes it (at
-// a thousand environments that scan was a quarter of its CPU time).
+// operator lists a finished Job's pods on every pass that observes it, so
+// the scan grows with every environment (docs/benchmarks.md has the
+// figures).
 const indexJobPods = "jobPods"
 
 func indexPodsByJob(ctx context.Context, indexer client.FieldIndexer) error {

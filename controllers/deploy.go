@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -32,17 +31,39 @@ import (
 // component whose dependencies are deployed, and summarises the outcome in
 // ComponentsDeployed.
 func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
-	gen := env.Generation
 	inSpec := map[string]bool{}
 	for _, c := range env.Spec.Components {
 		inSpec[c.Name] = true
 		componentStatus(env, c.Name)
 	}
+	inFlight, err := r.newGeneration(ctx, env, inSpec, p)
+	if err != nil {
+		return err
+	}
+	if len(inFlight) > 0 {
+		setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployProgressing,
+			"waiting for Jobs of an older generation to finish: "+strings.Join(inFlight, ", "))
+		return nil
+	}
+	if err := r.undeployRemoved(ctx, env, inSpec, p); err != nil {
+		return err
+	}
+	if err := r.observeDeploys(ctx, env, inSpec, p); err != nil {
+		return err
+	}
+	r.retryDue(ctx, env, p)
+	return r.startStartable(ctx, env, p)
+}
 
-	// A Job of an older generation still running keeps the new graph from
-	// starting: two Helm operations on one release never overlap. The cache
-	// alone cannot say a Job has ended (one created a moment ago may not be
-	// in it yet), so a Job it does not know is looked up on the API server.
+// newGeneration moves the components of an older generation to the current
+// one: Pending when in the spec, Deployed-and-to-be-undeployed when removed.
+// A Job of an older generation still running keeps the new graph from
+// starting (two Helm operations on one release never overlap); those Jobs
+// are returned. The cache alone cannot say a Job has ended (one created a
+// moment ago may not be in it yet), so a Job it does not know is looked up
+// on the API server.
+func (r *EphemeralEnvironmentReconciler) newGeneration(ctx context.Context, env *petriv1.EphemeralEnvironment, inSpec map[string]bool, p *pass) ([]string, error) {
+	gen := env.Generation
 	var inFlight []string
 	for i := range env.Status.Components {
 		cs := &env.Status.Components[i]
@@ -52,7 +73,7 @@ func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv
 		if cs.Job != "" && (cs.Phase == petriv1.ComponentDeploying || cs.Phase == petriv1.ComponentUndeploying) {
 			st, err := r.observeJobLive(ctx, p, cs.Job)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if st.exists && !st.done {
 				inFlight = append(inFlight, cs.Job)
@@ -62,21 +83,16 @@ func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv
 		if inSpec[cs.Name] {
 			*cs = petriv1.ComponentStatus{Name: cs.Name, Phase: petriv1.ComponentPending, Generation: gen}
 		} else if cs.Phase != petriv1.ComponentUndeploying {
-			// Removed from the spec: its release is undeployed below.
+			// Removed from the spec: its release is undeployed.
 			*cs = petriv1.ComponentStatus{Name: cs.Name, Phase: petriv1.ComponentDeployed, Generation: gen, Message: "removed from the spec"}
 		}
 	}
-	if len(inFlight) > 0 {
-		setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployProgressing,
-			"waiting for Jobs of an older generation to finish: "+strings.Join(inFlight, ", "))
-		return nil
-	}
+	return inFlight, nil
+}
 
-	if err := r.undeployRemoved(ctx, env, inSpec, p); err != nil {
-		return err
-	}
-
-	// Observe this generation's running Jobs.
+// observeDeploys records the outcome of this generation's running deploy
+// Jobs: the revision a success made, or a failure and its next attempt.
+func (r *EphemeralEnvironmentReconciler) observeDeploys(ctx context.Context, env *petriv1.EphemeralEnvironment, inSpec map[string]bool, p *pass) error {
 	for i := range env.Status.Components {
 		cs := &env.Status.Components[i]
 		if !inSpec[cs.Name] || cs.Phase != petriv1.ComponentDeploying {
@@ -88,7 +104,7 @@ func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv
 		}
 		switch {
 		case !st.exists:
-			// Deleted behind our back: starting it again below is safe, the
+			// Deleted behind our back: starting it again is safe, the
 			// name is deterministic.
 			cs.Phase = petriv1.ComponentPending
 		case st.done && st.succeeded:
@@ -102,8 +118,13 @@ func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv
 			r.scheduleRetry(env, cs, st.retryable())
 		}
 	}
-	r.retryDue(ctx, env, p)
+	return nil
+}
 
+// startStartable starts every component whose dependencies are deployed and
+// whose bindings are ready, says of every other pending one what it waits
+// for, and summarises the graph in ComponentsDeployed.
+func (r *EphemeralEnvironmentReconciler) startStartable(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
 	nodes := nodes(env)
 	states := map[string]graph.State{}
 	for _, c := range env.Spec.Components {
@@ -396,126 +417,5 @@ func specValues(env *petriv1.EphemeralEnvironment, name string) *apiextensionsv1
 	}
 	return nil
 }
-
-// undeployRemoved uninstalls the releases of components that left the spec,
-// then forgets them.
-func (r *EphemeralEnvironmentReconciler) undeployRemoved(ctx context.Context, env *petriv1.EphemeralEnvironment, inSpec map[string]bool, p *pass) error {
-	var keep []petriv1.ComponentStatus
-	for _, cs := range env.Status.Components {
-		if inSpec[cs.Name] {
-			keep = append(keep, cs)
-			continue
-		}
-		done, err := r.runUndeploy(ctx, env, &cs, p)
-		if err != nil {
-			return err
-		}
-		if !done {
-			keep = append(keep, cs)
-		}
-	}
-	env.Status.Components = keep
-	return nil
-}
-
-// runUndeploy drives one component's undeploy Job; it reports done once the
-// release is gone. A failed Job is retried with a new attempt after a backoff,
-// a Job that is gone at once.
-func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, cs *petriv1.ComponentStatus, p *pass) (bool, error) {
-	if cs.Phase == petriv1.ComponentUndeployed {
-		return true, nil
-	}
-	if cs.Phase == petriv1.ComponentUndeploying {
-		done, running, err := r.observeRetried(ctx, env, p, contract.ActionUndeploy, cs.Name, cs.Job, cs.Attempt, &cs.FinishedAt, &cs.LastError)
-		if done {
-			cs.Phase, cs.Message = petriv1.ComponentUndeployed, ""
-			return true, nil
-		}
-		if running || err != nil {
-			var later *retryLater
-			if errors.As(err, &later) {
-				cs.Message = later.msg
-			}
-			return false, err
-		}
-	}
-	// An undeploy belongs to the generation it started at: a component
-	// removed again after it came back is a new undeploy, whose Jobs must
-	// not be the earlier one's (finished, and still kept for their TTL).
-	attempt, gen := cs.Attempt+1, cs.Generation
-	if cs.Phase != petriv1.ComponentUndeploying {
-		attempt, gen = 1, env.Generation
-	}
-	key := envJobKey(env, contract.ActionUndeploy, cs.Name, gen)
-	key.Attempt = attempt
-	jobName := key.Name()
-	if busy, err := r.releaseBusy(ctx, env, cs.Name, jobName, p); err != nil || busy != "" {
-		if busy != "" {
-			cs.Message = busyMessage(busy)
-		}
-		return false, err
-	}
-	args := []string{"undeploy",
-		"--release", cs.Name,
-		"--namespace", env.Status.TargetNamespace,
-		"--termination-log", jobs.TerminationLogPath,
-	}
-	if err := r.createJob(ctx, env, jobName, r.jobLabels(env, cs.Name, contract.ActionUndeploy, gen), args, ""); err != nil {
-		return false, err
-	}
-	now := r.Options.metaNow()
-	cs.Phase, cs.Job, cs.Attempt, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.LastError = petriv1.ComponentUndeploying, jobName, attempt, gen, &now, nil, ""
-	cs.Message = ""
-	log.FromContext(ctx).Info("Started undeploy job", "component", cs.Name, "job", jobName, "attempt", attempt)
-	return false, nil
-}
-
-// observeRetried follows a teardown step that runs as one Job per attempt.
-// It reports done when the Job succeeded and running while it runs. A failure
-// is recorded once (reason, event, metric); until the backoff has passed it
-// returns a retryLater error, and afterwards nothing, which tells the caller
-// to start the next attempt.
-//
-// A Job that is gone (the API server does not know it either) was deleted by
-// hand, or removed by its TTL while the operator was down: its outcome is
-// unknown and nothing will ever report it. The caller starts the next attempt
-// at once; the steps are idempotent (an undeploy of an absent release
-// succeeds, deprovision steps must tolerate a database already dropped).
-func (r *EphemeralEnvironmentReconciler) observeRetried(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass, action, subject, job string, attempt int32, finishedAt **metav1.Time, lastError *string) (done, running bool, err error) {
-	st, err := r.observeJobLive(ctx, p, job)
-	if err != nil {
-		return false, false, err
-	}
-	switch {
-	case !st.exists:
-		log.FromContext(ctx).Info("Job is gone before its outcome was seen, starting the next attempt", "job", job, "action", action, "subject", subject, "attempt", attempt)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownProgressing, action, "%s of %s: job %s is gone before its outcome was seen; starting attempt %d", action, subject, job, attempt+1)
-		return false, false, nil
-	case !st.done:
-		return false, true, nil
-	case st.succeeded:
-		*finishedAt, *lastError = st.finished, ""
-		recordJob(action, st)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonTeardownProgressing, action, "%s of %s succeeded (job %s)", action, subject, job)
-		return true, false, nil
-	}
-	if *lastError == "" || *finishedAt == nil {
-		*lastError, *finishedAt = oneLine(st.message), st.finished
-		recordJob(action, st)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownFailed, action, "%s of %s failed (attempt %d): %s", action, subject, attempt, *lastError)
-	}
-	if wait := r.Options.stepRetryIn(attempt, *finishedAt); wait > 0 {
-		return false, false, &retryLater{after: wait, msg: fmt.Sprintf("%s: %s failed (attempt %d): %s; retrying in %s", subject, action, attempt, *lastError, wait.Round(time.Second))}
-	}
-	return false, false, nil
-}
-
-// retryLater is a failure that is retried after a known delay.
-type retryLater struct {
-	after time.Duration
-	msg   string
-}
-
-func (e *retryLater) Error() string { return e.msg }
 
 func ptrTo[T any](v T) *T { return &v }

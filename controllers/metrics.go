@@ -54,8 +54,8 @@ func (c phaseCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var list petriv1.EphemeralEnvironmentList
-	// Read only, so the cache's objects are not copied (a thousand
-	// environments on every scrape).
+	// Read only, so the cache's objects are not copied: every
+	// environment, on every scrape.
 	if err := c.reader.List(ctx, &list, client.InNamespace(c.namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return
 	}

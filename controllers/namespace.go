@@ -189,9 +189,9 @@ func (r *EphemeralEnvironmentReconciler) getOrCreateNamespace(ctx context.Contex
 // boundInCache returns the environment's namespace when NamespaceBound is
 // already true for this generation and the cache of the namespaces the
 // operator created holds it, provably the environment's and not
-// terminating: then nothing is left to bind and no request is needed (at a
-// thousand environments these reads were a quarter of the operator's
-// requests, one round trip on every pass). Everything else (not cached yet,
+// terminating: then nothing is left to bind and no request is needed (the
+// read was one round trip on every pass of every environment;
+// docs/benchmarks.md has the figures). Everything else (not cached yet,
 // relabelled, terminating, gone, a new generation) is decided on the API
 // server's answer, as are the writes that follow from it.
 func (r *EphemeralEnvironmentReconciler) boundInCache(ctx context.Context, env *petriv1.EphemeralEnvironment) (*corev1.Namespace, bool) {

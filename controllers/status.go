@@ -101,9 +101,9 @@ func (r *EphemeralEnvironmentReconciler) summarize(env *petriv1.EphemeralEnviron
 // flips (NamespaceBound, ComponentsDeployed and Ready turning True, Ready
 // turning False for a teardown or a sleep). A condition that appears not yet
 // met, or whose progress reason changes while its status stays, is in the
-// status and not repeated as an Event: at a thousand environments those
-// Events were a third of the operator's writes. The event reason is the
-// condition reason.
+// status and not repeated as an Event: such Events cost a write each and
+// tell nothing the status does not (docs/benchmarks.md has the figures).
+// The event reason is the condition reason.
 func (r *EphemeralEnvironmentReconciler) recordTransitions(before, after *petriv1.EphemeralEnvironment) {
 	for _, c := range after.Status.Conditions {
 		if c.Type == petriv1.ConditionReconciling {

@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/graph"
+	"github.com/petri-dev/petri/controllers/internal/jobs"
 )
 
 // undeployComponents uninstalls every release in reverse dependency order:
@@ -109,3 +114,124 @@ func undeployState(p petriv1.ComponentPhase) graph.State {
 	}
 	return graph.Waiting
 }
+
+// undeployRemoved uninstalls the releases of components that left the spec,
+// then forgets them.
+func (r *EphemeralEnvironmentReconciler) undeployRemoved(ctx context.Context, env *petriv1.EphemeralEnvironment, inSpec map[string]bool, p *pass) error {
+	var keep []petriv1.ComponentStatus
+	for _, cs := range env.Status.Components {
+		if inSpec[cs.Name] {
+			keep = append(keep, cs)
+			continue
+		}
+		done, err := r.runUndeploy(ctx, env, &cs, p)
+		if err != nil {
+			return err
+		}
+		if !done {
+			keep = append(keep, cs)
+		}
+	}
+	env.Status.Components = keep
+	return nil
+}
+
+// runUndeploy drives one component's undeploy Job; it reports done once the
+// release is gone. A failed Job is retried with a new attempt after a backoff,
+// a Job that is gone at once.
+func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, cs *petriv1.ComponentStatus, p *pass) (bool, error) {
+	if cs.Phase == petriv1.ComponentUndeployed {
+		return true, nil
+	}
+	if cs.Phase == petriv1.ComponentUndeploying {
+		done, running, err := r.observeRetried(ctx, env, p, contract.ActionUndeploy, cs.Name, cs.Job, cs.Attempt, &cs.FinishedAt, &cs.LastError)
+		if done {
+			cs.Phase, cs.Message = petriv1.ComponentUndeployed, ""
+			return true, nil
+		}
+		if running || err != nil {
+			var later *retryLater
+			if errors.As(err, &later) {
+				cs.Message = later.msg
+			}
+			return false, err
+		}
+	}
+	// An undeploy belongs to the generation it started at: a component
+	// removed again after it came back is a new undeploy, whose Jobs must
+	// not be the earlier one's (finished, and still kept for their TTL).
+	attempt, gen := cs.Attempt+1, cs.Generation
+	if cs.Phase != petriv1.ComponentUndeploying {
+		attempt, gen = 1, env.Generation
+	}
+	key := envJobKey(env, contract.ActionUndeploy, cs.Name, gen)
+	key.Attempt = attempt
+	jobName := key.Name()
+	if busy, err := r.releaseBusy(ctx, env, cs.Name, jobName, p); err != nil || busy != "" {
+		if busy != "" {
+			cs.Message = busyMessage(busy)
+		}
+		return false, err
+	}
+	args := []string{"undeploy",
+		"--release", cs.Name,
+		"--namespace", env.Status.TargetNamespace,
+		"--termination-log", jobs.TerminationLogPath,
+	}
+	if err := r.createJob(ctx, env, jobName, r.jobLabels(env, cs.Name, contract.ActionUndeploy, gen), args, ""); err != nil {
+		return false, err
+	}
+	now := r.Options.metaNow()
+	cs.Phase, cs.Job, cs.Attempt, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.LastError = petriv1.ComponentUndeploying, jobName, attempt, gen, &now, nil, ""
+	cs.Message = ""
+	log.FromContext(ctx).Info("Started undeploy job", "component", cs.Name, "job", jobName, "attempt", attempt)
+	return false, nil
+}
+
+// observeRetried follows a teardown step that runs as one Job per attempt.
+// It reports done when the Job succeeded and running while it runs. A failure
+// is recorded once (reason, event, metric); until the backoff has passed it
+// returns a retryLater error, and afterwards nothing, which tells the caller
+// to start the next attempt.
+//
+// A Job that is gone (the API server does not know it either) was deleted by
+// hand, or removed by its TTL while the operator was down: its outcome is
+// unknown and nothing will ever report it. The caller starts the next attempt
+// at once; the steps are idempotent (an undeploy of an absent release
+// succeeds, deprovision steps must tolerate a database already dropped).
+func (r *EphemeralEnvironmentReconciler) observeRetried(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass, action, subject, job string, attempt int32, finishedAt **metav1.Time, lastError *string) (done, running bool, err error) {
+	st, err := r.observeJobLive(ctx, p, job)
+	if err != nil {
+		return false, false, err
+	}
+	switch {
+	case !st.exists:
+		log.FromContext(ctx).Info("Job is gone before its outcome was seen, starting the next attempt", "job", job, "action", action, "subject", subject, "attempt", attempt)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownProgressing, action, "%s of %s: job %s is gone before its outcome was seen; starting attempt %d", action, subject, job, attempt+1)
+		return false, false, nil
+	case !st.done:
+		return false, true, nil
+	case st.succeeded:
+		*finishedAt, *lastError = st.finished, ""
+		recordJob(action, st)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonTeardownProgressing, action, "%s of %s succeeded (job %s)", action, subject, job)
+		return true, false, nil
+	}
+	if *lastError == "" || *finishedAt == nil {
+		*lastError, *finishedAt = oneLine(st.message), st.finished
+		recordJob(action, st)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownFailed, action, "%s of %s failed (attempt %d): %s", action, subject, attempt, *lastError)
+	}
+	if wait := r.Options.stepRetryIn(attempt, *finishedAt); wait > 0 {
+		return false, false, &retryLater{after: wait, msg: fmt.Sprintf("%s: %s failed (attempt %d): %s; retrying in %s", subject, action, attempt, *lastError, wait.Round(time.Second))}
+	}
+	return false, false, nil
+}
+
+// retryLater is a failure that is retried after a known delay.
+type retryLater struct {
+	after time.Duration
+	msg   string
+}
+
+func (e *retryLater) Error() string { return e.msg }

@@ -84,9 +84,10 @@ func Classify(err error) contract.Reason {
 	return contract.ReasonFailed
 }
 
-// TerminationMessage renders err as the one line written to the termination
-// log: "<Reason>: <detail>", whitespace collapsed, credentials in URLs
-// redacted, at most MaxMessageBytes long.
+// TerminationMessage renders err as the one line for people in the result
+// written to the termination log (FailureResult): "<Reason>: <detail>",
+// whitespace collapsed, credentials in URLs redacted, at most
+// MaxMessageBytes long.
 func TerminationMessage(err error) string {
 	reason := Classify(err)
 	detail := condense(err.Error())

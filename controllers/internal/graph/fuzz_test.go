@@ -187,41 +187,9 @@ func FuzzGraph(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		src := byteSource(data)
 		nodes := buildGraph(&src)
-
-		want := problem(nodes)
-		err := Validate(nodes)
-		if (err == nil) != (want == "") {
-			t.Fatalf("Validate(%v) = %v, want problem %q", nodes, err, want)
-		}
-		if err != nil {
-			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
-				t.Fatalf("Validate(%v) = %v, want ErrInvalid naming %q", nodes, err, want)
-			}
-			if want == "dependency cycle" {
-				// The spelled-out cycle is a real one.
-				_, spelled, _ := strings.Cut(err.Error(), "dependency cycle ")
-				cycle := strings.Split(spelled, " -> ")
-				if len(cycle) < 3 || cycle[0] != cycle[len(cycle)-1] {
-					t.Fatalf("cycle %q does not return to its start", spelled)
-				}
-				for i := 0; i+1 < len(cycle); i++ {
-					if !hasEdge(nodes, cycle[i], cycle[i+1]) {
-						t.Fatalf("cycle %q: %s does not depend on %s in %v", spelled, cycle[i], cycle[i+1], nodes)
-					}
-				}
-			}
-			// The other questions must still be answered, without panic
-			// or hang, even for a graph that can never be deployed.
-			states := map[string]State{}
-			for _, n := range nodes {
-				states[n.Name] = State(src.next() % 4)
-			}
-			Startable(nodes, states)
-			Blocked(nodes, states)
-			Undeployable(nodes, states)
+		if !checkValidation(t, nodes, &src) {
 			return
 		}
-
 		// Any state at all: the answers match their definitions.
 		arbitrary := map[string]State{}
 		for _, n := range nodes {
@@ -229,110 +197,160 @@ func FuzzGraph(f *testing.F) {
 		}
 		checkStep(t, nodes, arbitrary)
 
-		// A deploy pass.
-		states := map[string]State{}
-		started := map[string]int{}
-		finished := map[string]int{}
-		for step := 1; ; step++ {
-			if step > 4*len(nodes)+2 {
-				t.Fatalf("deploy of %v makes no progress: %v", nodes, states)
-			}
-			checkStep(t, nodes, states)
-			startable := Startable(nodes, states)
-			var running []string
-			for _, n := range nodes {
-				if states[n.Name] == Running {
-					running = append(running, n.Name)
-				}
-			}
-			if len(startable) == 0 && len(running) == 0 {
-				break
-			}
-			c := src.next()
-			if len(running) == 0 || (len(startable) > 0 && c%2 == 0) {
-				name := startable[(c/2)%len(startable)]
-				for _, n := range nodes {
-					if n.Name != name {
-						continue
-					}
-					for _, d := range n.DependsOn {
-						if states[d] != Done {
-							t.Fatalf("%s started while its dependency %s is %v", name, d, states[d])
-						}
-					}
-				}
-				states[name] = Running
-				started[name] = step
-				continue
-			}
-			name := running[(c/2)%len(running)]
-			states[name] = Done
-			if c%16 == 15 {
-				states[name] = Failed
-			}
-			finished[name] = step
-		}
-		failed := slices.ContainsFunc(nodes, func(n Node) bool { return states[n.Name] == Failed })
-		if !failed && !Complete(nodes, states, Done) {
-			t.Fatalf("deploy of %v stopped without a failure before every node was done: %v", nodes, states)
-		}
-		blocked := Blocked(nodes, states)
-		for _, n := range nodes {
-			switch states[n.Name] {
-			case Waiting:
-				if _, ok := blocked[n.Name]; !ok {
-					t.Fatalf("deploy stopped with %s waiting but not blocked: %v", n.Name, states)
-				}
-			case Done, Failed:
-				for _, d := range n.DependsOn {
-					if states[d] != Done || finished[d] >= started[n.Name] {
-						t.Fatalf("%s (started at step %d) ran before its dependency %s was done (step %d)", n.Name, started[n.Name], d, finished[d])
-					}
-				}
-			default:
-				t.Fatalf("deploy stopped with %s %v", n.Name, states[n.Name])
-			}
-		}
-
-		// A teardown pass: dependants are undeployed before what they
-		// depend on starts undeploying.
-		undeployed := map[string]State{}
-		started, finished = map[string]int{}, map[string]int{}
-		for step := 1; ; step++ {
-			if step > 2*len(nodes)+2 {
-				t.Fatalf("teardown of %v makes no progress: %v", nodes, undeployed)
-			}
-			checkStep(t, nodes, undeployed)
-			free := Undeployable(nodes, undeployed)
-			var running []string
-			for _, n := range nodes {
-				if undeployed[n.Name] == Running {
-					running = append(running, n.Name)
-				}
-			}
-			if len(free) == 0 && len(running) == 0 {
-				break
-			}
-			c := src.next()
-			if len(running) == 0 || (len(free) > 0 && c%2 == 0) {
-				name := free[(c/2)%len(free)]
-				undeployed[name] = Running
-				started[name] = step
-				continue
-			}
-			name := running[(c/2)%len(running)]
-			undeployed[name] = Done
-			finished[name] = step
-		}
-		if !Complete(nodes, undeployed, Done) {
-			t.Fatalf("teardown of %v stopped before every node was undeployed: %v", nodes, undeployed)
-		}
-		for _, n := range nodes {
-			for _, d := range n.DependsOn {
-				if finished[n.Name] >= started[d] {
-					t.Fatalf("%s started undeploying (step %d) before its dependant %s was undeployed (step %d)", d, started[d], n.Name, finished[n.Name])
-				}
-			}
-		}
+		checkDeployPass(t, nodes, &src)
+		checkTeardownPass(t, nodes, &src)
 	})
+}
+
+// checkValidation compares Validate with an independent search; for a graph
+// that is not valid it asks the other questions anyway (no panic, no hang)
+// and reports false.
+func checkValidation(t *testing.T, nodes []Node, src *byteSource) bool {
+
+	want := problem(nodes)
+	err := Validate(nodes)
+	if (err == nil) != (want == "") {
+		t.Fatalf("Validate(%v) = %v, want problem %q", nodes, err, want)
+	}
+	if err != nil {
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Validate(%v) = %v, want ErrInvalid naming %q", nodes, err, want)
+		}
+		if want == "dependency cycle" {
+			// The spelled-out cycle is a real one.
+			_, spelled, _ := strings.Cut(err.Error(), "dependency cycle ")
+			cycle := strings.Split(spelled, " -> ")
+			if len(cycle) < 3 || cycle[0] != cycle[len(cycle)-1] {
+				t.Fatalf("cycle %q does not return to its start", spelled)
+			}
+			for i := 0; i+1 < len(cycle); i++ {
+				if !hasEdge(nodes, cycle[i], cycle[i+1]) {
+					t.Fatalf("cycle %q: %s does not depend on %s in %v", spelled, cycle[i], cycle[i+1], nodes)
+				}
+			}
+		}
+		// The other questions must still be answered, without panic
+		// or hang, even for a graph that can never be deployed.
+		states := map[string]State{}
+		for _, n := range nodes {
+			states[n.Name] = State(src.next() % 4)
+		}
+		Startable(nodes, states)
+		Blocked(nodes, states)
+		Undeployable(nodes, states)
+		return false
+	}
+
+	return true
+}
+
+// checkDeployPass drives a deploy with the input choosing which startable
+// node starts and which running node finishes (and how).
+func checkDeployPass(t *testing.T, nodes []Node, src *byteSource) {
+	states := map[string]State{}
+	started := map[string]int{}
+	finished := map[string]int{}
+	for step := 1; ; step++ {
+		if step > 4*len(nodes)+2 {
+			t.Fatalf("deploy of %v makes no progress: %v", nodes, states)
+		}
+		checkStep(t, nodes, states)
+		startable := Startable(nodes, states)
+		var running []string
+		for _, n := range nodes {
+			if states[n.Name] == Running {
+				running = append(running, n.Name)
+			}
+		}
+		if len(startable) == 0 && len(running) == 0 {
+			break
+		}
+		c := src.next()
+		if len(running) == 0 || (len(startable) > 0 && c%2 == 0) {
+			name := startable[(c/2)%len(startable)]
+			for _, n := range nodes {
+				if n.Name != name {
+					continue
+				}
+				for _, d := range n.DependsOn {
+					if states[d] != Done {
+						t.Fatalf("%s started while its dependency %s is %v", name, d, states[d])
+					}
+				}
+			}
+			states[name] = Running
+			started[name] = step
+			continue
+		}
+		name := running[(c/2)%len(running)]
+		states[name] = Done
+		if c%16 == 15 {
+			states[name] = Failed
+		}
+		finished[name] = step
+	}
+	failed := slices.ContainsFunc(nodes, func(n Node) bool { return states[n.Name] == Failed })
+	if !failed && !Complete(nodes, states, Done) {
+		t.Fatalf("deploy of %v stopped without a failure before every node was done: %v", nodes, states)
+	}
+	blocked := Blocked(nodes, states)
+	for _, n := range nodes {
+		switch states[n.Name] {
+		case Waiting:
+			if _, ok := blocked[n.Name]; !ok {
+				t.Fatalf("deploy stopped with %s waiting but not blocked: %v", n.Name, states)
+			}
+		case Done, Failed:
+			for _, d := range n.DependsOn {
+				if states[d] != Done || finished[d] >= started[n.Name] {
+					t.Fatalf("%s (started at step %d) ran before its dependency %s was done (step %d)", n.Name, started[n.Name], d, finished[d])
+				}
+			}
+		default:
+			t.Fatalf("deploy stopped with %s %v", n.Name, states[n.Name])
+		}
+	}
+}
+
+// checkTeardownPass drives a teardown: dependants are undeployed before
+// what they depend on starts undeploying.
+func checkTeardownPass(t *testing.T, nodes []Node, src *byteSource) {
+	undeployed := map[string]State{}
+	started, finished := map[string]int{}, map[string]int{}
+	for step := 1; ; step++ {
+		if step > 2*len(nodes)+2 {
+			t.Fatalf("teardown of %v makes no progress: %v", nodes, undeployed)
+		}
+		checkStep(t, nodes, undeployed)
+		free := Undeployable(nodes, undeployed)
+		var running []string
+		for _, n := range nodes {
+			if undeployed[n.Name] == Running {
+				running = append(running, n.Name)
+			}
+		}
+		if len(free) == 0 && len(running) == 0 {
+			break
+		}
+		c := src.next()
+		if len(running) == 0 || (len(free) > 0 && c%2 == 0) {
+			name := free[(c/2)%len(free)]
+			undeployed[name] = Running
+			started[name] = step
+			continue
+		}
+		name := running[(c/2)%len(running)]
+		undeployed[name] = Done
+		finished[name] = step
+	}
+	if !Complete(nodes, undeployed, Done) {
+		t.Fatalf("teardown of %v stopped before every node was undeployed: %v", nodes, undeployed)
+	}
+	for _, n := range nodes {
+		for _, d := range n.DependsOn {
+			if finished[n.Name] >= started[d] {
+				t.Fatalf("%s started undeploying (step %d) before its dependant %s was undeployed (step %d)", d, started[d], n.Name, finished[n.Name])
+			}
+		}
+	}
 }
