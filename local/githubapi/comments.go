@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 )
@@ -14,6 +15,9 @@ type Comment struct {
 	Body   string
 	Author string
 	Edits  int
+	// Editors are the logins that made each edit, in order: the author's
+	// own (EditComment) or the token's user's (PATCH through the API).
+	Editors []string
 	// Number is the pull request the comment is on.
 	Number    int
 	CreatedAt time.Time
@@ -26,7 +30,9 @@ func (s *Server) Comments(repository string, number int) []Comment {
 	defer s.mu.Unlock()
 	var out []Comment
 	for _, c := range s.repo(repository).comments[number] {
-		out = append(out, *c)
+		cc := *c
+		cc.Editors = slices.Clone(c.Editors)
+		out = append(out, cc)
 	}
 	return out
 }
@@ -59,7 +65,9 @@ func commentJSON(repository string, c Comment) map[string]any {
 func (s *Server) EditComment(repository string, id int64, body string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.edit(repository, id, body)
+	if c := s.comment(repository, id); c != nil {
+		s.edit(repository, id, body, c.Author)
+	}
 }
 
 // since reads the since parameter; zero when absent.
@@ -168,7 +176,7 @@ func (s *Server) editComment(w http.ResponseWriter, r *http.Request, repository 
 		return
 	}
 	s.mu.Lock()
-	found := s.edit(repository, id, body)
+	found := s.edit(repository, id, body, apiUser)
 	var out map[string]any
 	if found != nil {
 		out = commentJSON(repository, *found)
@@ -196,13 +204,14 @@ func (s *Server) comment(repository string, id int64) *Comment {
 	return found
 }
 
-// edit changes a comment's body, counting the edit, and returns the
-// comment (nil when there is none); s.mu is held.
-func (s *Server) edit(repository string, id int64, body string) *Comment {
+// edit changes a comment's body as editor, counting the edit, and returns
+// the comment (nil when there is none); s.mu is held.
+func (s *Server) edit(repository string, id int64, body, editor string) *Comment {
 	c := s.comment(repository, id)
 	if c != nil {
 		c.Body = body
 		c.Edits++
+		c.Editors = append(c.Editors, editor)
 		c.UpdatedAt = s.now().UTC().Truncate(time.Second)
 	}
 	return c

@@ -35,7 +35,10 @@ type DeploymentStatus struct {
 	Environment    string
 	EnvironmentURL string
 	LogURL         string
-	CreatedAt      time.Time
+	// Creator is who posted it: the token's user through the API, or
+	// whoever AddDeploymentStatus names.
+	Creator   string
+	CreatedAt time.Time
 }
 
 // Deployments returns the deployments of a repository, oldest first.
@@ -147,7 +150,7 @@ func (s *Server) createDeploymentStatus(w http.ResponseWriter, r *http.Request, 
 	}
 	s.nextID++
 	st := DeploymentStatus{ID: s.nextID, State: in.State, Description: in.Description, Environment: in.Environment,
-		EnvironmentURL: in.EnvironmentURL, LogURL: in.LogURL, CreatedAt: s.now().UTC().Truncate(time.Second)}
+		EnvironmentURL: in.EnvironmentURL, LogURL: in.LogURL, Creator: apiUser, CreatedAt: s.now().UTC().Truncate(time.Second)}
 	if m.depStatuses[key] == nil {
 		m.depStatuses[key] = map[int64][]DeploymentStatus{}
 	}
@@ -176,7 +179,7 @@ func deploymentJSON(repository string, d Deployment) map[string]any {
 	return map[string]any{
 		"id": d.ID, "node_id": fmt.Sprintf("DE_%d", d.ID), "sha": d.SHA, "ref": d.Ref, "task": d.Task, "payload": map[string]any{},
 		"original_environment": d.Environment, "environment": d.Environment, "description": d.Description,
-		"creator":    map[string]any{"login": d.Creator, "type": "Bot"},
+		"creator":    map[string]any{"login": d.Creator, "type": userType(d.Creator)},
 		"created_at": d.CreatedAt.Format(time.RFC3339), "updated_at": d.CreatedAt.Format(time.RFC3339),
 		"url":                    fmt.Sprintf("%s/deployments/%d", api, d.ID),
 		"statuses_url":           fmt.Sprintf("%s/deployments/%d/statuses", api, d.ID),
@@ -191,11 +194,69 @@ func deploymentStatusJSON(repository string, deployment int64, st DeploymentStat
 	return map[string]any{
 		"id": st.ID, "node_id": fmt.Sprintf("DES_%d", st.ID), "state": st.State, "description": st.Description,
 		"environment": st.Environment, "environment_url": st.EnvironmentURL, "log_url": st.LogURL, "target_url": st.LogURL,
-		"creator":        map[string]any{"login": apiUser, "type": "Bot"},
+		"creator":        map[string]any{"login": st.Creator, "type": userType(st.Creator)},
 		"created_at":     st.CreatedAt.Format(time.RFC3339),
 		"updated_at":     st.CreatedAt.Format(time.RFC3339),
 		"url":            fmt.Sprintf("%s/deployments/%d/statuses/%d", api, deployment, st.ID),
 		"deployment_url": fmt.Sprintf("%s/deployments/%d", api, deployment),
 		"repository_url": api,
 	}
+}
+
+// AddDeployment records a deployment someone other than the token's user
+// made, such as production's by a release pipeline: the repository's
+// deployments are shared by everyone who deploys it, and a client must
+// leave the others' alone. Creator, Task and Environment default to
+// "release-bot", "deploy" and "production".
+func (s *Server) AddDeployment(repository string, d Deployment) Deployment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	d.ID = s.nextID
+	if d.Creator == "" {
+		d.Creator = "release-bot"
+	}
+	if d.Task == "" {
+		d.Task = "deploy"
+	}
+	if d.Environment == "" {
+		d.Environment = "production"
+		d.ProductionEnvironment = true
+	}
+	if d.SHA == "" {
+		d.SHA = d.Ref
+	}
+	d.CreatedAt = s.now().UTC().Truncate(time.Second)
+	m := s.moreState()
+	key := strings.ToLower(repository)
+	m.deployments[key] = append(m.deployments[key], &d)
+	return d
+}
+
+// AddDeploymentStatus records a status of a deployment posted by creator;
+// false when there is no such deployment.
+func (s *Server) AddDeploymentStatus(repository string, id int64, st DeploymentStatus, creator string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.moreState()
+	key := strings.ToLower(repository)
+	found := false
+	for _, d := range m.deployments[key] {
+		if d.ID == id {
+			found = true
+			if st.Environment == "" {
+				st.Environment = d.Environment
+			}
+		}
+	}
+	if !found {
+		return false
+	}
+	s.nextID++
+	st.ID, st.Creator, st.CreatedAt = s.nextID, creator, s.now().UTC().Truncate(time.Second)
+	if m.depStatuses[key] == nil {
+		m.depStatuses[key] = map[int64][]DeploymentStatus{}
+	}
+	m.depStatuses[key][id] = append(m.depStatuses[key][id], st)
+	return true
 }

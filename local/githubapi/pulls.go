@@ -23,6 +23,10 @@ type PullRequest struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	Repository string
+	// HeadRepository is the repository the head branch is in: a fork's
+	// full name for a pull request from a fork; empty for the repository
+	// itself (see forks.go).
+	HeadRepository string
 }
 
 // OpenPullRequest adds an open pull request (defaults filled in) and returns it.
@@ -87,6 +91,18 @@ func (s *Server) PullRequest(repository string, number int) PullRequest {
 	return *s.repo(repository).prs[number]
 }
 
+// LookupPullRequest returns the state of one pull request; false when there
+// is none (PullRequest panics then).
+func (s *Server) LookupPullRequest(repository string, number int) (PullRequest, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := s.repo(repository).prs[number]
+	if pr == nil {
+		return PullRequest{}, false
+	}
+	return *pr, true
+}
+
 func (s *Server) listPulls(w http.ResponseWriter, r *http.Request, repository string, empty bool) {
 	state := r.URL.Query().Get("state")
 	if state == "" {
@@ -130,8 +146,8 @@ func pullJSON(pr PullRequest) map[string]any {
 		"created_at": pr.CreatedAt.Format(time.RFC3339),
 		"updated_at": pr.UpdatedAt.Format(time.RFC3339),
 		"head": map[string]any{
-			"ref": pr.HeadRef, "sha": pr.HeadSHA, "label": owner + ":" + pr.HeadRef,
-			"repo": map[string]any{"full_name": pr.Repository},
+			"ref": pr.HeadRef, "sha": pr.HeadSHA, "label": headOwner(pr) + ":" + pr.HeadRef,
+			"repo": headRepoJSON(pr),
 		},
 		"base": map[string]any{
 			"ref": pr.BaseRef, "label": owner + ":" + pr.BaseRef,

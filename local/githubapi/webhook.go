@@ -41,6 +41,9 @@ func Sign(secret, body []byte) string {
 type Delivery struct {
 	Event string
 	Body  []byte
+	// ID is the X-GitHub-Delivery GUID; each Send makes a new one when it
+	// is empty (Identified fixes it, so a send again is a replay).
+	ID string
 }
 
 // Send posts the delivery to url, signed with secret (unsigned when secret is
@@ -52,7 +55,11 @@ func (d Delivery) Send(ctx context.Context, client *http.Client, url string, sec
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-GitHub-Event", d.Event)
-	req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("00000000-0000-0000-0000-%012d", deliveries.Add(1)))
+	id := d.ID
+	if id == "" {
+		id = newDeliveryID()
+	}
+	req.Header.Set("X-GitHub-Delivery", id)
 	req.Header.Set("User-Agent", "GitHub-Hookshot/githubapi")
 	if secret != nil {
 		req.Header.Set("X-Hub-Signature-256", Sign(secret, d.Body))
@@ -167,9 +174,12 @@ func (s *Server) PullRequestEvent(repository string, number int, action string) 
 	if pr.State == "open" {
 		src["closed_at"] = nil
 	}
-	for _, side := range []string{"head", "base"} {
-		if r, ok := src[side].(map[string]any)["repo"].(map[string]any); ok {
-			r["full_name"] = repository
+	if r, ok := src["base"].(map[string]any)["repo"].(map[string]any); ok {
+		r["full_name"] = repository
+	}
+	if r, ok := src["head"].(map[string]any)["repo"].(map[string]any); ok {
+		for k, v := range headRepoJSON(pr) {
+			r[k] = v
 		}
 	}
 	return marshal("pull_request", p)
@@ -265,11 +275,23 @@ func (s *Server) IssueCommentEvent(repository string, number int, commentID int6
 	}
 	pr, comment := *prp, *c
 	s.mu.Unlock()
+	return issueCommentDelivery(repository, pr, comment, "created", nil)
+}
+
+// issueCommentDelivery builds an issue_comment delivery of action for a
+// comment on a pull request; extra fields (such as changes) are added at
+// the top level.
+func issueCommentDelivery(repository string, pr PullRequest, comment Comment, action string, extra map[string]any) (Delivery, error) {
 	p, err := load("issue_comment", "created")
 	if err != nil {
 		return Delivery{}, err
 	}
+	p["action"] = action
+	for k, v := range extra {
+		p[k] = v
+	}
 	patchRepository(p, repository)
+	number := pr.Number
 	pj := pullJSON(pr)
 	issue := p["issue"].(map[string]any)
 	for _, k := range []string{"number", "title", "state", "labels", "user", "created_at", "updated_at", "draft"} {
