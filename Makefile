@@ -65,6 +65,39 @@ $(BIN)/.controlplane-$(CONTROLPLANE_STAMP): hack/controlplane/go.mod hack/contro
 	@rm -f $(BIN)/.controlplane-*
 	@touch $@
 
+# Gitea, the real forge the Gitea provider's tests and the demo talk to, is
+# built from the module proxy once per version into the per-user cache, like
+# the control plane. It reads its templates/ and options/ from disk at run
+# time (STATIC_ROOT_PATH); they are copied from the module beside the binary.
+GITEA_VERSION := v1.27.3
+GITEA_TAGS    := sqlite sqlite_unlock_notify
+GITEA_STAMP   := gitea-$(GITEA_VERSION)-versioned
+GITEA_CACHE   := $(CACHE_ROOT)/gitea/$(GITEA_STAMP)
+
+.PHONY: gitea
+gitea: $(BIN)/.gitea-$(GITEA_STAMP) ## Build Gitea (with SQLite) into bin/gitea, its templates and options into bin/gitea-static/.
+
+$(BIN)/.gitea-$(GITEA_STAMP): hack/gitea/go.mod hack/gitea/go.sum
+	@mkdir -p $(BIN) $(GITEA_CACHE)
+	@if [ ! -x "$(GITEA_CACHE)/gitea" ]; then \
+	  echo "building gitea (once per version; about 6 minutes on 2 cores)"; \
+	  (cd hack/gitea && CGO_ENABLED=1 go build -tags "$(GITEA_TAGS)" \
+	    -ldflags '-s -w -X main.Version=$(patsubst v%,%,$(GITEA_VERSION)) -X "main.Tags=$(GITEA_TAGS)"' \
+	    -o "$(GITEA_CACHE)/gitea.tmp" gitea.dev); \
+	  mv "$(GITEA_CACHE)/gitea.tmp" "$(GITEA_CACHE)/gitea"; \
+	fi
+	@if [ ! -d "$(GITEA_CACHE)/static" ]; then \
+	  src=$$(cd hack/gitea && go list -m -f '{{.Dir}}' gitea.dev); \
+	  rm -rf "$(GITEA_CACHE)/static.tmp"; mkdir -p "$(GITEA_CACHE)/static.tmp"; \
+	  cp -r "$$src/templates" "$$src/options" "$(GITEA_CACHE)/static.tmp/"; \
+	  chmod -R u+w "$(GITEA_CACHE)/static.tmp"; \
+	  mv "$(GITEA_CACHE)/static.tmp" "$(GITEA_CACHE)/static"; \
+	fi
+	@cp -f "$(GITEA_CACHE)/gitea" "$(BIN)/gitea"
+	@rm -rf "$(BIN)/gitea-static" && cp -r "$(GITEA_CACHE)/static" "$(BIN)/gitea-static"
+	@rm -f $(BIN)/.gitea-*
+	@touch $@
+
 ##@ Generate
 
 $(CONTROLLER_GEN):
@@ -152,7 +185,7 @@ chromium: ## Make sure headless Chromium is installed (apt-get install -y chromi
 	fi
 
 .PHONY: test
-test: verify-generated fmt-check vet controlplane chromium postgres ## Everything CI checks: generated code, gofmt, vet, the control plane, go test.
+test: verify-generated fmt-check vet controlplane gitea chromium postgres ## Everything CI checks: generated code, gofmt, vet, the control plane, go test.
 	go test $(GO_TEST_FLAGS) ./...
 
 # Each fuzz target runs for FUZZTIME; make test runs their seed corpora.
