@@ -21,6 +21,13 @@ import (
 )
 
 const (
+	// commandGrace: on a pull request where sync finds no state of its own
+	// (its comment is new, or was deleted), only commands younger than this
+	// are acted on; older ones count as handled.
+	commandGrace = 10 * time.Minute
+	// maxPendingCommands bounds the commands kept per pull request from
+	// webhooks; beyond it the pull request's comments are listed instead.
+	maxPendingCommands = 32
 	// commentsStep is how far the since of a repository's comment listing
 	// must be able to move before it moves: between steps its URL, and so
 	// its conditional request, stay the same.
@@ -351,4 +358,19 @@ func extend(app *config.Application, eff *commandEffect, head string, d time.Dur
 		return fmt.Sprintf("%s expires at %s", app.Name, render.FormatTime(exp))
 	}
 	return fmt.Sprintf("%s expires no earlier than %s", app.Name, render.FormatTime(aa.ExtendedUntil))
+}
+
+// addCommand keeps a command comment for the reconcile, once. The caller
+// holds rs.mu.
+func (rs *repoState) addCommand(c provider.Comment) {
+	for _, have := range rs.commands[c.Number] {
+		if have.ID == c.ID {
+			return
+		}
+	}
+	if len(rs.commands[c.Number]) >= maxPendingCommands {
+		rs.commentHints[c.Number] = true
+		return
+	}
+	rs.commands[c.Number] = append(rs.commands[c.Number], c)
 }

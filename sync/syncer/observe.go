@@ -260,3 +260,25 @@ func (rs *repoState) mergeSnapshots(listed []provider.PullRequest, now time.Time
 	}
 	return out
 }
+
+// takePending takes the oldest unprocessed webhook's time and the handed
+// over pull requests for a pass; putPending gives them back to a pass that
+// could not list.
+func (rs *repoState) takePending() (since time.Time, hints map[int]bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	since, hints = rs.pendingSince, rs.hints
+	rs.pendingSince, rs.hints = time.Time{}, map[int]bool{}
+	return since, hints
+}
+
+func (rs *repoState) putPending(since time.Time, hints map[int]bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.pendingSince.IsZero() || (!since.IsZero() && since.Before(rs.pendingSince)) {
+		rs.pendingSince = since
+	}
+	for n := range hints {
+		rs.hints[n] = true
+	}
+}

@@ -5,8 +5,6 @@
 package syncer
 
 import (
-	"fmt"
-	"hash/fnv"
 	"sync"
 	"time"
 
@@ -121,28 +119,6 @@ func (rs *repoState) lives(prs map[int]provider.PullRequest) map[int]render.Stat
 	return out
 }
 
-// takePending takes the oldest unprocessed webhook's time and the handed
-// over pull requests for a pass; putPending gives them back to a pass that
-// could not list.
-func (rs *repoState) takePending() (since time.Time, hints map[int]bool) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	since, hints = rs.pendingSince, rs.hints
-	rs.pendingSince, rs.hints = time.Time{}, map[int]bool{}
-	return since, hints
-}
-
-func (rs *repoState) putPending(since time.Time, hints map[int]bool) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	if rs.pendingSince.IsZero() || (!since.IsZero() && since.Before(rs.pendingSince)) {
-		rs.pendingSince = since
-	}
-	for n := range hints {
-		rs.hints[n] = true
-	}
-}
-
 // setPRState changes the feedback state of one pull request and
 // application.
 func (rs *repoState) setPRState(number int, app string, change func(*render.PRState)) {
@@ -159,21 +135,6 @@ func (rs *repoState) setPRState(number int, app string, change func(*render.PRSt
 		per[app] = st
 	}
 	change(st)
-}
-
-// addCommand keeps a command comment for the reconcile, once. The caller
-// holds rs.mu.
-func (rs *repoState) addCommand(c provider.Comment) {
-	for _, have := range rs.commands[c.Number] {
-		if have.ID == c.ID {
-			return
-		}
-	}
-	if len(rs.commands[c.Number]) >= maxPendingCommands {
-		rs.commentHints[c.Number] = true
-		return
-	}
-	rs.commands[c.Number] = append(rs.commands[c.Number], c)
 }
 
 // forgetCommits drops the passed gates and posted statuses of the
@@ -208,18 +169,4 @@ func (rs *repoState) forgetPullRequest(number int) bool {
 	delete(rs.commands, number)
 	delete(rs.commentHints, number)
 	return true
-}
-
-// prLockStripes is the number of locks that serialise the work on one
-// pull request's comment (reconcile and feedback).
-const prLockStripes = 64
-
-// lockPR serialises everything that reads and then writes one pull
-// request's comment; it returns the unlock.
-func (s *Syncer) lockPR(key prKey) func() {
-	h := fnv.New32a()
-	fmt.Fprintf(h, "%s#%d", key.Repo, key.Number)
-	m := &s.prLocks[h.Sum32()%prLockStripes]
-	m.Lock()
-	return m.Unlock
 }

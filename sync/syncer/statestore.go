@@ -12,8 +12,8 @@ package syncer
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"strings"
-	"time"
 
 	"github.com/petri-dev/petri/sync/provider"
 	"github.com/petri-dev/petri/sync/render"
@@ -70,16 +70,6 @@ func (c commentStore) Save(ctx context.Context, key prKey, body string, _ render
 	return c.reporter.UpsertComment(ctx, key.Repo, key.Number, render.CommentMarker, body)
 }
 
-const (
-	// commandGrace: on a pull request where sync finds no state of its own
-	// (its comment is new, or was deleted), only commands younger than this
-	// are acted on; older ones count as handled.
-	commandGrace = 10 * time.Minute
-	// maxPendingCommands bounds the commands kept per pull request from
-	// webhooks; beyond it the pull request's comments are listed instead.
-	maxPendingCommands = 32
-)
-
 // ensureLife returns a pull request's lifecycle state, loading it from the
 // store the first time. Commands on the pull request that the state does
 // not count as handled are queued for the reconcile. rs is the
@@ -135,4 +125,18 @@ func (s *Syncer) ensureLife(ctx context.Context, rs *repoState, key prKey) (*prL
 // count as handled yet (and not sync's own comment).
 func isCommand(c provider.Comment, st render.State) bool {
 	return c.ID > st.LastCommand && render.HasCommand(c.Body) && !strings.Contains(c.Body, render.CommentMarker)
+}
+
+// prLockStripes is the number of locks that serialise the work on one
+// pull request's comment (reconcile and feedback).
+const prLockStripes = 64
+
+// lockPR serialises everything that reads and then writes one pull
+// request's comment; it returns the unlock.
+func (s *Syncer) lockPR(key prKey) func() {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s#%d", key.Repo, key.Number)
+	m := &s.prLocks[h.Sum32()%prLockStripes]
+	m.Lock()
+	return m.Unlock
 }
