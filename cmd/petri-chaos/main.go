@@ -60,8 +60,8 @@ func run() error {
 			continue
 		}
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 7 {
-			return fmt.Errorf("-scenarios: %q is not a scenario number (1-7)", s)
+		if err != nil || n < 1 || n > chaos.NumScenarios() {
+			return fmt.Errorf("-scenarios: %q is not a scenario number (1-%d)", s, chaos.NumScenarios())
 		}
 		numbers = append(numbers, n)
 	}

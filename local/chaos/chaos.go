@@ -15,7 +15,10 @@
 //  6. namespace squatting and tampered ownership marks;
 //  7. the sync leader killed while webhooks arrive (sync running two
 //     replicas under leader election; without it the scenario does not
-//     run).
+//     run);
+//  8. a hostile pull-request author: forged marker comments and state,
+//     commands without write access, hostile titles, branches and labels,
+//     a SharedWorkload step reading a Secret.
 //
 // Every scenario has a full size (make chaos, cmd/petri-chaos) and a short
 // one (tests/chaos, in make test). Run returns one Row per scenario with the
@@ -72,7 +75,8 @@ type Options struct {
 	Seed int64
 	// Log receives progress, one line per event; nil discards it.
 	Log io.Writer
-	// Scenarios selects scenarios by number (1-7); all when empty.
+	// Scenarios selects scenarios by number (1-NumScenarios); all when
+	// empty.
 	Scenarios []int
 }
 
@@ -180,12 +184,17 @@ func Run(ctx context.Context, st *stack.Stack, opts Options) (*Result, error) {
 		return nil, err
 	}
 	res.Settings = append(res.Settings, "petri-operator "+strings.Join(OperatorFlags, " "))
-	r.rec = newRecorder(func(n int) bool {
-		pr, ok := st.PullRequest(n)
-		if !ok {
-			pr = st.GitHub.PullRequest(stack.DemoRepository, n)
+	r.rec = newRecorder(func(repository string, n int) bool {
+		if repository == "" {
+			repository = stack.DemoRepository
 		}
-		return pr.State == "closed"
+		if strings.EqualFold(repository, stack.DemoRepository) {
+			if pr, ok := st.PullRequest(n); ok {
+				return pr.State == "closed"
+			}
+		}
+		pr, ok := st.GitHub.LookupPullRequest(repository, n)
+		return ok && pr.State == "closed"
 	})
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()

@@ -52,9 +52,12 @@ type recorder struct {
 	// foreign are namespaces the suite made or tampered with: not Petri's.
 	foreign map[string]types.UID
 
-	// closedPR tells whether a pull request of the demo repository is
-	// closed on the GitHub stand-in.
-	closedPR func(number int) bool
+	// closedPR tells whether a pull request of a repository is closed on
+	// the GitHub stand-in.
+	closedPR func(repository string, number int) bool
+	// expiries are the environments (by name) a scenario expects sync to
+	// delete because their ttl is up: scenario 8 checks when they go.
+	expiries map[string]bool
 
 	// live are breaches seen as they happened, not yet reported.
 	live []Violation
@@ -113,12 +116,20 @@ type nsRecord struct {
 	deleted time.Time
 }
 
-func newRecorder(closedPR func(int) bool) *recorder {
+func newRecorder(closedPR func(repository string, number int) bool) *recorder {
 	return &recorder{
 		envs: map[types.UID]*envRecord{}, jobs: map[types.UID]*jobRecord{}, pods: map[types.UID]*podRecord{},
 		namespaces: map[string]*nsRecord{}, userDeletes: map[types.UID]bool{}, excuses: map[types.UID][]time.Time{},
-		foreign: map[string]types.UID{}, closedPR: closedPR,
+		foreign: map[string]types.UID{}, closedPR: closedPR, expiries: map[string]bool{},
 	}
+}
+
+// expectExpiry records that an environment's ttl makes its deletion
+// justified; the scenario that expects it checks its timing.
+func (r *recorder) expectExpiry(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expiries[name] = true
 }
 
 // start runs the informers until ctx ends and returns once they are synced.
@@ -213,12 +224,13 @@ func (r *recorder) onEnvironment(obj any, deleted bool) {
 
 // unjustified says why a deletion had no cause, or "".
 func (r *recorder) unjustified(env *petriv1.EphemeralEnvironment) string {
-	if r.userDeletes[env.UID] {
+	if r.userDeletes[env.UID] || r.expiries[env.Name] {
 		return ""
 	}
 	if render.Owned(env.Labels) {
 		var n int
-		if _, err := fmt.Sscan(env.Labels[render.LabelPullRequest], &n); err == nil && r.closedPR != nil && r.closedPR(n) {
+		repo := env.Annotations[render.AnnotationRepository]
+		if _, err := fmt.Sscan(env.Labels[render.LabelPullRequest], &n); err == nil && r.closedPR != nil && r.closedPR(repo, n) {
 			return ""
 		}
 		return fmt.Sprintf("environment %s (pull request #%s) was deleted while its pull request is open and no user deleted it", env.Name, env.Labels[render.LabelPullRequest])

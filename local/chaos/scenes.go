@@ -70,6 +70,9 @@ var scenarios = []scenario{
 	{5, "GitHub API failing", playGitHubOutage, true},
 	{6, "namespace squatting and tampered ownership", playSquatting, true},
 	{7, "sync leader killed while webhooks arrive", playSyncLeaderKill, false},
+	// Its checks wait for sync's answers, which GitHub failing (5) would
+	// hold up: it plays alone.
+	{8, "hostile author", playHostileAuthor, false},
 }
 
 // scene is one scenario being played.
@@ -222,3 +225,6 @@ func (r *run) playGroup(ctx context.Context, group []scenario) []Row {
 type notRunError struct{ reason string }
 
 func (e *notRunError) Error() string { return "not run: " + e.reason }
+
+// NumScenarios is the number of the last scenario: they are numbered from 1.
+func NumScenarios() int { return scenarios[len(scenarios)-1].number }

@@ -55,5 +55,73 @@ url: "http://%[4]s/{{ .Environment }}/"
 	if err := os.MkdirAll(filepath.Join(dir, "applications"), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "applications", "chaos.yaml"), []byte(app), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "applications", "chaos.yaml"), []byte(app), 0o644); err != nil {
+		return err
+	}
+	for file, text := range hostileApplications() {
+		if err := os.WriteFile(filepath.Join(dir, "applications", file), []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hostileApplications are scenario 8's applications, on a repository of
+// their own (HostileRepository) so that its pull requests meet no other
+// scenario's: "hostile" templates the pull request's title, branch,
+// labels and author into its values and its URL, as the example
+// configuration repository's applications do, and makes each environment
+// a GitHub deployment; "hostile-ttl" expires its environments hostileTTL
+// after their first Ready.
+func hostileApplications() map[string]string {
+	return map[string]string{
+		"hostile.yaml": fmt.Sprintf(`# Scenario 8 (hostile author): pull requests of %[1]s labelled %[2]q get one
+# light component whose values carry what the author wrote.
+apiVersion: petri.dev/v1alpha1
+kind: Application
+name: %[2]s
+repository: %[1]s
+trigger:
+  labels: [%[2]s]
+deployments: true
+components:
+  - name: app
+    chart:
+      repository: %[3]s
+      name: greeter
+      version: 0.1.0
+    values:
+      replicas: 0
+    pullRequestValues:
+      message: "PR #{{ .Number }}: {{ .Title }} ({{ join \", \" .Labels }})"
+      commit: "{{ .SHA }}"
+      env:
+        PR_TITLE: "{{ .Title }}"
+        PR_BRANCH: "{{ .Branch }}"
+        PR_AUTHOR: "{{ .Author }}"
+maxEnvironments: 100
+url: "http://{{ .BranchSlug }}.hostile.preview.example.com/"
+`, HostileRepository, hostileApp, stack.DeployerCharts),
+		"hostile-ttl.yaml": fmt.Sprintf(`# Scenario 8 (hostile author): pull requests of %[1]s labelled %[2]q get one
+# light component that expires %[4]s after its first Ready.
+apiVersion: petri.dev/v1alpha1
+kind: Application
+name: %[2]s
+repository: %[1]s
+trigger:
+  labels: [%[2]s]
+components:
+  - name: app
+    chart:
+      repository: %[3]s
+      name: greeter
+      version: 0.1.0
+    values:
+      replicas: 0
+    pullRequestValues:
+      commit: "{{ .SHA }}"
+ttl: %[4]s
+maxEnvironments: 100
+`, HostileRepository, hostileTTLApp, stack.DeployerCharts, hostileTTL),
+	}
 }

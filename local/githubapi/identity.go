@@ -13,6 +13,11 @@ import (
 // AppSlug is the App's slug; its bot's login is apiUser.
 const AppSlug = "petri"
 
+// APIUser is the login the server's credentials act as (the token's user,
+// the App's bot): whatever sync writes, it writes as APIUser, so a test
+// tells sync's comments, edits and statuses from everyone else's by it.
+const APIUser = apiUser
+
 // currentUser answers GET /user: the token's user.
 func (s *Server) currentUser(w http.ResponseWriter) {
 	writeJSON(w, http.StatusOK, map[string]any{"login": apiUser, "id": 1, "type": userType(apiUser)})
