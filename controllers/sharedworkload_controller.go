@@ -67,6 +67,7 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 		if retErr != nil && !errors.Is(retErr, reconcile.TerminalError(nil)) {
 			setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonProgressing, "retrying: "+retErr.Error())
 		}
+		stampTransitions(before.Status.Conditions, sw.Status.Conditions, r.Options.metaNow())
 		if !equality.Semantic.DeepEqual(before.Status, sw.Status) {
 			if err := r.Status().Patch(ctx, sw, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
 				retErr = errors.Join(retErr, fmt.Errorf("patch status: %w", err))

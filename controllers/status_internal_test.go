@@ -1,14 +1,18 @@
 package controllers
 
 import (
+	"encoding/json"
 	"errors"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 )
@@ -50,4 +54,38 @@ func findStatusCondition(t *testing.T, env *petriv1.EphemeralEnvironment, typ st
 	}
 	require.Failf(t, "no condition", "%s", typ)
 	return metav1.Condition{}
+}
+
+// A failed generation's Stalled condition keeps the time it became True:
+// each pass over the unchanged failure set it again with the present as its
+// transition time, so the status differed from the one read and every pass
+// wrote it. Transition times come from the operator's clock.
+func TestUnchangedFailureNeedsNoStatusWrite(t *testing.T) {
+	start := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(start)
+	r := &EphemeralEnvironmentReconciler{Recorder: &events.FakeRecorder{}, Options: Options{Clock: clk}}
+	env := &petriv1.EphemeralEnvironment{ObjectMeta: metav1.ObjectMeta{Name: "shop", Generation: 2}}
+	env.Spec.Components = []petriv1.Component{{Name: "web"}}
+	setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionTrue, petriv1.ReasonNamespaceBindSucceeded, "bound")
+	// As the passes that deployed it left it.
+	setCondition(env, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonDeployProgressing, "running: web")
+	setCondition(env, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonDeployProgressing, "running: web")
+	setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployFailed, "failed: web (ValuesInvalid: no)")
+
+	before := env.DeepCopy()
+	r.finishStatus(before, env, &pass{}, nil)
+	require.Equal(t, petriv1.EnvironmentFailed, env.Status.Phase)
+	assert.Equal(t, start, findStatusCondition(t, env, petriv1.ConditionStalled).LastTransitionTime.Time, "dated by the operator's clock")
+
+	// What the API server keeps (times to the second), read by the next pass
+	// a minute later.
+	data, err := json.Marshal(env)
+	require.NoError(t, err)
+	stored := &petriv1.EphemeralEnvironment{}
+	require.NoError(t, json.Unmarshal(data, stored))
+	clk.SetTime(start.Add(time.Minute))
+	before = stored.DeepCopy()
+	r.finishStatus(before, stored, &pass{}, nil)
+	assert.True(t, equality.Semantic.DeepEqual(before.Status, stored.Status), "nothing changed, nothing to write:\n%v\n%v", before.Status.Conditions, stored.Status.Conditions)
+	assert.Equal(t, start, findStatusCondition(t, stored, petriv1.ConditionStalled).LastTransitionTime.UTC())
 }

@@ -58,14 +58,20 @@ func cond(t, reason string, status metav1.ConditionStatus, gen int64) metav1.Con
 
 var required = []string{petriv1.ConditionNamespaceBound, petriv1.ConditionSharedWorkloadsBound, petriv1.ConditionComponentsDeployed}
 
+// Conditions of generation 2 (boundOld of generation 1), as the tables use
+// them.
+var (
+	bound        = cond(petriv1.ConditionNamespaceBound, petriv1.ReasonNamespaceBindSucceeded, metav1.ConditionTrue, 2)
+	boundOld     = cond(petriv1.ConditionNamespaceBound, petriv1.ReasonNamespaceBindSucceeded, metav1.ConditionTrue, 1)
+	bindsOK      = cond(petriv1.ConditionSharedWorkloadsBound, petriv1.ReasonBindSucceeded, metav1.ConditionTrue, 2)
+	binding      = cond(petriv1.ConditionSharedWorkloadsBound, petriv1.ReasonBindProgressing, metav1.ConditionFalse, 2)
+	deployed     = cond(petriv1.ConditionComponentsDeployed, petriv1.ReasonDeploySucceeded, metav1.ConditionTrue, 2)
+	deployFailed = cond(petriv1.ConditionComponentsDeployed, petriv1.ReasonDeployFailed, metav1.ConditionFalse, 2)
+	retrying     = cond(petriv1.ConditionComponentsDeployed, petriv1.ReasonDeployRetrying, metav1.ConditionFalse, 2)
+	progressing  = cond(petriv1.ConditionComponentsDeployed, petriv1.ReasonDeployProgressing, metav1.ConditionFalse, 2)
+)
+
 func TestJudge(t *testing.T) {
-	bound := cond(petriv1.ConditionNamespaceBound, petriv1.ReasonNamespaceBindSucceeded, metav1.ConditionTrue, 2)
-	boundOld := cond(petriv1.ConditionNamespaceBound, petriv1.ReasonNamespaceBindSucceeded, metav1.ConditionTrue, 1)
-	bindsOK := cond(petriv1.ConditionSharedWorkloadsBound, petriv1.ReasonBindSucceeded, metav1.ConditionTrue, 2)
-	binding := cond(petriv1.ConditionSharedWorkloadsBound, petriv1.ReasonBindProgressing, metav1.ConditionFalse, 2)
-	deployed := cond(petriv1.ConditionComponentsDeployed, petriv1.ReasonDeploySucceeded, metav1.ConditionTrue, 2)
-	deployFailed := cond(petriv1.ConditionComponentsDeployed, petriv1.ReasonDeployFailed, metav1.ConditionFalse, 2)
-	retrying := cond(petriv1.ConditionComponentsDeployed, petriv1.ReasonDeployRetrying, metav1.ConditionFalse, 2)
 	tests := map[string]struct {
 		conds []metav1.Condition
 		want  Outcome
@@ -92,11 +98,6 @@ func TestJudge(t *testing.T) {
 }
 
 func TestDecide(t *testing.T) {
-	bound := cond(petriv1.ConditionNamespaceBound, petriv1.ReasonNamespaceBindSucceeded, metav1.ConditionTrue, 2)
-	bindsOK := cond(petriv1.ConditionSharedWorkloadsBound, petriv1.ReasonBindSucceeded, metav1.ConditionTrue, 2)
-	deployed := cond(petriv1.ConditionComponentsDeployed, petriv1.ReasonDeploySucceeded, metav1.ConditionTrue, 2)
-	deployFailed := cond(petriv1.ConditionComponentsDeployed, petriv1.ReasonDeployFailed, metav1.ConditionFalse, 2)
-	progressing := cond(petriv1.ConditionComponentsDeployed, petriv1.ReasonDeployProgressing, metav1.ConditionFalse, 2)
 	obs := func(f func(*Observations), conds ...metav1.Condition) Observations {
 		o := Observations{Generation: 2, Conditions: conds, Required: required, Namespace: "shop-pr-7-c0ff", NamespaceBound: true}
 		if f != nil {
