@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/petri-dev/petri/local/githubapi"
 	"github.com/petri-dev/petri/sync/render"
 )
@@ -58,9 +60,10 @@ const (
 	releaseBot = "release-bot"
 )
 
-// hostileWait bounds what scenario 8 waits for sync to do: a few resync
-// rounds on a loaded machine. Only a defect waits that long.
-const hostileWait = 60 * time.Second
+// wait bounds what scenario 8 waits for sync to do: several resync
+// rounds (5 s) on a loaded machine, where sync acts on a webhook within
+// a second or two. Only a defect waits that long.
+func (h *hostile) wait() time.Duration { return time.Duration(h.sc.size(60, 40)) * time.Second }
 
 // hostilePR is one pull request of the scenario and what must hold for it.
 type hostilePR struct {
@@ -75,8 +78,11 @@ type hostilePR struct {
 	// redeployBy is the maintainer's /petri redeploy comment that must
 	// take effect (0: none may).
 	redeployBy int64
-	// refused are command comments of people without write access.
-	refused []int64
+	// refused are command comments of people without write access (and
+	// comments a forged delivery called commands); sync must accept none.
+	// answered are those among them that sync must answer (a reaction):
+	// the ones that were commands when posted.
+	refused, answered []int64
 	// expires is true when the environment must expire (its ttl is up and
 	// nothing a maintainer did keeps it).
 	expires bool
@@ -85,6 +91,8 @@ type hostilePR struct {
 	literal bool
 
 	mu sync.Mutex
+	// written is true once sync wrote its environment.
+	written bool
 	// readyAt is when it was first seen Ready; first its spec's generation
 	// and UID then, to tell that nothing else changed it.
 	readyAt    time.Time
@@ -210,7 +218,10 @@ func playHostileAuthor(ctx context.Context, sc *scene) error {
 
 	// The pull requests close the ordinary way.
 	for _, pr := range h.prs {
-		if !pr.expires {
+		pr.mu.Lock()
+		written := pr.written
+		pr.mu.Unlock()
+		if written && !pr.expires {
 			sc.expectGone(pr.env)
 		}
 		h.update(ctx, pr.number, "closed", func(p *githubapi.PullRequest) { p.State = "closed" })
@@ -325,6 +336,7 @@ func (h *hostile) forgeAfter(ctx context.Context, pr *hostilePR) {
 func (h *hostile) refusedCommand(ctx context.Context, pr *hostilePR, who, body string) {
 	c := h.comment(ctx, pr.number, who, body)
 	pr.refused = append(pr.refused, c.ID)
+	pr.answered = append(pr.answered, c.ID)
 	h.commands++
 }
 
@@ -393,6 +405,11 @@ func forgeDelivery(d githubapi.Delivery, login, body string) (githubapi.Delivery
 func (h *hostile) maintainerCommands(ctx context.Context) {
 	gh := h.sc.st.GitHub
 	for _, pr := range h.prs {
+		if pr.uid != "" && (pr.redeployBy == -1 || pr.literal) {
+			// A redeploy runs the deploy again at the same generation:
+			// its Job is no duplicate.
+			h.sc.rec.excuse(types.UID(pr.uid))
+		}
 		switch {
 		case pr.redeployBy == -1:
 			pr.redeployBy = h.comment(ctx, pr.number, maintainer, "/petri redeploy").ID

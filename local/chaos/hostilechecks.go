@@ -66,14 +66,17 @@ func (h *hostile) waitWritten(ctx context.Context) {
 	h.sc.parallel(names, func(name string) {
 		pr := byName[name]
 		var env *petriv1.EphemeralEnvironment
-		if !waitFor(ctx, hostileWait, 250*time.Millisecond, func() bool {
+		if !waitFor(ctx, h.wait(), 250*time.Millisecond, func() bool {
 			env, _ = h.sc.getEnv(ctx, name)
 			return env != nil
 		}) {
 			h.violate8(fmt.Sprintf("not-written/%d", pr.number), "pull request #%d (%s): sync wrote no environment %s within %s: the forged state held it back",
-				pr.number, pr.attack, name, hostileWait)
+				pr.number, pr.attack, name, h.wait())
 			return
 		}
+		pr.mu.Lock()
+		pr.written = true
+		pr.mu.Unlock()
 		if pr.expires {
 			h.sc.rec.expectExpiry(name)
 			h.sc.expectGone(name)
@@ -118,17 +121,32 @@ func (h *hostile) checkCommands(ctx context.Context, pr *hostilePR) {
 	gh := h.sc.st.GitHub
 	if pr.redeployBy > 0 && pr.uid != "" {
 		want := fmt.Sprintf("comment-%d", pr.redeployBy)
-		if !waitFor(ctx, hostileWait, 250*time.Millisecond, func() bool {
+		if !waitFor(ctx, h.wait(), 250*time.Millisecond, func() bool {
 			env, _ := h.sc.getEnv(ctx, pr.env)
 			return env != nil && env.Annotations[render.AnnotationRedeploy] == want
 		}) {
 			h.violate8(fmt.Sprintf("ignored/%d", pr.number), "pull request #%d (%s): @%s's `/petri redeploy` (comment %d, with write access) did not take effect within %s",
-				pr.number, pr.attack, maintainer, pr.redeployBy, hostileWait)
+				pr.number, pr.attack, maintainer, pr.redeployBy, h.wait())
 		}
 	}
+	if pr.redeployBy > 0 && pr.literal {
+		// Delivered again and again, answered once.
+		note := fmt.Sprintf("`/petri redeploy` from @%s", maintainer)
+		if n := strings.Count(h.syncComment(pr.number), note); n > 1 {
+			h.violate8(fmt.Sprintf("replayed/%d", pr.number), "pull request #%d (%s): @%s's one `/petri redeploy`, its delivery replayed, is answered %d times in sync's comment", pr.number, pr.attack, maintainer, n)
+		}
+	}
+	// Wait until sync answered the commands, so that the checks after
+	// this one see what they did.
+	waitFor(ctx, h.wait()/2, 250*time.Millisecond, func() bool {
+		for _, id := range pr.answered {
+			if len(gh.Reactions(HostileRepository, id)) == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	for _, id := range pr.refused {
-		// Wait until sync answered it, so the checks below see its effect.
-		waitFor(ctx, hostileWait/2, 250*time.Millisecond, func() bool { return len(gh.Reactions(HostileRepository, id)) > 0 })
 		for _, re := range gh.Reactions(HostileRepository, id) {
 			if re.Content == "+1" {
 				h.violate8(fmt.Sprintf("accepted/%d/%d", pr.number, id), "pull request #%d (%s): comment %d, a command of someone without write access, was accepted (+1)", pr.number, pr.attack, id)
@@ -148,14 +166,14 @@ func (h *hostile) checkExpiry(ctx context.Context, pr *hostilePR) {
 	}
 	var rec *envRecord
 	due := readyAt.Add(hostileTTL)
-	waitFor(ctx, time.Until(due)+hostileWait, 250*time.Millisecond, func() bool {
+	waitFor(ctx, time.Until(due)+h.wait(), 250*time.Millisecond, func() bool {
 		rec = h.sc.rec.environment(pr.env)
 		return rec != nil && !rec.deleting.IsZero()
 	})
 	switch {
 	case rec == nil || rec.deleting.IsZero():
 		h.violate8(fmt.Sprintf("kept/%d", pr.number), "pull request #%d (%s): environment %s did not expire within %s of its ttl (%s) being up: the forged state kept it",
-			pr.number, pr.attack, pr.env, hostileWait, hostileTTL)
+			pr.number, pr.attack, pr.env, h.wait(), hostileTTL)
 	case rec.deleting.Before(due.Add(-5 * time.Second)):
 		h.violate8(fmt.Sprintf("early/%d", pr.number), "pull request #%d (%s): environment %s expired %s after its first Ready, before its ttl of %s",
 			pr.number, pr.attack, pr.env, rec.deleting.Sub(readyAt).Round(time.Second), hostileTTL)

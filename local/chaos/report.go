@@ -94,7 +94,8 @@ scenario checks every invariant below. A short version of every scenario runs in
 
 This page is written by ` + "`make chaos`" + `; the table is the last run's. At full size every
 scenario plays alone. The short version plays the scenarios that can share the machine (1, 2,
-4, 5, 6) at once and gives each violation to the scenario whose environment it concerns.
+4, 5, 6) at once and gives each violation to the scenario whose environment it concerns; 3, 7
+and 8 play alone.
 
 ## Last run
 
@@ -188,6 +189,24 @@ Sizes are full (` + "`make chaos`" + `) / short (` + "`make test`" + `, ` + "`-s
    the lease within 30 s of each kill, every pull request must end with the environment of its
    head commit (or none once closed), and none may get a second comment. Without leader
    election in the installation, the scenario reports that it did not run.
+8. **Hostile author.** Pull requests of a repository of its own (` + "`petri-dev/hostile`" + `; the
+   application ` + "`hostile`" + ` templates title, branch, labels and author into its values and its
+   URL, as the example configuration repository does, and makes GitHub deployments;
+   ` + "`hostile-ttl`" + ` expires after 30 s) are attacked by their authors. Forged marker comments with
+   a state line, before sync's comment exists (a draft, or before the trigger label) and after
+   it: the last handled command set so that a maintainer's ` + "`/petri redeploy`" + ` would be
+   ignored, the environment kept or extended to 2099, its head commit marked expired so that
+   it would never be written, and production's deployment (made by a release pipeline) named
+   as its own so that sync would mark it inactive. ` + "`/petri`" + ` commands from people with read,
+   triage or no access, from a fork's author, edited into a comment, posted and deleted (each
+   with its ` + "`issue_comment`" + ` delivery), and in a signed delivery that names a maintainer as
+   the author; a maintainer's command delivered and replayed (5 / 3 times with the same
+   GUID). Titles, branches and labels of template syntax, YAML (newlines, ` + "`: `" + `, anchors),
+   shell metacharacters, sync's own markup, bytes that are not UTF-8 and 64 KiB of text (one
+   pull request per kind / one with all). A SharedWorkload whose provision step reads the
+   ownership key through ` + "`valueFrom.secretKeyRef`" + `. A bystander pull request is never touched.
+   Checks: the invariants of the scenario-checks column above (8), with the Helm release of each
+   hostile environment deployed at its values (converges).
 
 ## Running it
 
@@ -195,6 +214,7 @@ Sizes are full (` + "`make chaos`" + `) / short (` + "`make test`" + `, ` + "`-s
 make chaos                      # full size: builds Petri, runs every scenario, rewrites this page
 bin/petri-chaos -size short     # the short version, printed only
 bin/petri-chaos -scenarios 1,4  # some scenarios
+bin/petri-chaos -size short -scenarios 8  # the hostile author alone
 ` + "```" + `
 
 The program exits non-zero on any violation; the log of every pod stays in the run's directory
