@@ -45,7 +45,7 @@ const (
 	hostileApp    = "hostile"
 	hostileTTLApp = "hostile-ttl"
 	// hostileTTL is hostile-ttl's ttl: short, so expiry fits the scenario.
-	hostileTTL = 30 * time.Second
+	hostileTTL = 20 * time.Second
 	// keepLabel is the keep label of the applications (the default).
 	keepLabel = "petri/keep"
 )
@@ -89,6 +89,9 @@ type hostilePR struct {
 	// literal is true when its title, branch and labels are hostile text
 	// whose rendering is checked.
 	literal bool
+	// held is true when a forged state would hold its environment back:
+	// the attacks on live environments do not wait for it.
+	held bool
 
 	mu sync.Mutex
 	// written is true once sync wrote its environment.
@@ -250,7 +253,7 @@ func (h *hostile) forgeBefore(ctx context.Context) {
 	// Before the trigger label: the head commit marked expired, so that
 	// a fresh environment is never written. The keep label (a
 	// maintainer's) keeps it from expiring of its own.
-	held := &hostilePR{app: hostileTTLApp, attack: "forged state before the trigger label: head commit expired"}
+	held := &hostilePR{app: hostileTTLApp, attack: "forged state before the trigger label: head commit expired", held: true}
 	h.open(ctx, githubapi.PullRequest{Labels: []string{keepLabel}}, held, func() {
 		head := gh.PullRequest(HostileRepository, held.number).HeadSHA
 		h.forge(ctx, held, render.State{Apps: map[string]*render.AppState{hostileTTLApp: {ExpiredSHA: head, ExpiredAt: time.Now().UTC().Truncate(time.Second)}}})

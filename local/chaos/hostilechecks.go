@@ -54,12 +54,25 @@ func (h *hostile) violate8(key, format string, args ...any) {
 	h.sc.logf("scenario 8: VIOLATION: "+format, args...)
 }
 
-// waitWritten waits until sync wrote each pull request's environment and
-// it is Ready, and records what it was then.
+// waitWritten waits until sync wrote the environment of each pull request
+// (but the held ones: check waits for those, at the same time as for the
+// rest) and it is Ready, and records what it was then.
 func (h *hostile) waitWritten(ctx context.Context) {
-	names := make([]string, 0, len(h.prs))
-	byName := map[string]*hostilePR{}
+	var prs []*hostilePR
 	for _, pr := range h.prs {
+		if !pr.held {
+			prs = append(prs, pr)
+		}
+	}
+	h.waitReady(ctx, prs)
+}
+
+// waitReady waits until sync wrote each pull request's environment and it
+// is Ready, and records what it was then.
+func (h *hostile) waitReady(ctx context.Context, prs []*hostilePR) {
+	names := make([]string, 0, len(prs))
+	byName := map[string]*hostilePR{}
+	for _, pr := range prs {
 		names = append(names, pr.env)
 		byName[pr.env] = pr
 	}
@@ -102,6 +115,9 @@ func (h *hostile) check(ctx context.Context) {
 	}
 	h.sc.parallel(names, func(name string) {
 		pr := byName[name]
+		if pr.held {
+			h.waitReady(ctx, []*hostilePR{pr})
+		}
 		h.checkCommands(ctx, pr)
 		h.checkExpiry(ctx, pr)
 		h.checkUnchanged(ctx, pr)
@@ -132,7 +148,9 @@ func (h *hostile) checkCommands(ctx context.Context, pr *hostilePR) {
 	if pr.redeployBy > 0 && pr.literal {
 		// Delivered again and again, answered once.
 		note := fmt.Sprintf("`/petri redeploy` from @%s", maintainer)
-		if n := strings.Count(h.syncComment(pr.number), note); n > 1 {
+		// The visible part: the state line may repeat the notes.
+		visible, _, _ := strings.Cut(h.syncComment(pr.number), "<!-- petri:state ")
+		if n := strings.Count(visible, note); n > 1 {
 			h.violate8(fmt.Sprintf("replayed/%d", pr.number), "pull request #%d (%s): @%s's one `/petri redeploy`, its delivery replayed, is answered %d times in sync's comment", pr.number, pr.attack, maintainer, n)
 		}
 	}
@@ -166,14 +184,16 @@ func (h *hostile) checkExpiry(ctx context.Context, pr *hostilePR) {
 	}
 	var rec *envRecord
 	due := readyAt.Add(hostileTTL)
-	waitFor(ctx, time.Until(due)+h.wait(), 250*time.Millisecond, func() bool {
+	// sync looks again when an expiry is due, and resyncs every 5 s.
+	grace := time.Duration(h.sc.size(40, 20)) * time.Second
+	waitFor(ctx, time.Until(due)+grace, 250*time.Millisecond, func() bool {
 		rec = h.sc.rec.environment(pr.env)
 		return rec != nil && !rec.deleting.IsZero()
 	})
 	switch {
 	case rec == nil || rec.deleting.IsZero():
 		h.violate8(fmt.Sprintf("kept/%d", pr.number), "pull request #%d (%s): environment %s did not expire within %s of its ttl (%s) being up: the forged state kept it",
-			pr.number, pr.attack, pr.env, h.wait(), hostileTTL)
+			pr.number, pr.attack, pr.env, grace, hostileTTL)
 	case rec.deleting.Before(due.Add(-5 * time.Second)):
 		h.violate8(fmt.Sprintf("early/%d", pr.number), "pull request #%d (%s): environment %s expired %s after its first Ready, before its ttl of %s",
 			pr.number, pr.attack, pr.env, rec.deleting.Sub(readyAt).Round(time.Second), hostileTTL)

@@ -192,7 +192,7 @@ Sizes are full (` + "`make chaos`" + `) / short (` + "`make test`" + `, ` + "`-s
 8. **Hostile author.** Pull requests of a repository of its own (` + "`petri-dev/hostile`" + `; the
    application ` + "`hostile`" + ` templates title, branch, labels and author into its values and its
    URL, as the example configuration repository does, and makes GitHub deployments;
-   ` + "`hostile-ttl`" + ` expires after 30 s) are attacked by their authors. Forged marker comments with
+   ` + "`hostile-ttl`" + ` expires after 20 s) are attacked by their authors. Forged marker comments with
    a state line, before sync's comment exists (a draft, or before the trigger label) and after
    it: the last handled command set so that a maintainer's ` + "`/petri redeploy`" + ` would be
    ignored, the environment kept or extended to 2099, its head commit marked expired so that
