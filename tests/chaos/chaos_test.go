@@ -36,7 +36,7 @@ func TestShortChaos(t *testing.T) {
 	// built from these sources and the charts the deployer loads must
 	// count.
 	stacktest.RegisterInputs(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	seed := time.Now().UnixNano() % 1_000_000_007
 	res, err := chaos.Run(ctx, st, chaos.Options{Size: chaos.Short, Seed: seed, Log: testWriter{t}})
