@@ -48,6 +48,8 @@ type EphemeralEnvironmentReconciler struct {
 	// written remembers the resourceVersion of each environment's last
 	// write by this operator.
 	written writtenVersions
+	// locks serialises its passes with the sleep controller's.
+	locks envLocks
 }
 
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=ephemeralenvironments,verbs=get;list;watch;update;patch;delete
@@ -68,6 +70,8 @@ type EphemeralEnvironmentReconciler struct {
 // or run the normal path's phases over a scope whose close writes the status
 // once.
 func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
+	unlock := r.locks.lock(req.NamespacedName)
+	defer unlock()
 	env := &petriv1.EphemeralEnvironment{}
 	if err := r.Get(ctx, req.NamespacedName, env); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -107,11 +111,11 @@ func (r *EphemeralEnvironmentReconciler) normalPath() []phase {
 		{"deployer identity", r.deployerIdentity},
 		{"bind shared workloads", waiting(r.bind)},
 		{"honour redeploy", r.redeployPhase},
-		{"sleep or wake first", r.sleepFirst},
+		{"wait for sleep or wake", r.sleepFirst},
 		{"deploy", waiting(r.deploy)},
 		{"finish recovery", r.finishRecoveryPhase},
 		{"verify", waiting(r.verify)},
-		{"sleep after deploy", r.sleepLast},
+		{"record the deploy's start", r.sleepLast},
 	}
 }
 
@@ -187,12 +191,15 @@ func (r *EphemeralEnvironmentReconciler) redeployPhase(ctx context.Context, s *s
 	return proceed, nil
 }
 
-// sleepFirst follows a sleep or wake Job, and keeps the deploy graph from
-// running while one runs or while the environment sleeps as asked.
-func (r *EphemeralEnvironmentReconciler) sleepFirst(ctx context.Context, s *scope) (step, error) {
-	started, err := r.sleepBeforeDeploy(ctx, s.env, s.pass)
-	s.deployStartedBefore = started
-	return step{stop: s.pass.stop}, err
+// sleepFirst keeps the deploy graph from running while the sleep
+// controller's status.sleep holds it, and finds whether the current
+// generation's deploy had started before this pass.
+func (r *EphemeralEnvironmentReconciler) sleepFirst(_ context.Context, s *scope) (step, error) {
+	s.deployStartedBefore = trackDeployStart(s.env, true, r.Options.microNow())
+	if sleepHolds(s.env) {
+		return halt, nil
+	}
+	return proceed, nil
 }
 
 func (r *EphemeralEnvironmentReconciler) finishRecoveryPhase(_ context.Context, s *scope) (step, error) {
@@ -200,10 +207,11 @@ func (r *EphemeralEnvironmentReconciler) finishRecoveryPhase(_ context.Context, 
 	return proceed, nil
 }
 
-// sleepLast starts the sleep Job of an environment whose deploy has a final
-// outcome and that should sleep.
-func (r *EphemeralEnvironmentReconciler) sleepLast(ctx context.Context, s *scope) (step, error) {
-	return proceed, r.sleepAfterDeploy(ctx, s.env, s.pass, s.deployStartedBefore)
+// sleepLast records the start of a deploy the graph just began (a sleep
+// request older than it is stale).
+func (r *EphemeralEnvironmentReconciler) sleepLast(_ context.Context, s *scope) (step, error) {
+	trackDeployStart(s.env, s.deployStartedBefore, r.Options.microNow())
+	return proceed, nil
 }
 
 // anyJobStarted reports whether a bind or deploy Job was ever started for the

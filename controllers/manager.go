@@ -287,14 +287,18 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up SharedWorkload controller: %w", err)
 	}
-	if err := (&EphemeralEnvironmentReconciler{
+	environments := &EphemeralEnvironmentReconciler{
 		Client:         mgr.GetClient(),
 		APIReader:      mgr.GetAPIReader(),
 		NamespaceCache: mgr.GetCache(),
 		Recorder:       mgr.GetEventRecorder("petri-operator"),
 		Options:        o,
-	}).SetupWithManager(mgr); err != nil {
+	}
+	if err := environments.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up EphemeralEnvironment controller: %w", err)
+	}
+	if err := (&SleepReconciler{environments}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up sleep controller: %w", err)
 	}
 	return mgr, nil
 }

@@ -132,58 +132,22 @@ func sleepRunning(s *petriv1.SleepStatus) bool {
 	return s != nil && s.Job != "" && s.FinishedAt == nil
 }
 
-// sleepBeforeDeploy follows the sleep or wake Job and decides, before the
-// deploy graph runs, whether it may: not while a sleep or wake Job runs, not
-// while the environment sleeps as asked. An environment that sleeps (or
-// slept partly, or failed to wake) but should be awake gets a wake Job first.
-//
-// It reports whether the current generation's deploy had started before
-// this pass, for sleepAfterDeploy.
-func (r *EphemeralEnvironmentReconciler) sleepBeforeDeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) (bool, error) {
-	started := trackDeployStart(env, true, r.Options.microNow())
-	return started, r.sleepOrWakeFirst(ctx, env, p)
-}
-
-func (r *EphemeralEnvironmentReconciler) sleepOrWakeFirst(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
+// sleepHolds reports whether the deploy graph waits for sleep or wake:
+// while a sleep or wake Job runs, while the environment sleeps as asked (or
+// its failed sleep is retried), and, for one that should be awake, until it
+// is woken. The sleep controller starts those Jobs; the main pass only waits.
+func sleepHolds(env *petriv1.EphemeralEnvironment) bool {
 	s := env.Status.Sleep
 	if s == nil {
-		return nil
-	}
-	if err := r.observeSleepJob(ctx, env, p); err != nil {
-		return err
+		return false
 	}
 	if sleepRunning(s) {
-		p.stop = true
-		return nil
+		return true
 	}
-	wish := wantSleep(env)
-	switch {
-	case wish.asleep && s.Action == petriv1.SleepActionSleep && s.LastError == "":
-		// Asleep as asked: the deploy graph had a final outcome before the
-		// sleep, and nothing has changed it since (that would have woken it).
-		p.stop = true
-		return nil
-	case wish.asleep && s.Action == petriv1.SleepActionSleep:
-		p.stop = true
-		return r.startSleepJob(ctx, env, p, petriv1.SleepActionSleep, wish)
-	case !wish.asleep && (s.Action == petriv1.SleepActionSleep || s.LastError != ""):
-		p.stop = true
-		return r.startSleepJob(ctx, env, p, petriv1.SleepActionWake, wish)
+	if wantSleep(env).asleep {
+		return s.Action == petriv1.SleepActionSleep
 	}
-	return nil
-}
-
-// sleepAfterDeploy records the start of a deploy the graph just began, and
-// starts the sleep Job of an awake environment that should sleep once its
-// current generation's deploy graph has a final outcome.
-func (r *EphemeralEnvironmentReconciler) sleepAfterDeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass, startedBefore bool) error {
-	trackDeployStart(env, startedBefore, r.Options.microNow())
-	wish := wantSleep(env)
-	s := env.Status.Sleep
-	if !wish.asleep || sleepRunning(s) || s != nil && s.Action == petriv1.SleepActionSleep || !deployFinal(env) {
-		return nil
-	}
-	return r.startSleepJob(ctx, env, p, petriv1.SleepActionSleep, wish)
+	return s.Action == petriv1.SleepActionSleep || s.LastError != ""
 }
 
 // deployFinal reports whether the current generation's deploy graph has an
@@ -194,7 +158,7 @@ func deployFinal(env *petriv1.EphemeralEnvironment) bool {
 }
 
 // observeSleepJob records the outcome of a running sleep or wake Job.
-func (r *EphemeralEnvironmentReconciler) observeSleepJob(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
+func (r *SleepReconciler) observeSleepJob(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
 	s := env.Status.Sleep
 	if !sleepRunning(s) {
 		return nil
@@ -252,7 +216,7 @@ func (r *EphemeralEnvironmentReconciler) observeSleepJob(ctx context.Context, en
 // request after a failure is the next attempt, after the backoff; another
 // request starts at attempt 1. It starts nothing while a deploy or undeploy
 // Job of the environment is unfinished on the API server.
-func (r *EphemeralEnvironmentReconciler) startSleepJob(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass, action string, wish sleepWish) error {
+func (r *SleepReconciler) startSleepJob(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass, action string, wish sleepWish) error {
 	if env.Status.Sleep == nil {
 		env.Status.Sleep = &petriv1.SleepStatus{}
 	}
@@ -336,7 +300,7 @@ func wakeWaitArgs(env *petriv1.EphemeralEnvironment) []string {
 
 // helmBusy names an unfinished deploy or undeploy Job of the environment, as
 // the API server knows it; "" when there is none.
-func (r *EphemeralEnvironmentReconciler) helmBusy(ctx context.Context, env *petriv1.EphemeralEnvironment) (string, error) {
+func (r *SleepReconciler) helmBusy(ctx context.Context, env *petriv1.EphemeralEnvironment) (string, error) {
 	helm, err := labels.NewRequirement(contract.LabelAction, selection.In, []string{contract.ActionDeploy, contract.ActionUndeploy})
 	if err != nil {
 		return "", err
