@@ -48,6 +48,8 @@ INTERNAL_TOKEN = {{.InternalToken}}
 PASSWORD_COMPLEXITY = off
 MIN_PASSWORD_LENGTH = 8
 PASSWORD_CHECK_PWN = false
+; webhooks may go to loopback addresses (sync on this machine) only
+ALLOWED_HOST_LIST = loopback
 
 [oauth2]
 ENABLED = false
@@ -62,7 +64,6 @@ DEFAULT_KEEP_EMAIL_PRIVATE = true
 ENABLED = false
 
 [webhook]
-ALLOWED_HOST_LIST = loopback
 DELIVER_TIMEOUT = 5
 
 [indexer]

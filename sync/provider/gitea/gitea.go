@@ -1,0 +1,252 @@
+// Package gitea is the Gitea (and Forgejo, which speaks Gitea's API)
+// implementation of sync's three provider roles (pullrequests.go,
+// reporter.go, commands.go), through code.gitea.io/sdk/gitea, and the
+// reading of Gitea's webhooks (webhook.go).
+//
+// Gitea lacks two things GitHub has, and says so with errors wrapping
+// errors.ErrUnsupported rather than pretending: check runs (a gate names a
+// commit status context; Gitea Actions reports its jobs as commit statuses)
+// and the Deployments API (ErrNoDeployments).
+//
+// The token's user is the provider's identity: it must be an administrator
+// of each repository (Gitea shows another user's permission only to a
+// repository administrator or a site administrator), and the one comment
+// sync keeps on a pull request is only ever a comment that user wrote.
+package gitea
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "code.gitea.io/sdk/gitea"
+	"k8s.io/utils/clock"
+
+	"github.com/petri-dev/petri/sync/provider"
+)
+
+// ErrNoDeployments is returned by the deployment methods of the reporter:
+// Gitea has no Deployments API (no deployments, no deployment statuses, no
+// environments), so sync's environment URL reaches people through the
+// commit status's target URL and the comment instead.
+var ErrNoDeployments = fmt.Errorf("gitea has no deployments API: %w", errors.ErrUnsupported)
+
+// ErrNoCheckRuns is returned by GateState for a gate naming a check run:
+// Gitea has commit statuses only (its Actions report each job as a commit
+// status), so a Gitea gate names a status context.
+var ErrNoCheckRuns = fmt.Errorf("gitea has no check runs, only commit statuses: %w", errors.ErrUnsupported)
+
+// Options configure the Gitea provider.
+type Options struct {
+	// BaseURL is the server's root, such as https://gitea.example.com/ (the
+	// API is under /api/v1). Required.
+	BaseURL string
+	// HTTPClient supplies the transport and the timeout of each request;
+	// http.DefaultClient's transport and no timeout when nil.
+	HTTPClient *http.Client
+	// Token is an access token. TokenFile, when set, is read instead and
+	// read again when it changes, so a rotated Secret takes effect without
+	// a restart.
+	Token     string
+	TokenFile string
+	// Clock tells when an announced rate limit ends; the real one when
+	// nil.
+	Clock clock.PassiveClock
+}
+
+// Provider talks to one Gitea server as the token's user.
+type Provider struct {
+	baseURL string
+	http    *http.Client
+	clock   clock.PassiveClock
+
+	mu           sync.Mutex
+	blockedUntil time.Time
+	self         string
+	comments     map[string]commentRef
+}
+
+type commentRef struct {
+	id   int64
+	body string
+}
+
+var (
+	_ provider.PullRequestSource = (*Provider)(nil)
+	_ provider.Reporter          = (*Provider)(nil)
+	_ provider.CommandReader     = (*Provider)(nil)
+	_ provider.Forgetter         = (*Provider)(nil)
+)
+
+// New builds a provider. It calls nothing: the token's user is learnt on
+// the first comment written.
+func New(opts Options) (*Provider, error) {
+	u, err := url.Parse(opts.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("gitea base url %q: must be an http(s) URL", opts.BaseURL)
+	}
+	base := http.DefaultTransport
+	timeout := time.Duration(0)
+	if opts.HTTPClient != nil {
+		if opts.HTTPClient.Transport != nil {
+			base = opts.HTTPClient.Transport
+		}
+		timeout = opts.HTTPClient.Timeout
+	}
+	t := &tokenTransport{next: base, tok: strings.TrimSpace(opts.Token), path: opts.TokenFile}
+	if _, err := t.token(); err != nil {
+		return nil, err
+	}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Provider{
+		baseURL:  strings.TrimSuffix(u.String(), "/"),
+		http:     &http.Client{Transport: t, Timeout: timeout},
+		clock:    clk,
+		comments: map[string]commentRef{},
+	}, nil
+}
+
+// api is a client for one call. The SDK's client carries one context for
+// all its calls, so each call gets its own client, sharing the HTTP client
+// (and its connections). The server's version is not asked: the SDK's
+// workarounds for Gitea older than 1.14 are not needed.
+func (p *Provider) api(ctx context.Context) (*sdk.Client, error) {
+	if err := p.before(); err != nil {
+		return nil, err
+	}
+	return sdk.NewClient(p.baseURL, sdk.SetHTTPClient(p.http), sdk.SetContext(ctx), sdk.SetGiteaVersion(""),
+		sdk.SetUserAgent("petri-sync"))
+}
+
+// Self is the token's user, asked once (GET /api/v1/user).
+func (p *Provider) Self(ctx context.Context) (string, error) {
+	p.mu.Lock()
+	self := p.self
+	p.mu.Unlock()
+	if self != "" {
+		return self, nil
+	}
+	c, err := p.api(ctx)
+	if err != nil {
+		return "", err
+	}
+	u, resp, err := c.GetMyUserInfo()
+	if err := p.after(resp, err); err != nil {
+		return "", fmt.Errorf("read the token's user: %w", err)
+	}
+	if u.UserName == "" {
+		return "", errors.New("read the token's user: gitea answered no login")
+	}
+	p.mu.Lock()
+	p.self = u.UserName
+	p.mu.Unlock()
+	return u.UserName, nil
+}
+
+func split(repository string) (string, string, error) {
+	owner, name, ok := strings.Cut(repository, "/")
+	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("repository %q is not owner/name", repository)
+	}
+	return owner, name, nil
+}
+
+// before refuses calls while a rate limit announced by Gitea (or a proxy
+// in front of it) lasts.
+func (p *Provider) before() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.clock.Now().Before(p.blockedUntil) {
+		return &provider.RateLimitError{Until: p.blockedUntil, Err: errors.New("not calling Gitea before the announced time")}
+	}
+	return nil
+}
+
+// after classifies an error by the answer's status: 404 is
+// provider.ErrNotFound, 429 (with Retry-After, a minute without) a rate
+// limit that blocks further calls.
+func (p *Provider) after(resp *sdk.Response, err error) error {
+	if err == nil {
+		return nil
+	}
+	if resp == nil || resp.Response == nil {
+		return err
+	}
+	switch resp.StatusCode {
+	case http.StatusNotFound:
+		return fmt.Errorf("%w: %v", provider.ErrNotFound, err)
+	case http.StatusTooManyRequests:
+		wait := time.Minute
+		if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s > 0 {
+			wait = time.Duration(s) * time.Second
+		}
+		until := p.clock.Now().Add(wait)
+		p.mu.Lock()
+		if until.After(p.blockedUntil) {
+			p.blockedUntil = until
+		}
+		p.mu.Unlock()
+		return &provider.RateLimitError{Until: until, Err: err}
+	}
+	return fmt.Errorf("%d: %w", resp.StatusCode, err)
+}
+
+// tokenTransport adds "Authorization: token ..." to each request. The token
+// is never logged.
+type tokenTransport struct {
+	next  http.RoundTripper
+	path  string
+	mu    sync.Mutex
+	mtime time.Time
+	tok   string
+}
+
+func (t *tokenTransport) token() (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.path == "" {
+		if t.tok == "" {
+			return "", errors.New("gitea token: neither a token nor a token file given")
+		}
+		return t.tok, nil
+	}
+	fi, err := os.Stat(t.path)
+	if err != nil {
+		if t.tok != "" {
+			return t.tok, nil
+		}
+		return "", fmt.Errorf("gitea token file: %w", err)
+	}
+	if t.tok == "" || !fi.ModTime().Equal(t.mtime) {
+		data, err := os.ReadFile(t.path)
+		if err != nil {
+			return "", fmt.Errorf("gitea token file: %w", err)
+		}
+		tok := strings.TrimSpace(string(data))
+		if tok == "" {
+			return "", fmt.Errorf("gitea token file %s is empty", t.path)
+		}
+		t.tok, t.mtime = tok, fi.ModTime()
+	}
+	return t.tok, nil
+}
+
+func (t *tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	tok, err := t.token()
+	if err != nil {
+		return nil, err
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "token "+tok)
+	return t.next.RoundTrip(r)
+}

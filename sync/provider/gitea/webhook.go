@@ -1,0 +1,156 @@
+// Gitea's webhooks: the signature check (X-Gitea-Signature) and the reading
+// of pull_request and issue_comment payloads into provider types.
+
+package gitea
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	sdk "code.gitea.io/sdk/gitea"
+
+	"github.com/petri-dev/petri/sync/provider"
+)
+
+// Webhook headers Gitea sends. Gitea also sends X-GitHub-Event and
+// X-Hub-Signature-256, but its payloads are Gitea's, not GitHub's: a
+// delivery is read as Gitea's by X-Gitea-Event.
+const (
+	HeaderEvent     = "X-Gitea-Event"
+	HeaderSignature = "X-Gitea-Signature"
+	HeaderDelivery  = "X-Gitea-Delivery"
+)
+
+// Event kinds sync reads (X-Gitea-Event). Gitea sends comments on pull
+// requests as issue_comment too (X-Gitea-Event-Type pull_request_comment).
+const (
+	EventPullRequest  = "pull_request"
+	EventIssueComment = "issue_comment"
+)
+
+// ErrBadSignature says a delivery's X-Gitea-Signature is missing or is not
+// the HMAC of its body with the webhook's secret.
+var ErrBadSignature = errors.New("gitea webhook signature missing or wrong")
+
+// ErrUnknownEvent says a delivery is of a kind sync does not read.
+var ErrUnknownEvent = errors.New("gitea webhook event not read by sync")
+
+// ValidSignature reports whether signature (X-Gitea-Signature: the hex
+// HMAC-SHA256 of the body with the secret) is right, comparing in constant
+// time. An empty secret validates nothing.
+func ValidSignature(secret, body []byte, signature string) bool {
+	if len(secret) == 0 {
+		return false
+	}
+	got, err := hex.DecodeString(strings.TrimSpace(signature))
+	if err != nil || len(got) != sha256.Size {
+		return false
+	}
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	return hmac.Equal(got, mac.Sum(nil))
+}
+
+// ReadVerified reads a delivery's body (at most limit bytes) and checks its
+// signature; it returns the event kind and the body.
+func ReadVerified(r *http.Request, secret []byte, limit int64) (string, []byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return "", nil, fmt.Errorf("read gitea webhook: %w", err)
+	}
+	if int64(len(body)) > limit {
+		return "", nil, fmt.Errorf("gitea webhook body over %d bytes", limit)
+	}
+	if !ValidSignature(secret, body, r.Header.Get(HeaderSignature)) {
+		return "", nil, ErrBadSignature
+	}
+	return r.Header.Get(HeaderEvent), body, nil
+}
+
+// Event is what sync reads of one delivery.
+type Event struct {
+	// Kind is EventPullRequest or EventIssueComment.
+	Kind string
+	// Action is Gitea's: opened, reopened, closed (merged or not: see
+	// PullRequest.Merged), edited, synchronized, label_updated, ... for
+	// pull requests; created, edited, deleted for comments.
+	Action string
+	// Repository is owner/name.
+	Repository string
+	// Sender is the user who acted.
+	Sender string
+	// PullRequest is the pull request of a pull_request event, and of an
+	// issue_comment event on a pull request when Gitea includes it.
+	PullRequest *provider.PullRequest
+	// Comment is the comment of an issue_comment event, its Number the
+	// issue's or pull request's.
+	Comment *provider.Comment
+	// IsPull says an issue_comment is on a pull request (not an issue).
+	IsPull bool
+}
+
+type pullRequestPayload struct {
+	Action      string           `json:"action"`
+	Number      int64            `json:"number"`
+	PullRequest *sdk.PullRequest `json:"pull_request"`
+	Repository  *sdk.Repository  `json:"repository"`
+	Sender      *sdk.User        `json:"sender"`
+}
+
+type issueCommentPayload struct {
+	Action      string           `json:"action"`
+	Issue       *sdk.Issue       `json:"issue"`
+	PullRequest *sdk.PullRequest `json:"pull_request"`
+	Comment     *sdk.Comment     `json:"comment"`
+	Repository  *sdk.Repository  `json:"repository"`
+	Sender      *sdk.User        `json:"sender"`
+	IsPull      bool             `json:"is_pull"`
+}
+
+// ParseWebhook reads a pull_request or issue_comment payload; other kinds
+// are ErrUnknownEvent.
+func ParseWebhook(kind string, body []byte) (Event, error) {
+	switch kind {
+	case EventPullRequest:
+		var p pullRequestPayload
+		if err := json.Unmarshal(body, &p); err != nil {
+			return Event{}, fmt.Errorf("gitea pull_request payload: %w", err)
+		}
+		if p.PullRequest == nil || p.Repository == nil || p.Repository.FullName == "" {
+			return Event{}, errors.New("gitea pull_request payload without pull_request or repository")
+		}
+		pr := convert(p.Repository.FullName, p.PullRequest)
+		return Event{Kind: kind, Action: p.Action, Repository: p.Repository.FullName, Sender: login(p.Sender), PullRequest: &pr}, nil
+	case EventIssueComment:
+		var p issueCommentPayload
+		if err := json.Unmarshal(body, &p); err != nil {
+			return Event{}, fmt.Errorf("gitea issue_comment payload: %w", err)
+		}
+		if p.Comment == nil || p.Issue == nil || p.Repository == nil || p.Repository.FullName == "" {
+			return Event{}, errors.New("gitea issue_comment payload without comment, issue or repository")
+		}
+		c := convertComment(p.Comment, int(p.Issue.Index))
+		ev := Event{Kind: kind, Action: p.Action, Repository: p.Repository.FullName, Sender: login(p.Sender), Comment: &c,
+			IsPull: p.IsPull || p.Issue.PullRequest != nil}
+		if p.PullRequest != nil {
+			pr := convert(p.Repository.FullName, p.PullRequest)
+			ev.PullRequest = &pr
+		}
+		return ev, nil
+	}
+	return Event{}, fmt.Errorf("%w: %q", ErrUnknownEvent, kind)
+}
+
+func login(u *sdk.User) string {
+	if u == nil {
+		return ""
+	}
+	return u.UserName
+}
