@@ -231,8 +231,9 @@ func (s *Server) ReopenPullRequest(repository string, number int) error {
 
 // MergePullRequest merges a pull request with a merge commit. Gitea checks
 // whether a pull request can be merged in the background after each push;
-// until it has, it refuses the merge, so the merge is asked again for up
-// to thirty seconds.
+// until it has, it answers "Please try again later", so the merge is asked
+// again for up to thirty seconds. Any other refusal (work in progress,
+// conflicts) is returned at once.
 func (s *Server) MergePullRequest(repository string, number int) error {
 	deadline := time.Now().Add(30 * time.Second)
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -241,8 +242,9 @@ func (s *Server) MergePullRequest(repository string, number int) error {
 		err := s.Call(nil, http.MethodPost, fmt.Sprintf("/repos/%s/pulls/%d/merge", repository, number),
 			map[string]any{"Do": "merge"}, nil)
 		var apiErr *APIError
-		if err == nil || !errors.As(err, &apiErr) || (apiErr.Status != http.StatusMethodNotAllowed && apiErr.Status != http.StatusConflict) ||
-			time.Now().After(deadline) {
+		retry := errors.As(err, &apiErr) && apiErr.Status == http.StatusMethodNotAllowed &&
+			strings.Contains(apiErr.Message, "try again later") && time.Now().Before(deadline)
+		if !retry {
 			if err != nil {
 				return fmt.Errorf("merge pull request %s#%d: %w", repository, number, err)
 			}
