@@ -112,6 +112,12 @@ func (s *Server) createToken(u User, name string, scopes []string) (string, erro
 	return tok.SHA1, nil
 }
 
+// CreateToken makes another access token of a user, with the given scopes
+// only (Gitea's names: write:repository, read:user, ...).
+func (s *Server) CreateToken(u User, name string, scopes ...string) (string, error) {
+	return s.createToken(u, name, scopes)
+}
+
 // CreateUser creates a user (as the administrator) with a random password
 // and an access token for its repositories, issues and profile.
 func (s *Server) CreateUser(name string) (User, error) {

@@ -67,6 +67,10 @@ func run(m *testing.M) (int, error) {
 			}
 		}
 	}
+	// Sync's token has the scopes docs/forges.md names, and no others.
+	if bot.Token, err = srv.CreateToken(bot, "petri-sync", "write:repository", "write:issue", "read:user"); err != nil {
+		return 0, err
+	}
 	return m.Run(), nil
 }
 
