@@ -176,3 +176,20 @@ func TestSlug(t *testing.T) {
 		assert.Equal(t, want, config.Slug(in), in)
 	}
 }
+
+// TestRenderKeepsTextLiterally: what an author writes (a title, a branch)
+// lands in the values as written: no HTML escaping, no template evaluated
+// from the text itself.
+func TestRenderKeepsTextLiterally(t *testing.T) {
+	for _, title := range []string{
+		`"quoted" 'single' & <b>bold</b>`,
+		"{{ .Number }} stays text",
+		"key: value\n- item\n&anchor *alias",
+		"$(rm -rf /); `id` | tee",
+		"\xff\xfe not UTF-8",
+	} {
+		got, err := config.Render("title", "{{ .Title }}", config.Data{Title: title})
+		require.NoError(t, err)
+		assert.Equal(t, title, got)
+	}
+}

@@ -5,9 +5,9 @@ package config
 
 import (
 	"fmt"
-	"html/template"
 	"slices"
 	"strings"
+	"text/template"
 )
 
 // Data is what value and URL templates see.
