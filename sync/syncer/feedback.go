@@ -210,18 +210,31 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 			worth = true
 		}
 	}
+	// The state is stored whenever it changed; the comment is written once
+	// there is something to say.
+	body := ""
 	if worth {
-		if err := s.store.Save(ctx, key, render.Comment(list, state), state); err != nil {
-			errs = append(errs, err)
-		} else {
-			life.mu.Lock()
-			life.saved = state
-			life.mu.Unlock()
+		body = render.Comment(list, state)
+	}
+	expires := map[string]time.Time{}
+	for _, st := range list {
+		if !st.ExpiresAt.IsZero() {
+			expires[st.Application] = st.ExpiresAt
 		}
+	}
+	if err := s.store.Save(ctx, key, body, state, expires); err != nil {
+		errs = append(errs, err)
+	} else {
+		life.mu.Lock()
+		life.saved = state
+		life.mu.Unlock()
 	}
 	if len(errs) == 0 && closed && !envFound {
 		// The closed pull request's last word is posted and its
 		// environments are gone: nothing more will be said about it.
+		if err := s.store.Forget(ctx, key); err != nil {
+			return err
+		}
 		s.forgetPullRequest(key)
 	}
 	return errors.Join(errs...)

@@ -38,10 +38,11 @@ func readyNow(t *testing.T, h *harness, name string) {
 	})
 }
 
-// comment is sync's comment on a pull request ("" when there is none).
+// comment is sync's comment on a pull request ("" when there is none):
+// the one with the marker that sync's identity wrote.
 func (h *harness) comment(number int) string {
 	for _, c := range h.gh.Comments(ghRepo, number) {
-		if strings.Contains(c.Body, render.CommentMarker) {
+		if strings.Contains(c.Body, render.CommentMarker) && c.Author == syncLogin {
 			return c.Body
 		}
 	}

@@ -1,7 +1,11 @@
 // The lifecycle state's store: where each pull request's render.State (kept,
 // extended, expired commit, last command handled, deployment ids) lasts
-// across restarts and leaders. Today it is the hidden line in sync's own
-// comment (commentStore); the pass and the feedback know only the seam.
+// across restarts and leaders: a PullRequestState in the management
+// namespace (sync/prstate), which only sync's identity may write. The
+// pull request's comment shows the state and is never read back as it:
+// anyone can write a comment, and a state taken from one would let an
+// author silence maintainers' commands, keep an environment forever, expire
+// a fresh one or name another deployment for sync to retire.
 //
 // The store is the durable part: a restarted sync or a new leader reads it
 // before it writes anything for a pull request, and only what the store
@@ -13,8 +17,13 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"reflect"
 	"strings"
+	"sync"
+	"time"
 
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/sync/prstate"
 	"github.com/petri-dev/petri/sync/provider"
 	"github.com/petri-dev/petri/sync/render"
 )
@@ -23,9 +32,13 @@ import (
 type stateStore interface {
 	// Load reads what is stored for a pull request.
 	Load(ctx context.Context, key prKey) (storedState, error)
-	// Save stores st, together with the pull request's comment, body,
-	// which is rendered with st.
-	Save(ctx context.Context, key prKey, body string, st render.State) error
+	// Save stores st, each application's expiry beside it (for kubectl and
+	// the web page), and, unless body is empty, the pull request's
+	// comment, which is rendered from st.
+	Save(ctx context.Context, key prKey, body string, st render.State, expires map[string]time.Time) error
+	// Forget removes what is stored for a pull request that is closed and
+	// has nothing left.
+	Forget(ctx context.Context, key prKey) error
 }
 
 // storedState is what Load found.
@@ -42,32 +55,66 @@ type storedState struct {
 	CommentsRead bool
 }
 
-// commentStore keeps the state in the hidden line of sync's comment on the
-// pull request: read from the first comment carrying the marker, written
-// with the comment.
-type commentStore struct {
-	comments provider.CommandReader
+// clusterStore keeps the state in PullRequestStates and writes the comment
+// through the reporter.
+type clusterStore struct {
+	states   *prstate.Store
 	reporter provider.Reporter
+
+	mu sync.Mutex
+	// written is the spec last written per pull request: a feedback pass
+	// that changes nothing writes nothing.
+	written map[prKey]petriv1.PullRequestStateSpec
 }
 
-func (c commentStore) Load(ctx context.Context, key prKey) (storedState, error) {
-	cs, err := c.comments.ListComments(ctx, key.Repo, key.Number)
+func newClusterStore(states *prstate.Store, reporter provider.Reporter) *clusterStore {
+	return &clusterStore{states: states, reporter: reporter, written: map[prKey]petriv1.PullRequestStateSpec{}}
+}
+
+func stateKey(key prKey) prstate.Key {
+	return prstate.Key{Repository: key.Repo, Number: key.Number}
+}
+
+func (c *clusterStore) Load(ctx context.Context, key prKey) (storedState, error) {
+	st, found, err := c.states.Load(ctx, stateKey(key))
 	if err != nil {
-		return storedState{}, fmt.Errorf("read the state in sync's comment: %w", err)
+		return storedState{}, err
 	}
-	out := storedState{Comments: cs, CommentsRead: true}
-	for _, cm := range cs {
-		if strings.Contains(cm.Body, render.CommentMarker) {
-			out.State, out.Found = render.ParseState(cm.Body)
-			break
-		}
+	if found {
+		c.mu.Lock()
+		c.written[key] = prstate.ToSpec(stateKey(key), st, nil)
+		c.mu.Unlock()
 	}
-	return out, nil
+	return storedState{State: st, Found: found}, nil
 }
 
-// Save writes the comment; the body carries st in its hidden line.
-func (c commentStore) Save(ctx context.Context, key prKey, body string, _ render.State) error {
+func (c *clusterStore) Save(ctx context.Context, key prKey, body string, st render.State, expires map[string]time.Time) error {
+	spec := prstate.ToSpec(stateKey(key), st, expires)
+	c.mu.Lock()
+	last, ok := c.written[key]
+	c.mu.Unlock()
+	if !ok || !reflect.DeepEqual(last, spec) {
+		if err := c.states.Save(ctx, stateKey(key), st, expires); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.written[key] = spec
+		c.mu.Unlock()
+	}
+	if body == "" {
+		return nil
+	}
 	return c.reporter.UpsertComment(ctx, key.Repo, key.Number, render.CommentMarker, body)
+}
+
+func (c *clusterStore) Forget(ctx context.Context, key prKey) error {
+	if err := c.states.Delete(ctx, stateKey(key)); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.written, key)
+	c.mu.Unlock()
+	return nil
 }
 
 // ensureLife returns a pull request's lifecycle state, loading it from the
@@ -122,7 +169,8 @@ func (s *Syncer) ensureLife(ctx context.Context, rs *repoState, key prKey) (*prL
 }
 
 // isCommand tells whether a comment is a command that a state does not
-// count as handled yet (and not sync's own comment).
+// count as handled yet (and not a comment carrying sync's marker: sync's
+// own, or a copy of it).
 func isCommand(c provider.Comment, st render.State) bool {
 	return c.ID > st.LastCommand && render.HasCommand(c.Body) && !strings.Contains(c.Body, render.CommentMarker)
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/configrepo"
 	"github.com/petri-dev/petri/sync/metrics"
+	"github.com/petri-dev/petri/sync/prstate"
 	"github.com/petri-dev/petri/sync/provider"
 	"github.com/petri-dev/petri/sync/render"
 	"github.com/petri-dev/petri/sync/resolve"
@@ -227,7 +228,7 @@ func New(opts Options) (*Syncer, error) {
 		queue:         workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Clock: opts.Clock}),
 		feedback:      workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[prKey](), workqueue.TypedRateLimitingQueueConfig[prKey]{Clock: opts.Clock}),
 		configTrigger: make(chan struct{}, 1),
-		store:         commentStore{comments: opts.Commands, reporter: opts.Reporter},
+		store:         newClusterStore(&prstate.Store{Client: c, Namespace: opts.Namespace}, opts.Reporter),
 		clock:         opts.Clock,
 		repos:         map[string]*repoState{},
 		appStatus:     map[string]*appStatus{},

@@ -6,6 +6,7 @@
 package github
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -39,6 +40,10 @@ type Options struct {
 	Observer Observer
 	// CacheEntries bounds the conditional-request cache; 10000 when zero.
 	CacheEntries int
+	// Login is the login sync's credentials act as, the author of sync's
+	// comment; asked of GitHub when empty (GET /user for a token, GET /app
+	// for an App, whose bot is "<slug>[bot]").
+	Login string
 	// Clock tells when an announced rate limit ends; the real one when
 	// nil.
 	Clock clock.PassiveClock
@@ -53,6 +58,9 @@ type Provider struct {
 	mu           sync.Mutex
 	blockedUntil time.Time
 	comments     map[string]commentRef
+	// login is whose comments are sync's own; learnt once (loginOf).
+	login   string
+	loginOf func(ctx context.Context) (string, error)
 }
 
 type commentRef struct {
@@ -110,6 +118,7 @@ func New(opts Options) (*Provider, error) {
 			return nil, err
 		}
 	}
+	app, _ := rt.(*appTransport)
 	entries := opts.CacheEntries
 	if entries == 0 {
 		entries = 10000
@@ -122,7 +131,46 @@ func New(opts Options) (*Provider, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Provider{client: c, obs: obs, clock: clk, comments: map[string]commentRef{}}, nil
+	p := &Provider{client: c, obs: obs, clock: clk, comments: map[string]commentRef{}, login: opts.Login}
+	p.loginOf = p.userLogin
+	if app != nil {
+		p.loginOf = app.appLogin
+	}
+	return p, nil
+}
+
+// Login is the login sync's credentials act as: the author of every
+// comment sync writes, and so the only author whose comment sync edits.
+func (p *Provider) Login(ctx context.Context) (string, error) {
+	p.mu.Lock()
+	login := p.login
+	p.mu.Unlock()
+	if login != "" {
+		return login, nil
+	}
+	login, err := p.loginOf(ctx)
+	if err != nil {
+		return "", err
+	}
+	p.mu.Lock()
+	p.login = login
+	p.mu.Unlock()
+	return login, nil
+}
+
+// userLogin asks GitHub whose token sync holds.
+func (p *Provider) userLogin(ctx context.Context) (string, error) {
+	if err := p.before(); err != nil {
+		return "", err
+	}
+	u, resp, err := p.client.Users.Get(ctx, "")
+	if err := p.after(resp, err); err != nil {
+		return "", fmt.Errorf("read the token's user: %w", err)
+	}
+	if u.GetLogin() == "" {
+		return "", errors.New("read the token's user: no login in GitHub's answer")
+	}
+	return u.GetLogin(), nil
 }
 
 // RateLimit returns the remaining core rate limit and its reset time, as

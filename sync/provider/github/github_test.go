@@ -161,6 +161,34 @@ func TestUpsertCommentCreatesOnceThenEdits(t *testing.T) {
 	assert.Equal(t, 2, cs[1].Edits)
 }
 
+// TestOnlyItsOwnCommentIsEdited: a comment carrying the marker that someone
+// else wrote (an author copying sync's comment, before sync comments or
+// after) is never edited; sync writes and keeps its own.
+func TestOnlyItsOwnCommentIsEdited(t *testing.T) {
+	t.Parallel()
+	srv := githubapi.New(githubapi.Options{})
+	defer srv.Close()
+	srv.OpenPullRequest(repo, githubapi.PullRequest{})
+	forged := "<!-- m -->\nforged by the author"
+	srv.AddComment(repo, 1, "mallory", forged)
+	ctx := context.Background()
+	p := newProvider(t, srv, nil)
+	login, err := p.Login(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "petri[bot]", login, "the token's user, as GET /user says")
+	require.NoError(t, p.UpsertComment(ctx, repo, 1, "<!-- m -->", "<!-- m -->\none"))
+	srv.AddComment(repo, 1, "mallory", forged)
+	fresh := newProvider(t, srv, nil)
+	require.NoError(t, fresh.UpsertComment(ctx, repo, 1, "<!-- m -->", "<!-- m -->\ntwo"))
+	cs := srv.Comments(repo, 1)
+	require.Len(t, cs, 3)
+	assert.Equal(t, forged, cs[0].Body, "the author's comment before sync's is untouched")
+	assert.Equal(t, "<!-- m -->\ntwo", cs[1].Body, "sync's own comment is the one edited")
+	assert.Equal(t, "petri[bot]", cs[1].Author)
+	assert.Equal(t, forged, cs[2].Body, "the author's comment after sync's is untouched")
+	assert.Zero(t, cs[0].Edits+cs[2].Edits)
+}
+
 // A forgotten pull request's comment is found again by listing; one
 // still remembered is edited without a listing.
 func TestForgottenCommentIsFoundAgain(t *testing.T) {
@@ -243,6 +271,9 @@ func TestGitHubAppOnEnterpriseBaseURL(t *testing.T) {
 		require.Len(t, prs, 1)
 	}
 	assert.Equal(t, 3, srv.InstallationTokensIssued(), "a token about to expire is replaced before use")
+	login, err := p.Login(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, githubapi.AppSlug+"[bot]", login, "an App's comments are its bot's, as GET /app says")
 
 	long := githubapi.New(githubapi.Options{AppID: 42, AppKey: &key.PublicKey})
 	defer long.Close()

@@ -66,6 +66,12 @@ func (p *Provider) UpsertComment(ctx context.Context, repository string, number 
 	ref, known := p.comments[key]
 	p.mu.Unlock()
 	if !known {
+		// Only a comment sync wrote is sync's: anyone can copy the marker
+		// into a comment of their own, and sync never edits that.
+		self, err := p.Login(ctx)
+		if err != nil {
+			return fmt.Errorf("comment on %s#%d: %w", repository, number, err)
+		}
 		opts := &gh.IssueListCommentsOptions{ListOptions: gh.ListOptions{PerPage: 100}}
 		for {
 			if err := p.before(); err != nil {
@@ -76,7 +82,7 @@ func (p *Provider) UpsertComment(ctx context.Context, repository string, number 
 				return fmt.Errorf("list comments of %s#%d: %w", repository, number, err)
 			}
 			for _, c := range cs {
-				if strings.Contains(c.GetBody(), marker) && !known {
+				if strings.Contains(c.GetBody(), marker) && strings.EqualFold(c.GetUser().GetLogin(), self) && !known {
 					ref, known = commentRef{id: c.GetID(), body: c.GetBody()}, true
 				}
 			}

@@ -2,9 +2,12 @@ package github
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
+	gh "github.com/google/go-github/v60/github"
 )
 
 // Observer receives one call per HTTP request that reached GitHub and the
@@ -210,6 +214,39 @@ func App(appID, installationID int64, privateKeyFile string) Auth {
 			return nil, fmt.Errorf("github app private key %s: %w", privateKeyFile, err)
 		}
 		t.BaseURL = strings.TrimSuffix(baseURL, "/")
-		return t, nil
+		apps, err := ghinstallation.NewAppsTransport(base, appID, key)
+		if err != nil {
+			return nil, fmt.Errorf("github app private key %s: %w", privateKeyFile, err)
+		}
+		apps.BaseURL = t.BaseURL
+		return &appTransport{Transport: t, apps: apps, baseURL: baseURL}, nil
 	}
+}
+
+// appTransport authenticates as an App installation and knows the App's
+// bot login, which GET /app answers to the App's own JWT (an installation
+// token may not ask).
+type appTransport struct {
+	*ghinstallation.Transport
+	apps    *ghinstallation.AppsTransport
+	baseURL string
+}
+
+// appLogin is the login of the App's bot, "<slug>[bot]": the author of
+// every comment the App writes.
+func (t *appTransport) appLogin(ctx context.Context) (string, error) {
+	c := gh.NewClient(&http.Client{Transport: t.apps})
+	u, err := url.Parse(t.baseURL)
+	if err != nil {
+		return "", err
+	}
+	c.BaseURL = u
+	app, _, err := c.Apps.Get(ctx, "")
+	if err != nil {
+		return "", fmt.Errorf("read the GitHub App: %w", err)
+	}
+	if app.GetSlug() == "" {
+		return "", errors.New("read the GitHub App: no slug in GitHub's answer")
+	}
+	return app.GetSlug() + "[bot]", nil
 }
