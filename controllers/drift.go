@@ -173,7 +173,7 @@ func (r *EphemeralEnvironmentReconciler) checkDeployerAccess(ctx context.Context
 	}
 	c := apimeta.FindStatusCondition(env.Status.Conditions, petriv1.ConditionWorkloadsIntact)
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != petriv1.ReasonDeployerAccessLost || verifying(env) {
-		// A running verify Job is followed after the deploy graph.
+		// A running verify Job is followed by the verify controller.
 		return nil
 	}
 	ok, err := r.deployerAuthorized(ctx, env)

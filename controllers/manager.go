@@ -300,5 +300,8 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := (&SleepReconciler{environments}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up sleep controller: %w", err)
 	}
+	if err := (&VerifyReconciler{environments}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up verify controller: %w", err)
+	}
 	return mgr, nil
 }

@@ -50,8 +50,14 @@ func verifying(env *petriv1.EphemeralEnvironment) bool {
 }
 
 // verify follows the running verify Job and starts the periodic one when it
-// is due. It runs after the deploy graph, so it sees its outcome.
-func (r *EphemeralEnvironmentReconciler) verify(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
+// is due, once the deploy graph's outcome is written, and not while the
+// environment sleeps.
+func (r *VerifyReconciler) verify(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
+	if sleepHolds(env) {
+		// Not while it sleeps, or while a sleep or wake Job runs: the
+		// verification follows the wake.
+		return nil
+	}
 	if verifying(env) {
 		return r.observeVerification(ctx, env, p)
 	}
@@ -87,7 +93,8 @@ func deployedAndSettled(env *petriv1.EphemeralEnvironment) bool {
 // the deployer's access was found lost.
 func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass, trigger string) error {
 	if verifying(env) {
-		return r.observeVerification(ctx, env, p)
+		// One at a time; the verify controller follows it.
+		return nil
 	}
 	cause := &naming.VerifyCause{Trigger: trigger}
 	switch trigger {
@@ -139,7 +146,7 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 
 // observeVerification records the outcome of the running verify Job: the
 // releases verified, or what is lost deployed again.
-func (r *EphemeralEnvironmentReconciler) observeVerification(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
+func (r *VerifyReconciler) observeVerification(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
 	v := env.Status.Verification
 	st, err := r.observeJobLive(ctx, p, v.Job)
 	if err != nil {
