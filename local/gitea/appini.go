@@ -82,10 +82,6 @@ ENABLED = false
 [packages]
 ENABLED = false
 
-[picture]
-DISABLE_GRAVATAR = true
-ENABLE_FEDERATED_AVATAR = false
-
 [cron.update_checker]
 ENABLED = false
 

@@ -3,6 +3,9 @@ package gitea
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/go-git/go-billy/v5/memfs"
@@ -105,5 +108,43 @@ func (s *Server) Push(repository string, c Commit) (string, error) {
 	if err := repo.Push(&git.PushOptions{RemoteName: "origin", RefSpecs: []config.RefSpec{ref}, Auth: auth}); err != nil {
 		return "", fmt.Errorf("push %s to %s: %w", c.Branch, repository, err)
 	}
+	if err := s.waitBranch(repository, c.Branch, hash.String()); err != nil {
+		return "", err
+	}
 	return hash.String(), nil
+}
+
+// waitBranch waits until Gitea's API shows the branch at the pushed commit.
+// Gitea records a push in its database from a queue after the push has
+// returned; a pull request opened from a branch it has not recorded yet is
+// refused with 404.
+func (s *Server) waitBranch(repository, branch, sha string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var b struct {
+			Commit struct {
+				ID string `json:"id"`
+			} `json:"commit"`
+		}
+		err := s.Call(nil, http.MethodGet, "/repos/"+repository+"/branches/"+escapeSegments(branch), nil, &b)
+		if err == nil && b.Commit.ID == sha {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gitea did not show %s of %s at %s within 30s (last error: %v)", branch, repository, sha, err)
+		}
+		<-tick.C
+	}
+}
+
+// escapeSegments escapes each segment of a branch name such as feature/x
+// (Gitea's branch route takes the slashes as they are).
+func escapeSegments(branch string) string {
+	parts := strings.Split(branch, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return strings.Join(parts, "/")
 }

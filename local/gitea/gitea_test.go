@@ -60,6 +60,8 @@ func TestRepositoryPullRequestAndComments(t *testing.T) {
 	require.NotEqual(t, base, head)
 	head2, err := srv.Push(repo, Commit{Branch: "feature", Files: map[string]string{"app.txt": "v2\n"}})
 	require.NoError(t, err)
+	_, err = srv.Push(repo, Commit{Branch: "team/slashed", Files: map[string]string{"app.txt": "v3\n"}})
+	require.NoError(t, err, "a branch name with a slash")
 
 	n, err := srv.OpenPullRequest(repo, PullRequest{Head: "feature", Title: "Add the app"})
 	require.NoError(t, err)
