@@ -154,7 +154,7 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Run watches the cache and sends the page to every open stream after each
 // change, until ctx ends.
 func (u *UI) Run(ctx context.Context) error {
-	for _, obj := range []client.Object{&petriv1.EphemeralEnvironment{}, &petriv1.SharedWorkload{}} {
+	for _, obj := range []client.Object{&petriv1.EphemeralEnvironment{}, &petriv1.SharedWorkload{}, &petriv1.PullRequestState{}} {
 		inf, err := u.opts.Cache.GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("ui: watch %T: %w", obj, err)

@@ -29,6 +29,7 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/sync/api"
+	"github.com/petri-dev/petri/sync/prstate"
 	"github.com/petri-dev/petri/sync/render"
 	"github.com/petri-dev/petri/sync/ui"
 )
@@ -305,6 +306,50 @@ func TestPageShowsEnvironmentsAndNoSecrets(t *testing.T) {
 
 // helperJob runs the test helper as a Job labelled like Petri's Jobs of an
 // environment.
+// TestPageShowsSyncsExpiry: an environment whose expiry sync keeps (an
+// application's ttl) shows that expiry, as sync's comment does, not
+// "never"; one kept by /petri keep says so.
+func TestPageShowsSyncsExpiry(t *testing.T) {
+	ctx := context.Background()
+	expiring := syncEnvironment("shop-pr-21-aaaa", 21, greeter("web"))
+	kept := syncEnvironment("shop-pr-22-aaaa", 22, greeter("web"))
+	at := metav1.NewTime(time.Now().Add(50 * time.Hour))
+	states := []*petriv1.PullRequestState{
+		{Spec: petriv1.PullRequestStateSpec{Forge: "github", Repository: "acme/shop", Number: 21,
+			Applications: []petriv1.ApplicationLifecycle{{Name: "shop", ExpiresAt: &at}}}},
+		{Spec: petriv1.PullRequestStateSpec{Forge: "github", Repository: "acme/shop", Number: 22, Kept: true,
+			Applications: []petriv1.ApplicationLifecycle{{Name: "shop", ExpiresAt: &at}}}},
+	}
+	for _, st := range states {
+		st.Namespace, st.Name = mgmtNS, prstate.Name(prstate.Key{Repository: "acme/shop", Number: int(st.Spec.Number)})
+		st.Labels = map[string]string{petriv1.LabelManagedBy: render.ManagedBy}
+	}
+	for _, o := range []client.Object{expiring, kept, states[0], states[1]} {
+		create(t, o)
+	}
+	t.Cleanup(func() {
+		for _, o := range []client.Object{expiring, kept, states[0], states[1]} {
+			_ = cluster.Client.Delete(ctx, o)
+		}
+	})
+	section := func(body, id string) string {
+		i := strings.Index(body, `id="env-`+id+`"`)
+		if i < 0 {
+			return ""
+		}
+		rest := body[i:]
+		if j := strings.Index(rest[1:], `id="env-`); j >= 0 {
+			rest = rest[:j+1]
+		}
+		return rest
+	}
+	require.Eventually(t, func() bool {
+		_, body := get(t, "/")
+		return strings.Contains(section(body, expiring.Name), "data-until>in 2d") &&
+			strings.Contains(section(body, kept.Name), "never: kept by <code>/petri keep</code>")
+	}, 10*time.Second, 50*time.Millisecond, "the page shows sync's expiry and keep")
+}
+
 func helperJob(t *testing.T, env, name, action string) {
 	t.Helper()
 	l := map[string]string{petriv1.LabelEnvironment: env, "petri.dev/action": action}

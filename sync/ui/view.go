@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/sync/prstate"
 	"github.com/petri-dev/petri/sync/render"
 )
 
@@ -47,7 +49,11 @@ type environment struct {
 	Phase      string
 	Detail     string
 	Created    time.Time
+	// ExpiresAt is when the environment expires: sync's own expiry of the
+	// pull request's environment (its PullRequestState, what the comment
+	// says), else the environment's spec.ttl; Kept, /petri keep.
 	ExpiresAt  *time.Time
+	Kept       bool
 	Components []component
 	Bindings   []binding
 }
@@ -103,9 +109,20 @@ func (u *UI) read(ctx context.Context) page {
 		p.Problem = fmt.Sprintf("environments cannot be read yet: %v", err)
 		return p
 	}
+	var states petriv1.PullRequestStateList
+	if err := u.opts.Cache.List(ctx, &states, client.InNamespace(u.opts.Namespace)); err != nil {
+		p.Problem = fmt.Sprintf("pull-request states cannot be read yet: %v", err)
+		return p
+	}
+	byName := map[string]*petriv1.PullRequestStateSpec{}
+	for i := range states.Items {
+		byName[states.Items[i].Name] = &states.Items[i].Spec
+	}
 	for i := range envs.Items {
 		if e := &envs.Items[i]; render.Owned(e.Labels) {
-			p.Environments = append(p.Environments, environmentView(e))
+			v := environmentView(e)
+			withLifecycle(&v, byName[prstate.Name(prstate.Key{Repository: v.Repository, Number: v.PullRequest})])
+			p.Environments = append(p.Environments, v)
 		}
 	}
 	sort.SliceStable(p.Environments, func(i, j int) bool {
@@ -127,6 +144,24 @@ func (u *UI) read(ctx context.Context) page {
 	}
 	sort.Slice(p.SharedWorkloads, func(i, j int) bool { return p.SharedWorkloads[i].Name < p.SharedWorkloads[j].Name })
 	return p
+}
+
+// withLifecycle shows what sync's state of the pull request says of the
+// environment's expiry, when it says anything.
+func withLifecycle(v *environment, st *petriv1.PullRequestStateSpec) {
+	if st == nil || !strings.EqualFold(st.Repository, v.Repository) || st.Number != int64(v.PullRequest) {
+		return
+	}
+	if st.Kept {
+		v.Kept, v.ExpiresAt = true, nil
+		return
+	}
+	for _, a := range st.Applications {
+		if a.Name == v.Application && a.ExpiresAt != nil {
+			t := a.ExpiresAt.Time
+			v.ExpiresAt = &t
+		}
+	}
 }
 
 func environmentView(e *petriv1.EphemeralEnvironment) environment {

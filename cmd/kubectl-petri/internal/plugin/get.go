@@ -148,7 +148,9 @@ func printTree(w io.Writer, v Environment, now time.Time) {
 	}
 	fields = append(fields, field{"namespace", ns})
 	age := duration.HumanDuration(now.Sub(v.Created))
-	if !v.ExpiresAt.IsZero() {
+	if v.Kept {
+		age += " (kept by /petri keep)"
+	} else if !v.ExpiresAt.IsZero() {
 		if left := v.ExpiresAt.Sub(now); left > 0 {
 			age += " (expires in " + duration.HumanDuration(left) + ")"
 		} else {

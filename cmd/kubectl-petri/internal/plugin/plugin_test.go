@@ -30,6 +30,7 @@ import (
 	"github.com/petri-dev/petri/cmd/kubectl-petri/internal/plugin"
 	"github.com/petri-dev/petri/controllers"
 	"github.com/petri-dev/petri/local/controlplane"
+	"github.com/petri-dev/petri/sync/prstate"
 	"github.com/petri-dev/petri/sync/render"
 )
 
@@ -307,6 +308,26 @@ func TestGetShowsTheEnvironmentTree(t *testing.T) {
 	empty, _, err := kubectlPetri(t, cluster.Kubeconfig, "get", "-n", "default")
 	require.NoError(t, err)
 	assert.Equal(t, "No environments in namespace default.\n", empty)
+
+	// sync's expiry of the pull request's environment (its state, as the
+	// pull request's comment says it) wins over the spec.ttl; /petri keep
+	// shows as kept.
+	at := metav1.NewTime(time.Now().Add(100 * time.Hour))
+	st := &petriv1.PullRequestState{
+		ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: prstate.Name(prstate.Key{Repository: "acme/shop", Number: 42})},
+		Spec: petriv1.PullRequestStateSpec{Forge: "github", Repository: "acme/shop", Number: 42,
+			Applications: []petriv1.ApplicationLifecycle{{Name: "shop", ExpiresAt: &at}}},
+	}
+	require.NoError(t, cluster.Client.Create(context.Background(), st))
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), st) })
+	out, errOut, err = kubectlPetri(t, cluster.Kubeconfig, "get", "shop-pr-42")
+	require.NoError(t, err, errOut)
+	assert.Regexp(t, `├─ age           \S+ \(expires in 4d[34]h\)`, out)
+	st.Spec.Kept = true
+	require.NoError(t, cluster.Client.Update(context.Background(), st))
+	out, errOut, err = kubectlPetri(t, cluster.Kubeconfig, "get", "shop-pr-42")
+	require.NoError(t, err, errOut)
+	assert.Regexp(t, `├─ age           \S+ \(kept by /petri keep\)`, out)
 }
 
 func containsEnv(items []plugin.Environment, name string) bool {

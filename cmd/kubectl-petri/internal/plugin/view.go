@@ -5,15 +5,18 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/sync/prstate"
 	"github.com/petri-dev/petri/sync/render"
 )
 
@@ -32,8 +35,12 @@ type Environment struct {
 	URL         string    `json:"url,omitempty"`
 	Namespace   string    `json:"namespace,omitempty"`
 	Created     time.Time `json:"created"`
-	ExpiresAt   time.Time `json:"expiresAt,omitzero"`
-	Deleting    bool      `json:"deleting,omitempty"`
+	// ExpiresAt is sync's expiry of the pull request's environment (its
+	// PullRequestState, what the pull request's comment says), else the
+	// environment's spec.ttl; Kept, /petri keep suspended it.
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	Kept      bool      `json:"kept,omitempty"`
+	Deleting  bool      `json:"deleting,omitempty"`
 	// LastRedeploy is the last redeploy request the operator honoured.
 	LastRedeploy    string      `json:"lastRedeploy,omitempty"`
 	Components      []Component `json:"components"`
@@ -78,6 +85,34 @@ type Job struct {
 	PodPhase string `json:"podPhase,omitempty"`
 }
 
+// withLifecycle reads sync's state of the environment's pull request, when
+// sync keeps one and the user may read it, for its expiry.
+func (o *options) withLifecycle(ctx context.Context, v *Environment) {
+	if v.Repository == "" || v.PullRequest == 0 {
+		return
+	}
+	var st petriv1.PullRequestState
+	key := client.ObjectKey{Namespace: o.namespace, Name: prstate.Name(prstate.Key{Repository: v.Repository, Number: v.PullRequest})}
+	if err := o.client.Get(ctx, key, &st); err != nil {
+		if !apierrors.IsNotFound(err) {
+			v.Warnings = append(v.Warnings, fmt.Sprintf("sync's state of the pull request cannot be read: %v", err))
+		}
+		return
+	}
+	if !strings.EqualFold(st.Spec.Repository, v.Repository) || st.Spec.Number != int64(v.PullRequest) {
+		return
+	}
+	if st.Spec.Kept {
+		v.Kept, v.ExpiresAt = true, time.Time{}
+		return
+	}
+	for _, a := range st.Spec.Applications {
+		if a.Name == v.Application && a.ExpiresAt != nil {
+			v.ExpiresAt = a.ExpiresAt.Time
+		}
+	}
+}
+
 // view reads what get shows of one environment: the object, the pods of
 // its Jobs, and the revisions of its Helm releases.
 func (o *options) view(ctx context.Context, e *petriv1.EphemeralEnvironment) Environment {
@@ -105,6 +140,7 @@ func (o *options) view(ctx context.Context, e *petriv1.EphemeralEnvironment) Env
 	if v.PullRequest == 0 {
 		v.PullRequest, _ = strconv.Atoi(e.Labels[render.LabelPullRequest])
 	}
+	o.withLifecycle(ctx, &v)
 
 	pods, err := o.jobPods(ctx, e.Name)
 	if err != nil {
