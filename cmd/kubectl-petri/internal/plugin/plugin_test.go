@@ -432,9 +432,12 @@ func TestGetAsAUserWithoutSecretsShowsWhatItCan(t *testing.T) {
 	v := getJSON(t, kubeconfig, "limited")
 	assert.Equal(t, "Ready", v.Phase)
 	assert.Zero(t, component(v, "web").Revision)
-	require.Len(t, v.Warnings, 1)
-	assert.Contains(t, v.Warnings[0], "read Helm release revisions in "+v.Namespace)
-	assert.Contains(t, v.Warnings[0], "forbidden")
+	require.Len(t, v.Warnings, 2, "what it could not read: sync's state of the pull request, the Helm releases")
+	assert.Contains(t, v.Warnings[0], "sync's state of the pull request cannot be read")
+	assert.Contains(t, v.Warnings[1], "read Helm release revisions in "+v.Namespace)
+	for _, w := range v.Warnings {
+		assert.Contains(t, w, "forbidden")
+	}
 	out, _, err := kubectlPetri(t, kubeconfig, "logs", "limited", "web")
 	require.NoError(t, err)
 	assert.Contains(t, out, "Deployed")
