@@ -3,8 +3,8 @@ package configrepo_test
 import (
 	"context"
 	"crypto/rand"
-	"fmt"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -12,16 +12,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/clock"
 
 	"github.com/petri-dev/petri/sync/configrepo"
 )
+
+// wall is the real clock, read by name where a test needs the time.
+var wall = clock.RealClock{}
 
 func commit(t *testing.T, dir string, repo *git.Repository, files map[string]string) string {
 	t.Helper()
@@ -33,7 +36,7 @@ func commit(t *testing.T, dir string, repo *git.Repository, files map[string]str
 		_, err := wt.Add(p)
 		require.NoError(t, err)
 	}
-	h, err := wt.Commit("change", &git.CommitOptions{Author: &object.Signature{Name: "t", Email: "t@example.com", When: time.Now()}})
+	h, err := wt.Commit("change", &git.CommitOptions{Author: &object.Signature{Name: "t", Email: "t@example.com", When: wall.Now()}})
 	require.NoError(t, err)
 	return h.String()
 }

@@ -23,8 +23,8 @@ import (
 	"time"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
-	"github.com/petri-dev/petri/sync/prstate"
 	"github.com/petri-dev/petri/sync/provider"
+	"github.com/petri-dev/petri/sync/prstate"
 	"github.com/petri-dev/petri/sync/render"
 )
 

@@ -67,7 +67,7 @@ func browser(t *testing.T) context.Context {
 // returns how long it took.
 func within(t *testing.T, ctx context.Context, d time.Duration, selector string) time.Duration {
 	t.Helper()
-	start := time.Now()
+	start := wall.Now()
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	err := chromedp.Do(wctx, chromedp.WaitVisible(chromedp.CSS(selector)))
@@ -119,7 +119,7 @@ func TestBrowserShowsChangesLive(t *testing.T) {
 	assert.NotContains(t, text, "waiting for web")
 
 	require.NoError(t, cluster.Client.Delete(context.Background(), e))
-	start := time.Now()
+	start := wall.Now()
 	wctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	require.NoError(t, chromedp.Do(wctx, chromedp.WaitNotPresent(chromedp.CSS("#env-shop-pr-21-dddd"))), "the deleted environment leaves the page")

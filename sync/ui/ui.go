@@ -29,6 +29,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/duration"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -78,8 +79,8 @@ type Options struct {
 	Coalesce time.Duration
 	// MaxStreams bounds the open event streams; 256 when zero.
 	MaxStreams int
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
+	// Clock is the page's clock; the real one when nil.
+	Clock clock.PassiveClock
 }
 
 // UI serves the page.
@@ -219,10 +220,10 @@ func (u *UI) servePage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u *UI) now() time.Time {
-	if u.opts.Now != nil {
-		return u.opts.Now()
+	if u.opts.Clock != nil {
+		return u.opts.Clock.Now()
 	}
-	return time.Now()
+	return clock.RealClock{}.Now()
 }
 
 // age is how long ago t was, as kubectl prints ages.

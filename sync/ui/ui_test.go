@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +34,9 @@ import (
 	"github.com/petri-dev/petri/sync/render"
 	"github.com/petri-dev/petri/sync/ui"
 )
+
+// wall is the real clock, read by name where a test needs the time.
+var wall = clock.RealClock{}
 
 const (
 	mgmtNS        = "petri-system"
@@ -246,14 +250,14 @@ func TestPageShowsEnvironmentsAndNoSecrets(t *testing.T) {
 	const leaked = "FATAL: password authentication failed for user admin password=s3cr3t-from-provision"
 	setStatus(t, e.Name, func(s *petriv1.EphemeralEnvironmentStatus) {
 		s.Phase, s.TargetNamespace = petriv1.EnvironmentFailed, "shop-pr-7-aaaa-1f"
-		s.ExpiresAt = &metav1.Time{Time: time.Now().Add(50 * time.Hour)}
+		s.ExpiresAt = &metav1.Time{Time: wall.Now().Add(50 * time.Hour)}
 		s.Components = []petriv1.ComponentStatus{
 			{Name: "web", Phase: petriv1.ComponentFailed, Job: "shop-pr-7-aaaa-web-deploy-g1-12345678", LastError: "RenderFailed: values don't meet the specifications of the schema"},
 			{Name: "api", Phase: petriv1.ComponentPending, Message: "waiting for shared workload postgres: " + leaked},
 		}
 		s.SharedWorkloads = []petriv1.BindingStatus{{Name: "postgres", Phase: petriv1.ComponentFailed, Job: "shop-pr-7-aaaa-postgres-provision-g1-abcdef12", LastError: leaked}}
 		s.Conditions = []metav1.Condition{{Type: petriv1.ConditionReady, Status: metav1.ConditionFalse, Reason: petriv1.ReasonDeployFailed,
-			Message: "failed: web; binding postgres: " + leaked, LastTransitionTime: metav1.Now()}}
+			Message: "failed: web; binding postgres: " + leaked, LastTransitionTime: metav1.NewTime(wall.Now())}}
 	})
 	foreign := syncEnvironment("hand-made", 8, greeter("web"))
 	foreign.Labels = nil
@@ -313,7 +317,7 @@ func TestPageShowsSyncsExpiry(t *testing.T) {
 	ctx := context.Background()
 	expiring := syncEnvironment("shop-pr-21-aaaa", 21, greeter("web"))
 	kept := syncEnvironment("shop-pr-22-aaaa", 22, greeter("web"))
-	at := metav1.NewTime(time.Now().Add(50 * time.Hour))
+	at := metav1.NewTime(wall.Now().Add(50 * time.Hour))
 	states := []*petriv1.PullRequestState{
 		{Spec: petriv1.PullRequestStateSpec{Forge: "github", Repository: "acme/shop", Number: 21,
 			Applications: []petriv1.ApplicationLifecycle{{Name: "shop", ExpiresAt: &at}}}},

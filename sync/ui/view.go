@@ -46,9 +46,9 @@ type environment struct {
 	Namespace   string
 	// Phase is the operator's status.phase; Detail the summary sync posts
 	// on the pull request.
-	Phase      string
-	Detail     string
-	Created    time.Time
+	Phase   string
+	Detail  string
+	Created time.Time
 	// ExpiresAt is when the environment expires: sync's own expiry of the
 	// pull request's environment (its PullRequestState, what the comment
 	// says), else the environment's spec.ttl; Kept, /petri keep.

@@ -13,11 +13,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/clock"
 
 	"github.com/petri-dev/petri/local/gitea"
 	"github.com/petri-dev/petri/sync/provider"
 	giteaprovider "github.com/petri-dev/petri/sync/provider/gitea"
 )
+
+// wall is the real clock, read by name where a test needs the time.
+var wall = clock.RealClock{}
 
 // The tests share one real Gitea: an organisation acme whose repository
 // acme/shop has sync's identity petri-bot as an administrator, a writer and
@@ -305,7 +309,7 @@ func TestUpsertCommentEditsOnlyItsOwn(t *testing.T) {
 func TestCommentsAndReactions(t *testing.T) {
 	p := newProvider(t)
 	ctx := context.Background()
-	before := time.Now().Add(-time.Second)
+	before := wall.Now().Add(-time.Second)
 	n, _ := openPR(t, "commands", "Commands")
 	other, _ := openPR(t, "commands-other", "Other")
 	// More than a page (50) of comments.
@@ -344,7 +348,7 @@ func TestCommentsAndReactions(t *testing.T) {
 	assert.Equal(t, "/petri redeploy", found[otherID].Body)
 	assert.Contains(t, found, ids[52])
 
-	later, err := p.ListRepositoryComments(ctx, repo, time.Now().Add(time.Hour))
+	later, err := p.ListRepositoryComments(ctx, repo, wall.Now().Add(time.Hour))
 	require.NoError(t, err)
 	assert.Empty(t, later, "nothing updated after since")
 
@@ -417,7 +421,7 @@ func TestTokenFileIsReadAgainWhenItChanges(t *testing.T) {
 
 	// A rotated Secret changes the file (and its time).
 	require.NoError(t, os.WriteFile(path, []byte(bot.Token+"\n"), 0o600))
-	require.NoError(t, os.Chtimes(path, time.Now().Add(time.Minute), time.Now().Add(time.Minute)))
+	require.NoError(t, os.Chtimes(path, wall.Now().Add(time.Minute), wall.Now().Add(time.Minute)))
 	self, err := p.Self(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "petri-bot", self)
