@@ -123,9 +123,7 @@ func (r *EphemeralEnvironmentReconciler) ensureFinalizer(ctx context.Context, s 
 	if controllerutil.ContainsFinalizer(env, petriv1.Finalizer) {
 		return proceed, nil
 	}
-	patch := client.MergeFrom(env.DeepCopy())
-	controllerutil.AddFinalizer(env, petriv1.Finalizer)
-	if err := r.Patch(ctx, env, patch); err != nil {
+	if err := setFinalizer(ctx, r.Client, env, true); err != nil {
 		return haltWith(reconcile.Result{}), fmt.Errorf("add finalizer: %w", err)
 	}
 	return proceed, nil

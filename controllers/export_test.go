@@ -11,3 +11,6 @@ var (
 	IndexJobPods   = indexJobPods
 	IndexPodsByJob = indexPodsByJob
 )
+
+// SetFinalizer is setFinalizer, for its test against the API server.
+var SetFinalizer = setFinalizer

@@ -95,9 +95,7 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 		return r.teardown(ctx, sw, users)
 	}
 	if !controllerutil.ContainsFinalizer(sw, petriv1.Finalizer) {
-		patch := client.MergeFrom(sw.DeepCopy())
-		controllerutil.AddFinalizer(sw, petriv1.Finalizer)
-		if err := r.Patch(ctx, sw, patch); err != nil {
+		if err := setFinalizer(ctx, r.Client, sw, true); err != nil {
 			return reconcile.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
@@ -402,9 +400,7 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 		log.FromContext(ctx).Info("Started shared workload undeploy job", "job", name, "attempt", attempt)
 		return reconcile.Result{}, nil
 	}
-	patch := client.MergeFrom(sw.DeepCopy())
-	controllerutil.RemoveFinalizer(sw, petriv1.Finalizer)
-	if err := r.Patch(ctx, sw, patch); err != nil && !apierrors.IsNotFound(err) {
+	if err := setFinalizer(ctx, r.Client, sw, false); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("release finalizer: %w", err)
 	}
 	return reconcile.Result{}, nil

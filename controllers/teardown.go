@@ -51,9 +51,7 @@ func (r *EphemeralEnvironmentReconciler) teardown(ctx context.Context, env *petr
 }
 
 func (r *EphemeralEnvironmentReconciler) releaseFinalizer(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
-	patch := client.MergeFrom(env.DeepCopy())
-	controllerutil.RemoveFinalizer(env, petriv1.Finalizer)
-	if err := r.Patch(ctx, env, patch); err != nil && !apierrors.IsNotFound(err) {
+	if err := setFinalizer(ctx, r.Client, env, false); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("release finalizer: %w", err)
 	}
 	log.FromContext(ctx).Info("Teardown complete, finalizer released")
