@@ -75,6 +75,7 @@ func (r *EphemeralEnvironmentReconciler) summarize(env *petriv1.EphemeralEnviron
 		StalledReason:   p.stalledReason, StalledMessage: p.stalledMessage,
 		Sleep:          sleepSummary(env),
 		Err:            err,
+		ReadyBefore:    readyAtThisGeneration(env),
 		Namespace:      env.Status.TargetNamespace,
 		NamespaceBound: apimeta.IsStatusConditionTrue(env.Status.Conditions, petriv1.ConditionNamespaceBound),
 	})
@@ -151,4 +152,11 @@ func (r *EphemeralEnvironmentReconciler) recordTransitions(before, after *petriv
 		}
 		r.Recorder.Eventf(after, nil, typ, c.Reason, c.Type, "%s", note)
 	}
+}
+
+// readyAtThisGeneration: the environment was Ready for its current
+// generation when the pass began.
+func readyAtThisGeneration(env *petriv1.EphemeralEnvironment) bool {
+	c := apimeta.FindStatusCondition(env.Status.Conditions, petriv1.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue && env.Status.ObservedGeneration == env.Generation
 }

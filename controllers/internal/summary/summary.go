@@ -125,6 +125,9 @@ type Observations struct {
 	// Namespace is the workload namespace; NamespaceBound whether it is.
 	Namespace      string
 	NamespaceBound bool
+	// ReadyBefore: the environment was Ready for this generation when the
+	// pass began.
+	ReadyBefore bool
 }
 
 // Condition is one condition's status, reason and message.
@@ -191,6 +194,18 @@ func Decide(o Observations) Verdict {
 			Phase:       petriv1.EnvironmentReady,
 			Ready:       Condition{metav1.ConditionTrue, petriv1.ReasonSucceeded, "environment is deployed in " + o.Namespace},
 			Reconciling: Condition{metav1.ConditionFalse, petriv1.ReasonSucceeded, ""},
+			Stalled:     StalledRemoved, Observed: true,
+		}
+	case out.Failed == "" && out.Final() && o.ReadyBefore && !errors.Is(o.Err, reconcile.TerminalError(nil)):
+		// A pass that failed (an API call timed out) says nothing about
+		// the environment: one that was Ready stays Ready while the pass
+		// is retried, and only evidence about it (a condition) changes
+		// that. Ready flapping would turn into pending statuses on the
+		// pull request.
+		return Verdict{
+			Phase:       petriv1.EnvironmentReady,
+			Ready:       Condition{metav1.ConditionTrue, petriv1.ReasonSucceeded, "environment is deployed in " + o.Namespace},
+			Reconciling: Condition{metav1.ConditionTrue, petriv1.ReasonProgressing, "retrying: " + o.Err.Error()},
 			Stalled:     StalledRemoved, Observed: true,
 		}
 	}
