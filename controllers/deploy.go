@@ -334,7 +334,7 @@ func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *p
 	args = append(args, releaseArgs(r.Options, c.Chart, c.Release)...)
 	cs := componentStatus(env, name)
 	now := r.Options.metaNow()
-	if err := r.createJob(ctx, env, jobName, labels, args, secretName); err != nil {
+	if err := r.createJobWithin(ctx, env, jobName, labels, args, secretName, releaseDeadline(c.Release)); err != nil {
 		if !apierrors.IsForbidden(err) && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsInternalError(err) && !apierrors.IsTooManyRequests(err) && !apierrors.IsServiceUnavailable(err) {
 			return false, err
 		}

@@ -126,8 +126,14 @@ func (r *EphemeralEnvironmentReconciler) jobLabels(env *petriv1.EphemeralEnviron
 // createJob creates a deployer Job running as the environment's deployer
 // identity; an existing Job of that name is the same work, adopted.
 func (r *EphemeralEnvironmentReconciler) createJob(ctx context.Context, env *petriv1.EphemeralEnvironment, name string, labels map[string]string, args []string, valuesSecret string) error {
+	return r.createJobWithin(ctx, env, name, labels, args, valuesSecret, 0)
+}
+
+// createJobWithin is createJob for a Helm operation that may take as long
+// as deadline (releaseDeadline); the Job's deadline is never shorter.
+func (r *EphemeralEnvironmentReconciler) createJobWithin(ctx context.Context, env *petriv1.EphemeralEnvironment, name string, labels map[string]string, args []string, valuesSecret string, deadline time.Duration) error {
 	return createJob(ctx, r.Client, r.Options, jobs.Spec{
-		Name: name, Labels: labels,
+		Name: name, Labels: labels, ActiveDeadline: deadline,
 		Owner:          *metav1.NewControllerRef(env, petriv1.GroupVersion.WithKind("EphemeralEnvironment")),
 		ServiceAccount: naming.DeployerServiceAccount(env.Name),
 		Image:          r.Options.DeployerImage,
@@ -144,13 +150,33 @@ func (r *EphemeralEnvironmentReconciler) createJob(ctx context.Context, env *pet
 func createJob(ctx context.Context, c client.Client, o Options, spec jobs.Spec) error {
 	spec.Namespace = o.ManagementNamespace
 	spec.BackoffLimit = o.JobBackoffLimit
-	spec.ActiveDeadline = o.JobActiveDeadline
+	spec.ActiveDeadline = max(spec.ActiveDeadline, o.JobActiveDeadline)
 	spec.TTLAfterFinished = o.JobTTLAfterFinished
 	spec.Resources = o.JobResources
 	if err := c.Create(ctx, jobs.Build(spec)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create job %s: %w", spec.Name, err)
 	}
 	return nil
+}
+
+// helmDefaultTimeout is Helm's bound on one operation when the release
+// names none.
+const helmDefaultTimeout = 5 * time.Minute
+
+// deadlineMargin is what a deploy Job does beside the Helm operation
+// itself: start, fetch the chart, take the release's lease.
+const deadlineMargin = 5 * time.Minute
+
+// releaseDeadline is how long a Job running a Helm operation on rel may
+// take: its timeout (Helm's default when it names none) and the margin. A
+// Job deadline below it would kill Helm midway through a wait, leaving a
+// pending release, and report DeadlineExceeded instead of Helm's answer.
+func releaseDeadline(rel petriv1.ReleaseOptions) time.Duration {
+	t := helmDefaultTimeout
+	if rel.Timeout != nil && rel.Timeout.Duration > 0 {
+		t = rel.Timeout.Duration
+	}
+	return t + deadlineMargin
 }
 
 // oneLine keeps a message to one line of at most 1024 bytes.

@@ -165,7 +165,7 @@ func (r *SharedWorkloadReconciler) jobLabels(sw *petriv1.SharedWorkload, action 
 
 func (r *SharedWorkloadReconciler) createJob(ctx context.Context, sw *petriv1.SharedWorkload, name, action string, gen int64, args []string, valuesSecret string) error {
 	return createJob(ctx, r.Client, r.Options, jobs.Spec{
-		Name: name, Labels: r.jobLabels(sw, action, gen),
+		Name: name, Labels: r.jobLabels(sw, action, gen), ActiveDeadline: releaseDeadline(sw.Spec.Release),
 		Owner:          *metav1.NewControllerRef(sw, petriv1.GroupVersion.WithKind("SharedWorkload")),
 		ServiceAccount: sharedDeployer,
 		Image:          r.Options.DeployerImage,
