@@ -161,6 +161,9 @@ func (r *EphemeralEnvironmentReconciler) validateSpec(ctx context.Context, s *sc
 func (r *EphemeralEnvironmentReconciler) deployerIdentity(ctx context.Context, s *scope) (step, error) {
 	env, p := s.env, s.pass
 	if anyJobStarted(env) {
+		if err := r.restoreDeployerIdentity(ctx, env); err != nil {
+			return halt, err
+		}
 		err := r.checkDeployerAccess(ctx, env, p)
 		return step{stop: p.stop}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/naming"
@@ -59,6 +60,25 @@ func (r *EphemeralEnvironmentReconciler) ensureDeployerIdentity(ctx context.Cont
 		return fmt.Errorf("create deployer serviceaccount %s: %w", sa.Name, err)
 	}
 	return ensureAdminBinding(ctx, r.Client, env.Status.TargetNamespace, sa.Namespace, sa.Name, ownedLabels(env))
+}
+
+// restoreDeployerIdentity makes the deployer ServiceAccount again when it
+// was deleted after the environment's first Job: without it every later
+// pod of the environment is refused, each Job waits out its deadline and
+// the teardown never ends. The ServiceAccount watch brings the environment
+// here as soon as it goes; the cache says whether it is there.
+func (r *EphemeralEnvironmentReconciler) restoreDeployerIdentity(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
+	sa := &corev1.ServiceAccount{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: naming.DeployerServiceAccount(env.Name)}, sa)
+	if err == nil || !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := r.ensureDeployerIdentity(ctx, env); err != nil {
+		return fmt.Errorf("deployer serviceaccount was deleted; create it again: %w", err)
+	}
+	log.FromContext(ctx).Info("Deployer ServiceAccount was deleted, created it again", "serviceAccount", sa.Name)
+	r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonDeployerAccessLost, "Bind", "deployer serviceaccount %s/%s was deleted; created it again", env.Namespace, naming.DeployerServiceAccount(env.Name))
+	return nil
 }
 
 // identityNotOwnedError is a deployer ServiceAccount name held by a
