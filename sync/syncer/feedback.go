@@ -203,31 +203,8 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 			errs = append(errs, err)
 		}
 	}
-	state := life.current()
-	worth := len(state.Notes) > 0
-	for _, st := range list {
-		if st.Env != nil || st.Waiting != "" || st.Error != "" || st.Deleted != "" || st.Expired() {
-			worth = true
-		}
-	}
-	// The state is stored whenever it changed; the comment is written once
-	// there is something to say.
-	body := ""
-	if worth {
-		body = render.Comment(list, state)
-	}
-	expires := map[string]time.Time{}
-	for _, st := range list {
-		if !st.ExpiresAt.IsZero() {
-			expires[st.Application] = st.ExpiresAt
-		}
-	}
-	if err := s.store.Save(ctx, key, body, state, expires); err != nil {
+	if err := s.saveState(ctx, key, list, life); err != nil {
 		errs = append(errs, err)
-	} else {
-		life.mu.Lock()
-		life.saved = state
-		life.mu.Unlock()
 	}
 	if len(errs) == 0 && closed && !envFound {
 		// The closed pull request's last word is posted and its
@@ -313,4 +290,31 @@ func (s *Syncer) lifecycleFeedback(key prKey, states map[string]render.PRState, 
 		}
 		states[name] = st
 	}
+}
+
+// saveState stores the pull request's state whenever it changed, and
+// writes sync's comment once there is something to say.
+func (s *Syncer) saveState(ctx context.Context, key prKey, list []render.PRState, life *prLife) error {
+	state := life.current()
+	worth := len(state.Notes) > 0
+	expires := map[string]time.Time{}
+	for _, st := range list {
+		if st.Env != nil || st.Waiting != "" || st.Error != "" || st.Deleted != "" || st.Expired() {
+			worth = true
+		}
+		if !st.ExpiresAt.IsZero() {
+			expires[st.Application] = st.ExpiresAt
+		}
+	}
+	body := ""
+	if worth {
+		body = render.Comment(list, state)
+	}
+	if err := s.store.Save(ctx, key, body, state, expires); err != nil {
+		return err
+	}
+	life.mu.Lock()
+	life.saved = state
+	life.mu.Unlock()
+	return nil
 }
