@@ -12,7 +12,6 @@ package controlplane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -34,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/local/internal/reporoot"
 	"github.com/petri-dev/petri/local/node"
 )
 
@@ -115,22 +115,7 @@ func Scheme() *runtime.Scheme {
 
 // RepoRoot finds the repository root (the directory holding go.mod) from the
 // working directory.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(data), "module github.com/petri-dev/petri\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("repository root (go.mod of github.com/petri-dev/petri) not found above the working directory")
-		}
-		dir = parent
-	}
-}
+func RepoRoot() (string, error) { return reporoot.Find() }
 
 // AssetsDir is where the control plane binaries are: KUBEBUILDER_ASSETS, or
 // bin/ in the repository.

@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/petri-dev/petri/local/internal/reporoot"
 )
 
 // Options configure a Gitea server.
@@ -355,19 +357,4 @@ func (s *Server) Pid() int {
 
 // repoRoot finds the repository root (the directory holding Petri's
 // go.mod) from the working directory.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(data), "module github.com/petri-dev/petri\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("repository root (go.mod of github.com/petri-dev/petri) not found above the working directory")
-		}
-		dir = parent
-	}
-}
+var repoRoot = reporoot.Find

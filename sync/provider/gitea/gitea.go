@@ -20,16 +20,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	sdk "code.gitea.io/sdk/gitea"
 	"k8s.io/utils/clock"
 
 	"github.com/petri-dev/petri/sync/provider"
+	"github.com/petri-dev/petri/sync/provider/internal/forge"
 )
 
 // ErrNoDeployments is returned by the deployment methods of the reporter:
@@ -67,15 +66,9 @@ type Provider struct {
 	http    *http.Client
 	clock   clock.PassiveClock
 
-	mu           sync.Mutex
-	blockedUntil time.Time
-	self         string
-	comments     map[string]commentRef
-}
-
-type commentRef struct {
-	id   int64
-	body string
+	blocker  *forge.Blocker
+	self     forge.Login
+	comments *forge.Comments
 }
 
 var (
@@ -100,8 +93,8 @@ func New(opts Options) (*Provider, error) {
 		}
 		timeout = opts.HTTPClient.Timeout
 	}
-	t := &tokenTransport{next: base, tok: strings.TrimSpace(opts.Token), path: opts.TokenFile}
-	if _, err := t.token(); err != nil {
+	tok := tokenSource(strings.TrimSpace(opts.Token), opts.TokenFile)
+	if _, err := tok(); err != nil {
 		return nil, err
 	}
 	clk := opts.Clock
@@ -110,10 +103,26 @@ func New(opts Options) (*Provider, error) {
 	}
 	return &Provider{
 		baseURL:  strings.TrimSuffix(u.String(), "/"),
-		http:     &http.Client{Transport: t, Timeout: timeout},
+		http:     &http.Client{Transport: &forge.AuthTransport{Next: base, Scheme: "token", Token: tok}, Timeout: timeout},
 		clock:    clk,
-		comments: map[string]commentRef{},
+		blocker:  forge.NewBlocker(clk, "not calling Gitea before the announced time"),
+		comments: forge.NewComments(),
 	}, nil
+}
+
+// tokenSource is the token of each request: the file's, read again when it
+// changes (the given token until the file is first read), else the given
+// one. The token is never logged.
+func tokenSource(tok, path string) func() (string, error) {
+	if path != "" {
+		return forge.NewTokenFile("gitea", path, tok).Token
+	}
+	return func() (string, error) {
+		if tok == "" {
+			return "", errors.New("gitea token: neither a token nor a token file given")
+		}
+		return tok, nil
+	}
 }
 
 // api is a client for one call. The SDK's client carries one context for
@@ -130,12 +139,11 @@ func (p *Provider) api(ctx context.Context) (*sdk.Client, error) {
 
 // Self is the token's user, asked once (GET /api/v1/user).
 func (p *Provider) Self(ctx context.Context) (string, error) {
-	p.mu.Lock()
-	self := p.self
-	p.mu.Unlock()
-	if self != "" {
-		return self, nil
-	}
+	return p.self.Get(ctx, p.tokenUser)
+}
+
+// tokenUser asks Gitea whose token the provider holds.
+func (p *Provider) tokenUser(ctx context.Context) (string, error) {
 	c, err := p.api(ctx)
 	if err != nil {
 		return "", err
@@ -147,30 +155,14 @@ func (p *Provider) Self(ctx context.Context) (string, error) {
 	if u.UserName == "" {
 		return "", errors.New("read the token's user: gitea answered no login")
 	}
-	p.mu.Lock()
-	p.self = u.UserName
-	p.mu.Unlock()
 	return u.UserName, nil
 }
 
-func split(repository string) (string, string, error) {
-	owner, name, ok := strings.Cut(repository, "/")
-	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", fmt.Errorf("repository %q is not owner/name", repository)
-	}
-	return owner, name, nil
-}
+var split = forge.SplitRepository
 
 // before refuses calls while a rate limit announced by Gitea (or a proxy
 // in front of it) lasts.
-func (p *Provider) before() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.clock.Now().Before(p.blockedUntil) {
-		return &provider.RateLimitError{Until: p.blockedUntil, Err: errors.New("not calling Gitea before the announced time")}
-	}
-	return nil
-}
+func (p *Provider) before() error { return p.blocker.Before() }
 
 // after classifies an error by the answer's status: 404 is
 // provider.ErrNotFound, 429 (with Retry-After, a minute without) a rate
@@ -190,63 +182,7 @@ func (p *Provider) after(resp *sdk.Response, err error) error {
 		if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s > 0 {
 			wait = time.Duration(s) * time.Second
 		}
-		until := p.clock.Now().Add(wait)
-		p.mu.Lock()
-		if until.After(p.blockedUntil) {
-			p.blockedUntil = until
-		}
-		p.mu.Unlock()
-		return &provider.RateLimitError{Until: until, Err: err}
+		return p.blocker.Block(p.clock.Now().Add(wait), err)
 	}
 	return fmt.Errorf("%d: %w", resp.StatusCode, err)
-}
-
-// tokenTransport adds "Authorization: token ..." to each request. The token
-// is never logged.
-type tokenTransport struct {
-	next  http.RoundTripper
-	path  string
-	mu    sync.Mutex
-	mtime time.Time
-	tok   string
-}
-
-func (t *tokenTransport) token() (string, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.path == "" {
-		if t.tok == "" {
-			return "", errors.New("gitea token: neither a token nor a token file given")
-		}
-		return t.tok, nil
-	}
-	fi, err := os.Stat(t.path)
-	if err != nil {
-		if t.tok != "" {
-			return t.tok, nil
-		}
-		return "", fmt.Errorf("gitea token file: %w", err)
-	}
-	if t.tok == "" || !fi.ModTime().Equal(t.mtime) {
-		data, err := os.ReadFile(t.path)
-		if err != nil {
-			return "", fmt.Errorf("gitea token file: %w", err)
-		}
-		tok := strings.TrimSpace(string(data))
-		if tok == "" {
-			return "", fmt.Errorf("gitea token file %s is empty", t.path)
-		}
-		t.tok, t.mtime = tok, fi.ModTime()
-	}
-	return t.tok, nil
-}
-
-func (t *tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	tok, err := t.token()
-	if err != nil {
-		return nil, err
-	}
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "token "+tok)
-	return t.next.RoundTrip(r)
 }

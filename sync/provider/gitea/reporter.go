@@ -6,13 +6,12 @@ package gitea
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 
 	sdk "code.gitea.io/sdk/gitea"
 
 	"github.com/petri-dev/petri/sync/provider"
+	"github.com/petri-dev/petri/sync/provider/internal/forge"
 )
 
 // SetCommitStatus posts a commit status, unless the context's latest status
@@ -61,83 +60,52 @@ func (p *Provider) UpsertComment(ctx context.Context, repository string, number 
 	if err != nil {
 		return err
 	}
-	key := commentKey(repository, number)
-	p.mu.Lock()
-	ref, known := p.comments[key]
-	p.mu.Unlock()
-	if !known {
-		cs, err := p.ListComments(ctx, repository, number)
-		if err != nil {
-			return err
-		}
-		for _, c := range cs {
-			if strings.EqualFold(c.Author, self) && strings.Contains(c.Body, marker) {
-				ref, known = commentRef{id: c.ID, body: c.Body}, true
-				break
+	return p.comments.Upsert(ctx, repository, number, body, forge.CommentCalls{
+		Find: func(ctx context.Context) (forge.CommentRef, bool, error) {
+			cs, err := p.ListComments(ctx, repository, number)
+			if err != nil {
+				return forge.CommentRef{}, false, err
 			}
-		}
-	}
-	if known && ref.body == body {
-		p.remember(key, ref)
-		return nil
-	}
-	if known {
-		c, err := p.api(ctx)
-		if err != nil {
-			return err
-		}
-		edited, resp, err := c.EditIssueComment(owner, name, ref.id, sdk.EditIssueCommentOption{Body: body})
-		err = p.after(resp, err)
-		if err == nil {
-			p.remember(key, commentRef{id: edited.ID, body: body})
-			return nil
-		}
-		if !errors.Is(err, provider.ErrNotFound) {
-			return fmt.Errorf("edit comment on %s#%d: %w", repository, number, err)
-		}
-		// Someone deleted our comment: write a new one.
-	}
-	c, err := p.api(ctx)
-	if err != nil {
-		return err
-	}
-	created, resp, err := c.CreateIssueComment(owner, name, int64(number), sdk.CreateIssueCommentOption{Body: body})
-	if err := p.after(resp, err); err != nil {
-		return fmt.Errorf("create comment on %s#%d: %w", repository, number, err)
-	}
-	p.remember(key, commentRef{id: created.ID, body: body})
-	return nil
-}
-
-func (p *Provider) remember(key string, ref commentRef) {
-	p.mu.Lock()
-	p.comments[key] = ref
-	p.mu.Unlock()
-}
-
-func commentKey(repository string, number int) string {
-	return fmt.Sprintf("%s#%d", strings.ToLower(repository), number)
+			for _, c := range cs {
+				if forge.IsOwn(c.Author, c.Body, self, marker) {
+					return forge.CommentRef{ID: c.ID, Body: c.Body}, true, nil
+				}
+			}
+			return forge.CommentRef{}, false, nil
+		},
+		Edit: func(ctx context.Context, id int64, body string) (int64, error) {
+			c, err := p.api(ctx)
+			if err != nil {
+				return 0, err
+			}
+			edited, resp, err := c.EditIssueComment(owner, name, id, sdk.EditIssueCommentOption{Body: body})
+			if err := p.after(resp, err); err != nil {
+				return 0, fmt.Errorf("edit comment on %s#%d: %w", repository, number, err)
+			}
+			return edited.ID, nil
+		},
+		Create: func(ctx context.Context, body string) (int64, error) {
+			c, err := p.api(ctx)
+			if err != nil {
+				return 0, err
+			}
+			created, resp, err := c.CreateIssueComment(owner, name, int64(number), sdk.CreateIssueCommentOption{Body: body})
+			if err := p.after(resp, err); err != nil {
+				return 0, fmt.Errorf("create comment on %s#%d: %w", repository, number, err)
+			}
+			return created.ID, nil
+		},
+	})
 }
 
 // ForgetPullRequest implements provider.Forgetter: the comment of a pull
 // request is found again by listing, should it be needed.
 func (p *Provider) ForgetPullRequest(repository string, number int) {
-	p.mu.Lock()
-	delete(p.comments, commentKey(repository, number))
-	p.mu.Unlock()
+	p.comments.ForgetPullRequest(repository, number)
 }
 
 // ForgetRepository implements provider.Forgetter.
-func (p *Provider) ForgetRepository(repository string) {
-	prefix := strings.ToLower(repository) + "#"
-	p.mu.Lock()
-	for k := range p.comments {
-		if strings.HasPrefix(k, prefix) {
-			delete(p.comments, k)
-		}
-	}
-	p.mu.Unlock()
-}
+func (p *Provider) ForgetRepository(repository string) { p.comments.ForgetRepository(repository) }
 
 // FindDeployment is ErrNoDeployments: Gitea has no Deployments API.
 func (p *Provider) FindDeployment(context.Context, string, string, string) (int64, error) {

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -21,6 +20,7 @@ import (
 	gh "github.com/google/go-github/v60/github"
 
 	"github.com/petri-dev/petri/sync/provider"
+	"github.com/petri-dev/petri/sync/provider/internal/forge"
 )
 
 // DefaultBaseURL is github.com's API.
@@ -55,17 +55,11 @@ type Provider struct {
 	obs    *observingTransport
 	clock  clock.PassiveClock
 
-	mu           sync.Mutex
-	blockedUntil time.Time
-	comments     map[string]commentRef
+	blocker  *forge.Blocker
+	comments *forge.Comments
 	// login is whose comments are sync's own; learnt once (loginOf).
-	login   string
+	login   forge.Login
 	loginOf func(ctx context.Context) (string, error)
-}
-
-type commentRef struct {
-	id   int64
-	body string
 }
 
 var (
@@ -131,7 +125,9 @@ func New(opts Options) (*Provider, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	p := &Provider{client: c, obs: obs, clock: clk, comments: map[string]commentRef{}, login: opts.Login}
+	p := &Provider{client: c, obs: obs, clock: clk, comments: forge.NewComments(),
+		blocker: forge.NewBlocker(clk, "not calling GitHub before the announced reset")}
+	p.login.Set(opts.Login)
 	p.loginOf = p.userLogin
 	if app != nil {
 		p.loginOf = app.appLogin
@@ -142,20 +138,7 @@ func New(opts Options) (*Provider, error) {
 // Login is the login sync's credentials act as: the author of every
 // comment sync writes, and so the only author whose comment sync edits.
 func (p *Provider) Login(ctx context.Context) (string, error) {
-	p.mu.Lock()
-	login := p.login
-	p.mu.Unlock()
-	if login != "" {
-		return login, nil
-	}
-	login, err := p.loginOf(ctx)
-	if err != nil {
-		return "", err
-	}
-	p.mu.Lock()
-	p.login = login
-	p.mu.Unlock()
-	return login, nil
+	return p.login.Get(ctx, p.loginOf)
 }
 
 // userLogin asks GitHub whose token sync holds.
@@ -177,23 +160,10 @@ func (p *Provider) userLogin(ctx context.Context) (string, error) {
 // last announced by GitHub.
 func (p *Provider) RateLimit() (int, time.Time) { return p.obs.rateLimit() }
 
-func split(repository string) (string, string, error) {
-	owner, name, ok := strings.Cut(repository, "/")
-	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", fmt.Errorf("repository %q is not owner/name", repository)
-	}
-	return owner, name, nil
-}
+var split = forge.SplitRepository
 
 // before refuses calls while a rate limit announced by GitHub lasts.
-func (p *Provider) before() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.clock.Now().Before(p.blockedUntil) {
-		return &provider.RateLimitError{Until: p.blockedUntil, Err: errors.New("not calling GitHub before the announced reset")}
-	}
-	return nil
-}
+func (p *Provider) before() error { return p.blocker.Before() }
 
 // after classifies an error, remembering rate limits.
 func (p *Provider) after(resp *gh.Response, err error) error {
@@ -227,10 +197,5 @@ func (p *Provider) after(resp *gh.Response, err error) error {
 	if now := p.clock.Now(); until.Before(now) {
 		until = now.Add(time.Second)
 	}
-	p.mu.Lock()
-	if until.After(p.blockedUntil) {
-		p.blockedUntil = until
-	}
-	p.mu.Unlock()
-	return &provider.RateLimitError{Until: until, Err: err}
+	return p.blocker.Block(until, err)
 }

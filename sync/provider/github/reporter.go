@@ -5,13 +5,12 @@ package github
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 
 	gh "github.com/google/go-github/v60/github"
 
 	"github.com/petri-dev/petri/sync/provider"
+	"github.com/petri-dev/petri/sync/provider/internal/forge"
 )
 
 // SetCommitStatus posts a commit status; the description is cut to GitHub's
@@ -61,93 +60,64 @@ func (p *Provider) UpsertComment(ctx context.Context, repository string, number 
 	if err != nil {
 		return err
 	}
-	key := commentKey(repository, number)
-	p.mu.Lock()
-	ref, known := p.comments[key]
-	p.mu.Unlock()
-	if !known {
-		// Only a comment sync wrote is sync's: anyone can copy the marker
-		// into a comment of their own, and sync never edits that.
-		self, err := p.Login(ctx)
-		if err != nil {
-			return fmt.Errorf("comment on %s#%d: %w", repository, number, err)
-		}
-		opts := &gh.IssueListCommentsOptions{ListOptions: gh.ListOptions{PerPage: 100}}
-		for {
-			if err := p.before(); err != nil {
-				return err
-			}
-			cs, resp, err := p.client.Issues.ListComments(ctx, owner, name, number, opts)
+	return p.comments.Upsert(ctx, repository, number, body, forge.CommentCalls{
+		Find: func(ctx context.Context) (forge.CommentRef, bool, error) {
+			return p.findComment(ctx, repository, owner, name, number, marker)
+		},
+		Before: p.before,
+		Edit: func(ctx context.Context, id int64, body string) (int64, error) {
+			c, resp, err := p.client.Issues.EditComment(ctx, owner, name, id, &gh.IssueComment{Body: gh.String(body)})
 			if err := p.after(resp, err); err != nil {
-				return fmt.Errorf("list comments of %s#%d: %w", repository, number, err)
+				return 0, fmt.Errorf("edit comment on %s#%d: %w", repository, number, err)
 			}
-			for _, c := range cs {
-				if strings.Contains(c.GetBody(), marker) && strings.EqualFold(c.GetUser().GetLogin(), self) && !known {
-					ref, known = commentRef{id: c.GetID(), body: c.GetBody()}, true
-				}
+			return c.GetID(), nil
+		},
+		Create: func(ctx context.Context, body string) (int64, error) {
+			c, resp, err := p.client.Issues.CreateComment(ctx, owner, name, number, &gh.IssueComment{Body: gh.String(body)})
+			if err := p.after(resp, err); err != nil {
+				return 0, fmt.Errorf("create comment on %s#%d: %w", repository, number, err)
 			}
-			if resp.NextPage == 0 || known {
-				break
-			}
-			opts.Page = resp.NextPage
-		}
-	}
-	if known && ref.body == body {
-		p.remember(key, ref)
-		return nil
-	}
-	if err := p.before(); err != nil {
-		return err
-	}
-	if known {
-		c, resp, err := p.client.Issues.EditComment(ctx, owner, name, ref.id, &gh.IssueComment{Body: gh.String(body)})
-		err = p.after(resp, err)
-		if err == nil {
-			p.remember(key, commentRef{id: c.GetID(), body: body})
-			return nil
-		}
-		if !errors.Is(err, provider.ErrNotFound) {
-			return fmt.Errorf("edit comment on %s#%d: %w", repository, number, err)
-		}
-		// Someone deleted our comment: write a new one.
-	}
-	c, resp, err := p.client.Issues.CreateComment(ctx, owner, name, number, &gh.IssueComment{Body: gh.String(body)})
-	if err := p.after(resp, err); err != nil {
-		return fmt.Errorf("create comment on %s#%d: %w", repository, number, err)
-	}
-	p.remember(key, commentRef{id: c.GetID(), body: body})
-	return nil
+			return c.GetID(), nil
+		},
+	})
 }
 
-func (p *Provider) remember(key string, ref commentRef) {
-	p.mu.Lock()
-	p.comments[key] = ref
-	p.mu.Unlock()
-}
-
-func commentKey(repository string, number int) string {
-	return fmt.Sprintf("%s#%d", strings.ToLower(repository), number)
+// findComment lists a pull request's comments, page by page until it
+// finds sync's own (forge.IsOwn).
+func (p *Provider) findComment(ctx context.Context, repository, owner, name string, number int, marker string) (forge.CommentRef, bool, error) {
+	self, err := p.Login(ctx)
+	if err != nil {
+		return forge.CommentRef{}, false, fmt.Errorf("comment on %s#%d: %w", repository, number, err)
+	}
+	opts := &gh.IssueListCommentsOptions{ListOptions: gh.ListOptions{PerPage: 100}}
+	for {
+		if err := p.before(); err != nil {
+			return forge.CommentRef{}, false, err
+		}
+		cs, resp, err := p.client.Issues.ListComments(ctx, owner, name, number, opts)
+		if err := p.after(resp, err); err != nil {
+			return forge.CommentRef{}, false, fmt.Errorf("list comments of %s#%d: %w", repository, number, err)
+		}
+		for _, c := range cs {
+			if forge.IsOwn(c.GetUser().GetLogin(), c.GetBody(), self, marker) {
+				return forge.CommentRef{ID: c.GetID(), Body: c.GetBody()}, true, nil
+			}
+		}
+		if resp.NextPage == 0 {
+			return forge.CommentRef{}, false, nil
+		}
+		opts.Page = resp.NextPage
+	}
 }
 
 // ForgetPullRequest implements provider.Forgetter: the comment of a
 // pull request is found again by listing, should it be needed.
 func (p *Provider) ForgetPullRequest(repository string, number int) {
-	p.mu.Lock()
-	delete(p.comments, commentKey(repository, number))
-	p.mu.Unlock()
+	p.comments.ForgetPullRequest(repository, number)
 }
 
 // ForgetRepository implements provider.Forgetter.
-func (p *Provider) ForgetRepository(repository string) {
-	prefix := strings.ToLower(repository) + "#"
-	p.mu.Lock()
-	for k := range p.comments {
-		if strings.HasPrefix(k, prefix) {
-			delete(p.comments, k)
-		}
-	}
-	p.mu.Unlock()
-}
+func (p *Provider) ForgetRepository(repository string) { p.comments.ForgetRepository(repository) }
 
 // FindDeployment returns the newest deployment of sha to environment.
 func (p *Provider) FindDeployment(ctx context.Context, repository, sha, environment string) (int64, error) {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	gh "github.com/google/go-github/v60/github"
+
+	"github.com/petri-dev/petri/sync/provider/internal/forge"
 )
 
 // Observer receives one call per HTTP request that reached GitHub and the
@@ -151,54 +153,12 @@ type Auth func(base http.RoundTripper, baseURL string) (http.RoundTripper, error
 // The token is never logged.
 func TokenFile(path string) Auth {
 	return func(base http.RoundTripper, _ string) (http.RoundTripper, error) {
-		t := &tokenTransport{next: base, path: path}
-		if _, err := t.token(); err != nil {
+		f := forge.NewTokenFile("github", path, "")
+		if _, err := f.Token(); err != nil {
 			return nil, err
 		}
-		return t, nil
+		return &forge.AuthTransport{Next: base, Scheme: "Bearer", Token: f.Token}, nil
 	}
-}
-
-type tokenTransport struct {
-	next  http.RoundTripper
-	path  string
-	mu    sync.Mutex
-	mtime time.Time
-	tok   string
-}
-
-func (t *tokenTransport) token() (string, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	fi, err := os.Stat(t.path)
-	if err != nil {
-		if t.tok != "" {
-			return t.tok, nil
-		}
-		return "", fmt.Errorf("github token file: %w", err)
-	}
-	if t.tok == "" || !fi.ModTime().Equal(t.mtime) {
-		data, err := os.ReadFile(t.path)
-		if err != nil {
-			return "", fmt.Errorf("github token file: %w", err)
-		}
-		tok := strings.TrimSpace(string(data))
-		if tok == "" {
-			return "", fmt.Errorf("github token file %s is empty", t.path)
-		}
-		t.tok, t.mtime = tok, fi.ModTime()
-	}
-	return t.tok, nil
-}
-
-func (t *tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	tok, err := t.token()
-	if err != nil {
-		return nil, err
-	}
-	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+tok)
-	return t.next.RoundTrip(req)
 }
 
 // App authenticates as a GitHub App installation. Installation tokens are
