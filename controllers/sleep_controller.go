@@ -2,20 +2,8 @@ package controllers
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
-	batchv1 "k8s.io/api/batch/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/petri-dev/petri/api/contract"
@@ -35,33 +23,10 @@ type SleepReconciler struct {
 // Reconcile follows the sleep or wake Job and starts the one the
 // environment's requests ask for.
 func (r *SleepReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	unlock := r.locks.lock(req.NamespacedName)
-	defer unlock()
-	env := &petriv1.EphemeralEnvironment{}
-	if err := r.Get(ctx, req.NamespacedName, env); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	if r.written.stale(req.NamespacedName, env.ResourceVersion) {
-		return reconcile.Result{RequeueAfter: staleCachePoll}, nil
-	}
-	if !env.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(env, petriv1.Finalizer) {
-		return reconcile.Result{}, nil
-	}
-	before := env.DeepCopy()
-	p := &pass{}
-	err := r.sleepOrWake(ctx, env, p)
-	if !equality.Semantic.DeepEqual(before.Status, env.Status) {
-		if perr := r.Status().Patch(ctx, env, client.MergeFrom(before)); perr != nil && !apierrors.IsNotFound(perr) {
-			err = errors.Join(err, fmt.Errorf("patch status: %w", perr))
-		}
-	}
-	if env.ResourceVersion != before.ResourceVersion {
-		r.written.remember(req.NamespacedName, env.ResourceVersion)
-	}
-	if err != nil {
-		log.FromContext(ctx).Info("Sleep or wake failed, retrying with backoff", "error", err.Error())
-	}
-	return p.result(), err
+	return r.runSidePass(ctx, req.NamespacedName, sidePass{
+		body:   r.sleepOrWake,
+		failed: "Sleep or wake failed, retrying with backoff",
+	})
 }
 
 // sleepOrWake records the outcome of a running sleep or wake Job and starts
@@ -96,14 +61,5 @@ func (r *SleepReconciler) sleepOrWake(ctx context.Context, env *petriv1.Ephemera
 
 // SetupWithManager watches the environments and their sleep and wake Jobs.
 func (r *SleepReconciler) SetupWithManager(mgr manager.Manager) error {
-	sleepJobs := predicate.NewPredicateFuncs(func(obj client.Object) bool {
-		a := obj.GetLabels()[contract.LabelAction]
-		return a == contract.ActionSleep || a == contract.ActionWake
-	})
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&petriv1.EphemeralEnvironment{}).
-		Owns(&batchv1.Job{}, builder.WithPredicates(sleepJobs, jobOutcomeChanged)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
-		Named("sleep").
-		Complete(r)
+	return r.setupSideController(mgr, "sleep", r, contract.ActionSleep, contract.ActionWake)
 }
