@@ -78,15 +78,9 @@ func TestWebhookDeliveredByGitea(t *testing.T) {
 	n, err := srv.OpenPullRequest(hookRepo, gitea.PullRequest{Head: "feature", Title: "WIP: hooked"})
 	require.NoError(t, err)
 
-	var opened giteaprovider.Event
-	var openedDelivery delivery
-	require.Eventually(t, func() bool {
-		var ok bool
-		openedDelivery, opened, ok = rc.find(func(ev giteaprovider.Event) bool {
-			return ev.Kind == giteaprovider.EventPullRequest && ev.Action == "opened" && ev.PullRequest.Number == n
-		})
-		return ok
-	}, 30*time.Second, 20*time.Millisecond, "Gitea delivers pull_request opened")
+	openedDelivery, opened := rc.await(t, "Gitea delivers pull_request opened", func(ev giteaprovider.Event) bool {
+		return ev.Kind == giteaprovider.EventPullRequest && ev.Action == "opened" && ev.PullRequest.Number == n
+	})
 	assert.Equal(t, hookRepo, opened.Repository)
 	assert.Equal(t, srv.Admin.Name, opened.Sender)
 	pr := opened.PullRequest
@@ -108,15 +102,9 @@ func TestWebhookDeliveredByGitea(t *testing.T) {
 	require.NoError(t, srv.AddCollaborator(hookRepo, reader.Name, "read"))
 	commentID, err := srv.Comment(&reader, hookRepo, n, "/petri redeploy")
 	require.NoError(t, err)
-	var commented giteaprovider.Event
-	var commentDelivery delivery
-	require.Eventually(t, func() bool {
-		var ok bool
-		commentDelivery, commented, ok = rc.find(func(ev giteaprovider.Event) bool {
-			return ev.Kind == giteaprovider.EventIssueComment && ev.Comment.ID == commentID
-		})
-		return ok
-	}, 30*time.Second, 20*time.Millisecond, "Gitea delivers issue_comment created")
+	commentDelivery, commented := rc.await(t, "Gitea delivers issue_comment created", func(ev giteaprovider.Event) bool {
+		return ev.Kind == giteaprovider.EventIssueComment && ev.Comment.ID == commentID
+	})
 	assert.Equal(t, "created", commented.Action)
 	assert.True(t, commented.IsPull)
 	assert.Equal(t, "pull_request_comment", commentDelivery.eventType)
@@ -129,34 +117,38 @@ func TestWebhookDeliveredByGitea(t *testing.T) {
 	// A push to the branch, then the merge.
 	sha2, err := srv.Push(hookRepo, gitea.Commit{Branch: "feature", Files: map[string]string{"a.txt": "2"}})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		_, _, ok := rc.find(func(ev giteaprovider.Event) bool {
-			return ev.Kind == giteaprovider.EventPullRequest && ev.Action == "synchronized" && ev.PullRequest.HeadSHA == sha2
-		})
-		return ok
-	}, 30*time.Second, 20*time.Millisecond, "Gitea delivers pull_request synchronized with the new head")
+	rc.await(t, "Gitea delivers pull_request synchronized with the new head", func(ev giteaprovider.Event) bool {
+		return ev.Kind == giteaprovider.EventPullRequest && ev.Action == "synchronized" && ev.PullRequest.HeadSHA == sha2
+	})
 	// Gitea merges no work in progress: the prefix goes first.
 	require.NoError(t, srv.EditPullRequest(hookRepo, n, "hooked", ""))
-	require.Eventually(t, func() bool {
-		_, _, ok := rc.find(func(ev giteaprovider.Event) bool {
-			return ev.Kind == giteaprovider.EventPullRequest && ev.Action == "edited" && ev.PullRequest.Number == n && !ev.PullRequest.Draft
-		})
-		return ok
-	}, 30*time.Second, 20*time.Millisecond, "Gitea delivers pull_request edited, no longer a draft")
+	rc.await(t, "Gitea delivers pull_request edited, no longer a draft", func(ev giteaprovider.Event) bool {
+		return ev.Kind == giteaprovider.EventPullRequest && ev.Action == "edited" && ev.PullRequest.Number == n && !ev.PullRequest.Draft
+	})
 	require.NoError(t, srv.MergePullRequest(hookRepo, n))
-	require.Eventually(t, func() bool {
-		_, _, ok := rc.find(func(ev giteaprovider.Event) bool {
-			return ev.Kind == giteaprovider.EventPullRequest && ev.Action == "closed" && ev.PullRequest.Number == n &&
-				ev.PullRequest.Merged && ev.PullRequest.State == "closed"
-		})
-		return ok
-	}, 30*time.Second, 20*time.Millisecond, "Gitea delivers pull_request closed, merged")
+	rc.await(t, "Gitea delivers pull_request closed, merged", func(ev giteaprovider.Event) bool {
+		return ev.Kind == giteaprovider.EventPullRequest && ev.Action == "closed" && ev.PullRequest.Number == n &&
+			ev.PullRequest.Merged && ev.PullRequest.State == "closed"
+	})
 
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	for _, d := range rc.deliveries {
 		assert.NoError(t, d.verifyErr, "every delivery of Gitea's is signed with the secret")
 	}
+}
+
+// await waits until a delivery matching match arrived, and returns it.
+func (rc *receiver) await(t *testing.T, what string, match func(giteaprovider.Event) bool) (delivery, giteaprovider.Event) {
+	t.Helper()
+	var d delivery
+	var ev giteaprovider.Event
+	require.Eventually(t, func() bool {
+		var ok bool
+		d, ev, ok = rc.find(match)
+		return ok
+	}, 30*time.Second, 20*time.Millisecond, what)
+	return d, ev
 }
 
 func TestReadVerifiedRefuses(t *testing.T) {
