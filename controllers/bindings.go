@@ -143,6 +143,12 @@ func (r *EphemeralEnvironmentReconciler) bind(ctx context.Context, env *petriv1.
 		if bs.Phase == petriv1.ComponentDeployed {
 			continue
 		}
+		if bs.Phase == petriv1.ComponentFailed && bindingEpoch(bs) < env.Generation {
+			// A new generation binds anew what failed before (the shared
+			// workload or its step may have been fixed since): Jobs of
+			// its own, named by the new epoch.
+			*bs = petriv1.BindingStatus{Name: name, Phase: petriv1.ComponentPending, Generation: env.Generation, Recovery: bs.Recovery}
+		}
 		if bs.Phase == petriv1.ComponentFailed {
 			failed = append(failed, fmt.Sprintf("%s (%s)", name, bs.LastError))
 			continue

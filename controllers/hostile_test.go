@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -66,5 +67,43 @@ func TestDeletedDeployerIdentityIsMadeAgain(t *testing.T) {
 	setRedeploy(t, e.Name, "after-identity-lost")
 	waitFor(t, "lost-identity", "redeployed as the new identity", func(e *petriv1.EphemeralEnvironment) bool {
 		return e.Status.LastRedeploy == "after-identity-lost" && ready(e)
+	})
+}
+
+// TestFailedBindingBindsAgain: a binding whose provision step failed is not
+// failed for the environment's life. Once the shared workload is fixed, a
+// /petri redeploy binds it again (one environment), and so does a new
+// generation (another): each with Jobs of their own, not the failed ones.
+func TestFailedBindingBindsAgain(t *testing.T) {
+	ctx := context.Background()
+	sw := sharedWorkload("flaky-db", recordDir(t))
+	good := sw.Spec.Provision.DeepCopy()
+	sw.Spec.Provision = &petriv1.ContainerTemplate{Image: helperImage, Command: []string{"/petri-testhelper"}, Args: []string{"fail", "1", "no database server yet"}}
+	require.NoError(t, env.Client.Create(ctx, sw))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, sw) })
+	failedBinding := func(e *petriv1.EphemeralEnvironment) bool {
+		b := bindingNamed(e, "flaky-db")
+		return b != nil && b.Phase == petriv1.ComponentFailed
+	}
+	for _, name := range []string{"rebind-redeploy", "rebind-generation"} {
+		e := boundEnv(name, "flaky-db")
+		require.NoError(t, env.Client.Create(ctx, e))
+		t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
+		waitFor(t, name, "binding failed", failedBinding)
+	}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(sw), sw))
+	sw.Spec.Provision = good
+	require.NoError(t, env.Client.Update(ctx, sw))
+
+	setRedeploy(t, "rebind-redeploy", "after-the-fix")
+	waitFor(t, "rebind-redeploy", "bound again after the redeploy", ready)
+
+	e := get(t, "rebind-generation")
+	patch := client.MergeFrom(e.DeepCopy())
+	e.Spec.Components[0].Chart.Version = "0.1.0"
+	e.Spec.Values = map[string]apiextensionsv1.JSON{"app": {Raw: []byte(`{"greeting":"again"}`)}}
+	require.NoError(t, env.Client.Patch(ctx, e, patch))
+	waitFor(t, "rebind-generation", "bound again at the new generation", func(e *petriv1.EphemeralEnvironment) bool {
+		return e.Generation > 1 && ready(e)
 	})
 }

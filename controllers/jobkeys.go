@@ -41,7 +41,7 @@ func deployJobName(env *petriv1.EphemeralEnvironment, component string, attempt 
 // Job: named by the binding's epoch and the recovery it belongs to.
 func bindingJobKey(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus, action string) naming.JobKey {
 	key := envJobKey(env, action, bs.Name, bindingEpoch(bs))
-	key.Recovery = bs.Recovery
+	key.Recovery, key.Redeploy = bs.Recovery, bs.Redeploy
 	return key
 }
 

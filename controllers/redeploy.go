@@ -37,8 +37,15 @@ func (r *EphemeralEnvironmentReconciler) honourRedeploy(ctx context.Context, env
 		}
 		*cs = petriv1.ComponentStatus{Name: cs.Name, Phase: petriv1.ComponentPending, Generation: env.Generation}
 	}
+	for i := range env.Status.SharedWorkloads {
+		// A failed binding is tried again too, with Jobs named by the
+		// request; one that holds is left as it is.
+		if bs := &env.Status.SharedWorkloads[i]; bs.Phase == petriv1.ComponentFailed {
+			*bs = petriv1.BindingStatus{Name: bs.Name, Phase: petriv1.ComponentPending, Generation: bs.Generation, Recovery: bs.Recovery, Redeploy: want}
+		}
+	}
 	env.Status.LastRedeploy = want
 	log.FromContext(ctx).Info("Redeploy requested", "redeploy", want)
 	r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonDeployProgressing, "Redeploy",
-		"redeploy requested (%s=%s): every component deploys again", petriv1.AnnotationRedeploy, want)
+		"redeploy requested (%s=%s): every component deploys again, and every failed binding binds again", petriv1.AnnotationRedeploy, want)
 }

@@ -237,6 +237,11 @@ type BindingStatus struct {
 	// because its namespace was replaced gets Jobs of its own.
 	// +optional
 	Recovery int32 `json:"recovery,omitempty"`
+	// Redeploy is the redeploy request (petri.dev/redeploy) that started a
+	// failed binding again; it goes into the names of its Jobs, so the new
+	// Jobs are not mistaken for the failed ones.
+	// +optional
+	Redeploy string `json:"redeploy,omitempty"`
 	// Message explains the phase, such as what the binding waits for.
 	// +optional
 	Message string `json:"message,omitempty"`
