@@ -251,7 +251,7 @@ func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) e
 		For(&petriv1.EphemeralEnvironment{}).
 		Owns(&batchv1.Job{}, builder.WithPredicates(jobOutcomeChanged)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(namespaceOwner)).
-		Watches(&petriv1.SharedWorkload{}, handler.EnqueueRequestsFromMapFunc(r.environmentsUsing)).
+		Watches(&petriv1.SharedWorkload{}, handler.EnqueueRequestsFromMapFunc(r.environmentsUsing), builder.WithPredicates(sharedWorkloadChanged)).
 		Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfIdentity)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Named("ephemeralenvironment").

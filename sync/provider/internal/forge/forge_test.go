@@ -104,7 +104,7 @@ func TestTokenFileIsReadAgainWhenItChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	now := time.Now()
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	write("one\n", now)
 	if tok, err := f.Token(); err != nil || tok != "one" {
 		t.Fatalf("%q %v", tok, err)
