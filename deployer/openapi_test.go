@@ -2,6 +2,7 @@ package deployer_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -29,16 +30,18 @@ func openAPIRequests(t *testing.T) float64 {
 // A deploy reads no OpenAPI document: Helm's client-side validation would
 // fetch and parse one per API group only to learn that the API server
 // validates fields itself, and then skip (every deploy Job paid that, in
-// CPU and in the API server's). Not parallel, so no other test's deploys
-// are counted.
+// CPU and in the API server's: an install and an upgrade read 3). Not
+// parallel, so no other test's deploys are counted; the API server's
+// counter is shared with its other clients, which now and then read one
+// document of their own, so an install and three upgrades may see one.
 func TestDeployReadsNoOpenAPIDocument(t *testing.T) {
 	ctx := testContext(t)
 	ns := namespace(t)
 	before := openAPIRequests(t)
 	d := newDeployer(t, ns)
-	_, err := d.Deploy(ctx, deployer.DeployRequest{Release: "web", Chart: localChart(t, "greeter"), Values: greeterValues("one", "v1")})
-	require.NoError(t, err)
-	_, err = d.Deploy(ctx, deployer.DeployRequest{Release: "web", Chart: localChart(t, "greeter"), Values: greeterValues("two", "v2")})
-	require.NoError(t, err)
-	assert.Equal(t, before, openAPIRequests(t), "OpenAPI documents served during an install and an upgrade")
+	for i, v := range []string{"one", "two", "three", "four"} {
+		_, err := d.Deploy(ctx, deployer.DeployRequest{Release: "web", Chart: localChart(t, "greeter"), Values: greeterValues(v, fmt.Sprintf("v%d", i+1))})
+		require.NoError(t, err)
+	}
+	assert.LessOrEqual(t, openAPIRequests(t)-before, 1.0, "OpenAPI documents served during an install and three upgrades")
 }
