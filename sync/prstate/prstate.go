@@ -208,3 +208,21 @@ func timeOf(t *metav1.Time) time.Time {
 	}
 	return t.UTC()
 }
+
+// Expiry is what a pull request's stored state says of one application's
+// environment: kept by /petri keep, or when it expires. ok is false when the
+// state is another pull request's or says nothing of it.
+func Expiry(spec *petriv1.PullRequestStateSpec, repository string, number int, app string) (expires time.Time, kept, ok bool) {
+	if spec == nil || !strings.EqualFold(spec.Repository, repository) || spec.Number != int64(number) {
+		return time.Time{}, false, false
+	}
+	if spec.Kept {
+		return time.Time{}, true, true
+	}
+	for _, a := range spec.Applications {
+		if a.Name == app && a.ExpiresAt != nil {
+			return a.ExpiresAt.UTC(), false, true
+		}
+	}
+	return time.Time{}, false, false
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -149,18 +148,13 @@ func (u *UI) read(ctx context.Context) page {
 // withLifecycle shows what sync's state of the pull request says of the
 // environment's expiry, when it says anything.
 func withLifecycle(v *environment, st *petriv1.PullRequestStateSpec) {
-	if st == nil || !strings.EqualFold(st.Repository, v.Repository) || st.Number != int64(v.PullRequest) {
-		return
-	}
-	if st.Kept {
+	at, kept, ok := prstate.Expiry(st, v.Repository, v.PullRequest, v.Application)
+	switch {
+	case !ok:
+	case kept:
 		v.Kept, v.ExpiresAt = true, nil
-		return
-	}
-	for _, a := range st.Applications {
-		if a.Name == v.Application && a.ExpiresAt != nil {
-			t := a.ExpiresAt.Time
-			v.ExpiresAt = &t
-		}
+	default:
+		v.ExpiresAt = &at
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -99,17 +98,8 @@ func (o *options) withLifecycle(ctx context.Context, v *Environment) {
 		}
 		return
 	}
-	if !strings.EqualFold(st.Spec.Repository, v.Repository) || st.Spec.Number != int64(v.PullRequest) {
-		return
-	}
-	if st.Spec.Kept {
-		v.Kept, v.ExpiresAt = true, time.Time{}
-		return
-	}
-	for _, a := range st.Spec.Applications {
-		if a.Name == v.Application && a.ExpiresAt != nil {
-			v.ExpiresAt = a.ExpiresAt.Time
-		}
+	if at, kept, ok := prstate.Expiry(&st.Spec, v.Repository, v.PullRequest, v.Application); ok {
+		v.Kept, v.ExpiresAt = kept, at
 	}
 }
 
