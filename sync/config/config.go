@@ -27,15 +27,19 @@ const (
 )
 
 // Application is one file of kind Application: the pull requests of one
-// GitHub repository that become environments, and what those environments
-// run.
+// repository (on GitHub, GitLab, Gitea or Forgejo) that become
+// environments, and what those environments run.
 type Application struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	// Name identifies the application; environment names start with it.
 	Name string `json:"name"`
-	// Repository is the GitHub repository (owner/name) whose pull requests
-	// spawn environments.
+	// Forge is the code host of the repository: github (the default),
+	// gitlab, gitea or forgejo (forge.go).
+	Forge string `json:"forge"`
+	// Repository is the repository whose pull requests spawn environments:
+	// owner/name, or on GitLab a project path that may sit in nested
+	// groups (group/subgroup/project).
 	Repository string `json:"repository"`
 	// Trigger filters the pull requests.
 	Trigger Trigger `json:"trigger"`
@@ -190,12 +194,13 @@ func (c *Config) Application(name string) *Application {
 	return nil
 }
 
-// Repositories lists the GitHub repositories of all applications.
+// Repositories lists the repositories of all applications by their keys
+// (RepositoryKey).
 func (c *Config) Repositories() []string {
 	var out []string
 	for _, a := range c.Applications {
-		if !slices.Contains(out, strings.ToLower(a.Repository)) {
-			out = append(out, strings.ToLower(a.Repository))
+		if k := a.RepositoryKey(); !slices.Contains(out, k) {
+			out = append(out, k)
 		}
 	}
 	sort.Strings(out)

@@ -141,9 +141,7 @@ func validateApplication(d *decoder, a *Application) {
 	case len(a.Name) > MaxApplicationName || !dnsLabel.MatchString(a.Name):
 		d.errorf("name", "%q must be lower-case letters, digits and '-', at most %d characters", a.Name, MaxApplicationName)
 	}
-	if !repoName.MatchString(a.Repository) {
-		d.errorf("repository", "%q must be a GitHub repository written owner/name", a.Repository)
-	}
+	validateRepository(d, a)
 	var err error
 	if a.headBranch, err = compile(a.Trigger.HeadBranch); err != nil {
 		d.errorf("trigger.headBranch", "invalid regular expression: %v", err)

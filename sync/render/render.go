@@ -31,6 +31,9 @@ const (
 	LabelApplication     = "petri.dev/application"
 	LabelPullRequest     = "petri.dev/pull-request"
 	AnnotationRepository = "petri.dev/repository"
+	// AnnotationForge names the forge of the repository when it is not
+	// GitHub (config.RepositoryKey); GitHub's environments carry none.
+	AnnotationForge = "petri.dev/forge"
 	AnnotationURL        = "petri.dev/url"
 	// SharedWorkloadOwner is the LabelApplication value of shared workloads.
 	SharedWorkloadOwner = "shared-workloads"
@@ -38,7 +41,10 @@ const (
 
 // EnvironmentName is DNS-safe and at most 52 characters: the application,
 // the pull request number and a hash of (repository, number, application)
-// so that no two applications or repositories can collide.
+// so that no two applications or repositories can collide. repository is
+// the repository's key (config.RepositoryKey): a GitHub repository's
+// owner/name, so GitHub's names are what they always were, and the forge
+// and path of any other, however long and deeply nested the path.
 func EnvironmentName(app, repository string, number int) string {
 	sum := sha256.Sum256([]byte(strings.ToLower(repository) + "#" + strconv.Itoa(number) + "@" + app))
 	suffix := fmt.Sprintf("-pr-%d-%s", number, hex.EncodeToString(sum[:])[:6])
@@ -58,7 +64,7 @@ func Data(app *config.Application, pr provider.PullRequest) config.Data {
 	return config.Data{
 		Application: app.Name,
 		Repository:  pr.Repository,
-		Environment: EnvironmentName(app.Name, pr.Repository, pr.Number),
+		Environment: EnvironmentName(app.Name, config.RepositoryKey(app.ForgeName(), pr.Repository), pr.Number),
 		Number:      pr.Number,
 		SHA:         pr.HeadSHA,
 		ShortSHA:    short,
@@ -111,6 +117,9 @@ func Environment(app *config.Application, pr provider.PullRequest, namespace str
 	}
 	if url != "" {
 		ee.Annotations[AnnotationURL] = url
+	}
+	if f := app.ForgeName(); f != config.ForgeGitHub {
+		ee.Annotations[AnnotationForge] = f
 	}
 	// No spec.ttl: sync expires its environments itself, from the first
 	// Ready of the head commit, and remembers it (lifecycle.go); the
@@ -202,6 +211,16 @@ func SharedWorkload(sw *config.SharedWorkload, namespace, version string) *petri
 		},
 		Spec: spec,
 	}
+}
+
+// RepositoryKey is the key (config.RepositoryKey) of the repository an
+// environment sync wrote is for; empty when it names none.
+func RepositoryKey(annotations map[string]string) string {
+	repo := annotations[AnnotationRepository]
+	if repo == "" {
+		return ""
+	}
+	return config.RepositoryKey(annotations[AnnotationForge], repo)
 }
 
 // Owned reports whether sync may touch an object: only with both labels.
