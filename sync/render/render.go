@@ -34,7 +34,7 @@ const (
 	// AnnotationForge names the forge of the repository when it is not
 	// GitHub (config.RepositoryKey); GitHub's environments carry none.
 	AnnotationForge = "petri.dev/forge"
-	AnnotationURL        = "petri.dev/url"
+	AnnotationURL   = "petri.dev/url"
 	// SharedWorkloadOwner is the LabelApplication value of shared workloads.
 	SharedWorkloadOwner = "shared-workloads"
 )
