@@ -1,0 +1,298 @@
+// Package gitlab is the GitLab (gitlab.com and self-managed) implementation
+// of sync's three provider roles (pullrequests.go, reporter.go,
+// deployments.go, commands.go), through gitlab.com/gitlab-org/api/client-go,
+// and the reading of GitLab's webhooks (webhook.go).
+//
+// A repository is a project's full path, which may sit in nested groups
+// (group/subgroup/project); the client escapes it as one path segment, the
+// way GitLab's API wants it. A pull request is a merge request, its number
+// the merge request's IID.
+//
+// The token's user is the provider's identity: the one note sync keeps on a
+// merge request is only ever a note that user wrote. It needs the api scope
+// and at least the Developer role on each project (commit statuses,
+// deployments, notes, award emoji, reading members).
+//
+// The client's own retries and its own throttling are off: a 429, or an
+// answer saying no request is left (RateLimit-Remaining: 0), stops every
+// call until the time GitLab named (Retry-After, RateLimit-Reset), and each
+// call fails with a *provider.RateLimitError meanwhile, as the GitHub and
+// Gitea providers do; sync tries again on its next pass.
+package gitlab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	gl "gitlab.com/gitlab-org/api/client-go"
+	"k8s.io/utils/clock"
+
+	"github.com/petri-dev/petri/sync/provider"
+	"github.com/petri-dev/petri/sync/provider/internal/forge"
+)
+
+// DefaultBaseURL is gitlab.com; a self-managed GitLab names its own.
+const DefaultBaseURL = "https://gitlab.com/"
+
+// DefaultFullListEvery is how often ListOpenPullRequests lists every open
+// merge request rather than only those changed since its last listing: a
+// merge request deleted outright (which changes nothing GitLab lists by
+// updated_after) leaves the provider's list then at the latest.
+const DefaultFullListEvery = time.Hour
+
+// Options configure the GitLab provider.
+type Options struct {
+	// BaseURL is the server's root, such as https://gitlab.example.com/
+	// (the API is under /api/v4; a URL already ending in /api/v4 is taken
+	// as it is). DefaultBaseURL when empty.
+	BaseURL string
+	// HTTPClient supplies the transport (and its TLS settings) and the
+	// timeout of each request; Go's default transport and no timeout when
+	// nil.
+	HTTPClient *http.Client
+	// Token is a personal, group or project access token with the api
+	// scope. TokenFile, when set, is read instead and read again when it
+	// changes, so a rotated Secret takes effect without a restart.
+	Token     string
+	TokenFile string
+	// Clock tells when an announced rate limit ends and when a full
+	// listing is due; the real one when nil.
+	Clock clock.PassiveClock
+	// FullListEvery is how often the open merge requests are listed whole
+	// instead of by updated_after; DefaultFullListEvery when zero.
+	FullListEvery time.Duration
+}
+
+// Provider talks to one GitLab server as the token's user.
+type Provider struct {
+	client   *gl.Client
+	clock    clock.PassiveClock
+	fullList time.Duration
+
+	blocker  *forge.Blocker
+	self     forge.Login
+	comments *forge.Comments
+
+	mu sync.Mutex
+	// open is each repository's open merge requests as last listed.
+	open map[string]*openList
+	// notes is the merge request of each note read, by repository and
+	// note id: GitLab names a note's award emoji under its merge request.
+	notes map[noteKey]int
+	// users is each username's user id, which never changes.
+	users map[string]int64
+}
+
+var (
+	_ provider.PullRequestSource = (*Provider)(nil)
+	_ provider.Reporter          = (*Provider)(nil)
+	_ provider.CommandReader     = (*Provider)(nil)
+	_ provider.Forgetter         = (*Provider)(nil)
+)
+
+type noteKey struct {
+	repository string
+	id         int64
+}
+
+// New builds a provider. It calls nothing: the token's user is learnt on
+// the first note written.
+func New(opts Options) (*Provider, error) {
+	base := opts.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("gitlab base url %q: must be an http(s) URL", opts.BaseURL)
+	}
+	next := http.DefaultTransport
+	timeout := time.Duration(0)
+	if opts.HTTPClient != nil {
+		if opts.HTTPClient.Transport != nil {
+			next = opts.HTTPClient.Transport
+		}
+		timeout = opts.HTTPClient.Timeout
+	}
+	tok := tokenSource(strings.TrimSpace(opts.Token), opts.TokenFile)
+	if _, err := tok(); err != nil {
+		return nil, err
+	}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	p := &Provider{
+		clock:    clk,
+		fullList: opts.FullListEvery,
+		blocker:  forge.NewBlocker(clk, "not calling GitLab before the announced time"),
+		comments: forge.NewComments(),
+		open:     map[string]*openList{},
+		notes:    map[noteKey]int{},
+		users:    map[string]int64{},
+	}
+	if p.fullList <= 0 {
+		p.fullList = DefaultFullListEvery
+	}
+	httpClient := &http.Client{Transport: &limitTransport{next: next, p: p}, Timeout: timeout}
+	p.client, err = gl.NewAuthSourceClient(tokenAuth{tok},
+		gl.WithBaseURL(u.String()), gl.WithHTTPClient(httpClient), gl.WithoutRetries(),
+		gl.WithCustomLimiter(noLimiter{}), gl.WithUserAgent("petri-sync"))
+	if err != nil {
+		return nil, fmt.Errorf("gitlab client: %w", err)
+	}
+	return p, nil
+}
+
+// tokenSource is the token of each request: the file's, read again when it
+// changes (the given token until the file is first read), else the given
+// one. The token is never logged.
+func tokenSource(tok, path string) func() (string, error) {
+	if path != "" {
+		return forge.NewTokenFile("gitlab", path, tok).Token
+	}
+	return func() (string, error) {
+		if tok == "" {
+			return "", errors.New("gitlab token: neither a token nor a token file given")
+		}
+		return tok, nil
+	}
+}
+
+// tokenAuth gives each request the current token in GitLab's PRIVATE-TOKEN
+// header, which every kind of access token is sent in.
+type tokenAuth struct{ token func() (string, error) }
+
+func (tokenAuth) Init(context.Context, *gl.Client) error { return nil }
+
+func (a tokenAuth) Header(context.Context) (string, string, error) {
+	tok, err := a.token()
+	if err != nil {
+		return "", "", err
+	}
+	return gl.AccessTokenHeaderName, tok, nil
+}
+
+// noLimiter never waits: the client would otherwise pace every call by the
+// first answer's RateLimit-Limit, holding sync's workers; the provider
+// refuses calls only while GitLab says none is left.
+type noLimiter struct{}
+
+func (noLimiter) Wait(context.Context) error { return nil }
+
+// limitTransport reads GitLab's rate-limit headers on every answer: one
+// saying no request is left stops calls until RateLimit-Reset.
+type limitTransport struct {
+	next http.RoundTripper
+	p    *Provider
+}
+
+func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err == nil && resp.StatusCode != http.StatusTooManyRequests && resp.Header.Get("RateLimit-Remaining") == "0" {
+		if until, ok := t.p.resetTime(resp.Header); ok {
+			_ = t.p.blocker.Block(until, errors.New("no request left"))
+		}
+	}
+	return resp, err
+}
+
+// resetTime is when GitLab's RateLimit-Reset (Unix seconds) says the limit
+// ends, when it is in the future.
+func (p *Provider) resetTime(h http.Header) (time.Time, bool) {
+	s, err := strconv.ParseInt(h.Get("RateLimit-Reset"), 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	until := time.Unix(s, 0)
+	return until, until.After(p.clock.Now())
+}
+
+// retryAfter is when a 429 lets calls go again: Retry-After seconds, else
+// RateLimit-Reset, else a minute.
+func (p *Provider) retryAfter(h http.Header) time.Time {
+	now := p.clock.Now()
+	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
+		return now.Add(time.Duration(s) * time.Second)
+	}
+	if until, ok := p.resetTime(h); ok {
+		return until
+	}
+	return now.Add(time.Minute)
+}
+
+// Self is the token's user, asked once (GET /api/v4/user): the author of
+// every note sync writes, and so the only author whose note sync edits.
+func (p *Provider) Self(ctx context.Context) (string, error) {
+	return p.self.Get(ctx, p.tokenUser)
+}
+
+func (p *Provider) tokenUser(ctx context.Context) (string, error) {
+	if err := p.before(); err != nil {
+		return "", err
+	}
+	u, resp, err := p.client.Users.CurrentUser(gl.WithContext(ctx))
+	if err := p.after(resp, err); err != nil {
+		return "", fmt.Errorf("read the token's user: %w", err)
+	}
+	if u.Username == "" {
+		return "", errors.New("read the token's user: gitlab answered no username")
+	}
+	return u.Username, nil
+}
+
+// project checks a repository is a project's full path: a namespace (a
+// user, a group or nested groups) and a name, none of its parts empty. The
+// client escapes it as GitLab wants (group%2Fsub%2Fproject).
+func project(repository string) (string, error) {
+	parts := strings.Split(repository, "/")
+	if len(parts) < 2 {
+		return "", fmt.Errorf("repository %q is not namespace/project", repository)
+	}
+	for _, part := range parts {
+		if part == "" {
+			return "", fmt.Errorf("repository %q is not namespace/project", repository)
+		}
+	}
+	return repository, nil
+}
+
+// before refuses calls while a rate limit announced by GitLab lasts.
+func (p *Provider) before() error { return p.blocker.Before() }
+
+// after classifies an error by the answer's status: 404 is
+// provider.ErrNotFound, 429 a rate limit that blocks further calls.
+func (p *Provider) after(resp *gl.Response, err error) error {
+	if err == nil {
+		return nil
+	}
+	if resp == nil || resp.Response == nil {
+		return err
+	}
+	switch resp.StatusCode {
+	case http.StatusNotFound:
+		return fmt.Errorf("%w: %v", provider.ErrNotFound, err)
+	case http.StatusTooManyRequests:
+		return p.blocker.Block(p.retryAfter(resp.Header), err)
+	}
+	return fmt.Errorf("%d: %w", resp.StatusCode, err)
+}
+
+// short is a commit's first seven characters, for people.
+func short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}
+
+// repoKey is a repository as the provider remembers it: GitLab's paths
+// are case-insensitive.
+func repoKey(repository string) string { return strings.ToLower(repository) }
