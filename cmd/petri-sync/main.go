@@ -1,5 +1,6 @@
-// Command petri-sync turns the config repository and GitHub pull requests
-// into EphemeralEnvironments and reports back on the pull requests. It only
+// Command petri-sync turns the config repository and the pull requests of
+// GitHub, Gitea and Forgejo into EphemeralEnvironments and reports back on
+// the pull requests. It only
 // parses flags and wires the packages under sync/ together.
 package main
 
@@ -11,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -58,7 +58,8 @@ func run() error {
 		installationID = flag.Int64("github-installation-id", 0, "GitHub App installation id.")
 		appKeyFile     = flag.String("github-app-key-file", "", "GitHub App private key (PEM) file.")
 		githubTimeout  = flag.Duration("github-timeout", 15*time.Second, "Timeout of one GitHub API request.")
-		secretFile     = flag.String("webhook-secret-file", "", "File holding the webhook secret (required).")
+		secretFile     = flag.String("webhook-secret-file", "", "File holding GitHub's webhook secret (required unless another forge is configured).")
+		forges         = bindForges(flag.CommandLine)
 		resyncInterval = flag.Duration("resync-interval", 5*time.Minute, "How often every repository's open pull requests are listed again (conditional requests).")
 		listen         = flag.String("listen", ":8080", "Address of the HTTP server: webhooks, read API, web page, probes, metrics.")
 		workers        = flag.Int("workers", 4, "Repositories reconciled in parallel.")
@@ -89,16 +90,23 @@ func run() error {
 	if *webhookMaxBody <= 0 || *webhookReads <= 0 || *webhookTimeout <= 0 {
 		return errors.New("-webhook-max-body, -webhook-concurrency and -webhook-read-timeout must be positive")
 	}
-	if *secretFile == "" {
+	others, hooks, err := forges.build()
+	if err != nil {
+		return err
+	}
+	// Without GitHub's secret, GitHub's webhook path refuses every
+	// delivery: webhooks are never accepted unsigned.
+	var secret []byte
+	switch {
+	case *secretFile != "":
+		if secret, err = readSecret(*secretFile); err != nil {
+			return fmt.Errorf("webhook secret: %w", err)
+		}
+	case len(others) == 0:
 		return errors.New("-webhook-secret-file is required: webhooks are never accepted unsigned")
 	}
-	secret, err := os.ReadFile(*secretFile)
-	if err != nil {
-		return fmt.Errorf("webhook secret: %w", err)
-	}
-	secret = []byte(strings.TrimSpace(string(secret)))
-	if len(secret) == 0 {
-		return fmt.Errorf("webhook secret file %s is empty", *secretFile)
+	for name := range others {
+		log.Info("Serving forge", "forge", name)
 	}
 
 	var auth ghprovider.Auth
@@ -150,7 +158,7 @@ func run() error {
 			LeaseDuration: *leaseDuration, RenewDeadline: *renewDeadline, RetryPeriod: *retryPeriod}
 	}
 	s, err := syncer.New(syncer.Options{
-		RESTConfig: cfg, Scheme: scheme, Namespace: *namespace, Provider: prov,
+		RESTConfig: cfg, Scheme: scheme, Namespace: *namespace, Provider: prov, Forges: others,
 		Resolver: &resolve.Resolver{TTL: *chartCacheTTL, PlainHTTP: *chartPlainHTTP, Timeout: *chartTimeout},
 		Config:   repo, ConfigRepository: configRepo, Metrics: m, Log: log.WithName("sync"),
 		ConfigInterval: *repoInterval, ResyncInterval: *resyncInterval, Workers: *workers, EventQueue: *eventQueue,
@@ -161,7 +169,7 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	hook := &webhook.Handler{Secret: secret, Queue: s.Events(), Metrics: m, MaxBody: *webhookMaxBody, MaxConcurrent: *webhookReads, ReadTimeout: *webhookTimeout}
+	hook := &webhook.Handler{Secret: secret, Forges: hooks, Queue: s.Events(), Metrics: m, MaxBody: *webhookMaxBody, MaxConcurrent: *webhookReads, ReadTimeout: *webhookTimeout}
 	mux := http.NewServeMux()
 	mux.Handle("/", api.Handler(s, hook, m))
 	var page *ui.UI

@@ -1,6 +1,7 @@
-// Package api is sync's HTTP surface: the GitHub webhook endpoint, a read
-// API of environments and applications (and one action on them: wake),
-// health and readiness probes, and Prometheus metrics.
+// Package api is sync's HTTP surface: the webhook endpoints (GitHub's and
+// one per other forge), a read API of environments and applications (and
+// one action on them: wake), health and readiness probes, and Prometheus
+// metrics.
 package api
 
 import (
@@ -29,6 +30,7 @@ type Source interface {
 // Paths of the endpoints.
 const (
 	WebhookPath      = "/webhooks/github"
+	ForgeWebhookPath = "/webhooks/{forge}"
 	EnvironmentsPath = "/api/v1/environments"
 	ApplicationsPath = "/api/v1/applications"
 )
@@ -37,6 +39,9 @@ const (
 func Handler(src Source, webhook http.Handler, m *metrics.Metrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST "+WebhookPath, webhook)
+	// Every other forge's deliveries at a path of their own:
+	// /webhooks/gitea, /webhooks/forgejo, /webhooks/gitlab.
+	mux.Handle("POST "+ForgeWebhookPath, webhook)
 	mux.HandleFunc("GET "+EnvironmentsPath, func(w http.ResponseWriter, r *http.Request) {
 		envs, err := src.Environments(r.Context())
 		if err != nil {

@@ -133,6 +133,15 @@ func (s *Store) List(ctx context.Context, forge, repository string) ([]petriv1.P
 	return list.Items, nil
 }
 
+// ListAll returns every state sync wrote in the namespace.
+func (s *Store) ListAll(ctx context.Context) ([]petriv1.PullRequestState, error) {
+	var list petriv1.PullRequestStateList
+	if err := s.reader().List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{petriv1.LabelManagedBy: render.ManagedBy}); err != nil {
+		return nil, fmt.Errorf("list the pull-request states: %w", err)
+	}
+	return list.Items, nil
+}
+
 func (s *Store) reader() client.Reader {
 	if s.Reader != nil {
 		return s.Reader

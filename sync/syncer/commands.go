@@ -94,7 +94,7 @@ func (s *Syncer) findCommands(ctx context.Context, o *observation) error {
 		if !o.interested(n) {
 			continue
 		}
-		cs, err := s.commands.ListComments(ctx, repo, n)
+		cs, err := s.commandsOf(repo).ListComments(ctx, pathOf(repo), n)
 		if err != nil {
 			rs.mu.Lock()
 			rs.commentHints[n] = true
@@ -107,7 +107,7 @@ func (s *Syncer) findCommands(ctx context.Context, o *observation) error {
 	if !resync {
 		return errors.Join(errs...)
 	}
-	cs, err := s.commands.ListRepositoryComments(ctx, repo, since)
+	cs, err := s.commandsOf(repo).ListRepositoryComments(ctx, pathOf(repo), since)
 	if err != nil {
 		rs.mu.Lock()
 		rs.resyncDue = true
@@ -195,7 +195,7 @@ func (s *Syncer) command(ctx context.Context, key prKey, pr provider.PullRequest
 	who := "@" + c.Author
 	text := "`" + cmd.Text + "`"
 	done := func(reaction, result, note string, change func(st *render.State)) error {
-		if err := s.commands.React(ctx, key.Repo, c.ID, reaction); err != nil {
+		if err := s.commandsOf(key.Repo).React(ctx, pathOf(key.Repo), c.ID, reaction); err != nil {
 			if !errors.Is(err, provider.ErrNotFound) {
 				return err
 			}
@@ -220,7 +220,7 @@ func (s *Syncer) command(ctx context.Context, key prKey, pr provider.PullRequest
 	if perr != nil {
 		return done(provider.ReactionRefused, "invalid", "not understood: "+perr.Error(), nil)
 	}
-	perm, err := s.commands.Permission(ctx, key.Repo, c.Author)
+	perm, err := s.commandsOf(key.Repo).Permission(ctx, pathOf(key.Repo), c.Author)
 	if err != nil {
 		return fmt.Errorf("command %s on %s#%d: %w", cmd.Text, key.Repo, pr.Number, err)
 	}

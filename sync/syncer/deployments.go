@@ -42,7 +42,7 @@ func (s *Syncer) deployment(ctx context.Context, key prKey, st render.PRState, l
 		app = s.cfg.Application(st.Application)
 	}
 	s.mu.Unlock()
-	if app == nil || !app.Deployments || !strings.EqualFold(app.Repository, key.Repo) {
+	if app == nil || !app.Deployments || app.RepositoryKey() != key.Repo {
 		return nil
 	}
 	envName := DeploymentEnvironment(app.Name, key.Number)
@@ -94,18 +94,18 @@ func (s *Syncer) deployment(ctx context.Context, key prKey, st render.PRState, l
 	if have.DeploymentSHA != sha {
 		// A new head commit is a new deployment; the one before is
 		// inactive (GitHub does not do that for transient environments).
-		found, err := s.reporter.FindDeployment(ctx, key.Repo, sha, envName)
+		found, err := s.reporterOf(key.Repo).FindDeployment(ctx, pathOf(key.Repo), sha, envName)
 		if err != nil {
 			return err
 		}
 		if found == 0 {
-			if found, err = s.reporter.CreateDeployment(ctx, key.Repo, provider.Deployment{SHA: sha, Environment: envName,
+			if found, err = s.reporterOf(key.Repo).CreateDeployment(ctx, pathOf(key.Repo), provider.Deployment{SHA: sha, Environment: envName,
 				Description: fmt.Sprintf("Preview environment of %s for pull request #%d", app.Name, key.Number)}); err != nil {
 				return err
 			}
 		}
 		if have.Deployment != 0 && have.DeploymentState != deploymentInactive {
-			if err := s.reporter.SetDeploymentStatus(ctx, key.Repo, have.Deployment, provider.DeploymentStatus{
+			if err := s.reporterOf(key.Repo).SetDeploymentStatus(ctx, pathOf(key.Repo), have.Deployment, provider.DeploymentStatus{
 				State: deploymentInactive, Description: "Superseded by commit " + shortSHA(sha)}); err != nil {
 				return err
 			}
@@ -120,7 +120,7 @@ func (s *Syncer) deployment(ctx context.Context, key prKey, st render.PRState, l
 	if have.DeploymentState == want.State {
 		return nil
 	}
-	if err := s.reporter.SetDeploymentStatus(ctx, key.Repo, id, want); err != nil {
+	if err := s.reporterOf(key.Repo).SetDeploymentStatus(ctx, pathOf(key.Repo), id, want); err != nil {
 		return err
 	}
 	life.change(func(st *render.State) { st.App(app.Name).DeploymentState = want.State })

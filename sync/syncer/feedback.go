@@ -30,7 +30,7 @@ func (s *Syncer) envChanged(o any) {
 	if !ok || e.Spec.Source == nil {
 		return
 	}
-	repo := strings.ToLower(e.Annotations[render.AnnotationRepository])
+	repo := render.RepositoryKey(e.Annotations)
 	n, _ := strconv.Atoi(e.Labels[render.LabelPullRequest])
 	if repo == "" || n == 0 {
 		return
@@ -70,7 +70,7 @@ func (s *Syncer) envLifecycleChanged(old, o any) {
 }
 
 func (s *Syncer) queueRepoOf(e *petriv1.EphemeralEnvironment) {
-	repo := strings.ToLower(e.Annotations[render.AnnotationRepository])
+	repo := render.RepositoryKey(e.Annotations)
 	s.mu.Lock()
 	ok := repo != "" && s.configured(repo)
 	s.mu.Unlock()
@@ -118,8 +118,8 @@ func (s *Syncer) sendFeedback(ctx context.Context, key prKey) error {
 // number in any repository (docs/benchmarks.md has what that cost).
 const indexPullRequest = "petri.dev/pull-request"
 
-// pullRequestKey is the index key of a repository's pull request; GitHub
-// names repositories case-insensitively.
+// pullRequestKey is the index key of a repository's pull request (repo is
+// the repository's key); forges name repositories case-insensitively.
 func pullRequestKey(repo, number string) string { return strings.ToLower(repo) + "#" + number }
 
 // pullRequestIndex gives an environment sync wrote its pull request's key.
@@ -128,7 +128,7 @@ func pullRequestIndex(o client.Object) []string {
 	if !ok || !render.Owned(e.Labels) {
 		return nil
 	}
-	repo, n := e.Annotations[render.AnnotationRepository], e.Labels[render.LabelPullRequest]
+	repo, n := render.RepositoryKey(e.Annotations), e.Labels[render.LabelPullRequest]
 	if repo == "" || n == "" {
 		return nil
 	}
@@ -159,7 +159,7 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 	envFound := false
 	for i := range envs.Items {
 		e := &envs.Items[i]
-		if !render.Owned(e.Labels) || !strings.EqualFold(e.Annotations[render.AnnotationRepository], key.Repo) {
+		if !render.Owned(e.Labels) || render.RepositoryKey(e.Annotations) != key.Repo {
 			continue
 		}
 		envFound = true
@@ -229,7 +229,7 @@ func (s *Syncer) commitStatus(ctx context.Context, key prKey, rs *repoState, sha
 			return nil
 		}
 	}
-	if err := s.reporter.SetCommitStatus(ctx, key.Repo, sha, cs); err != nil {
+	if err := s.reporterOf(key.Repo).SetCommitStatus(ctx, pathOf(key.Repo), sha, cs); err != nil {
 		return err
 	}
 	if rs != nil {
@@ -257,7 +257,7 @@ func (s *Syncer) lifecycleFeedback(key prKey, states map[string]render.PRState, 
 		if cfg != nil {
 			app = cfg.Application(name)
 		}
-		if app == nil || !strings.EqualFold(app.Repository, key.Repo) {
+		if app == nil || app.RepositoryKey() != key.Repo {
 			continue
 		}
 		st.KeepLabel = app.Keep()

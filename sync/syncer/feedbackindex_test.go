@@ -25,6 +25,9 @@ func TestPullRequestIndexKeysByRepositoryAndNumber(t *testing.T) {
 	assert.Equal(t, []string{"acme/shop#7"}, pullRequestIndex(env("Acme/Shop", "7", true)), "repository names are case-insensitive")
 	assert.Equal(t, pullRequestKey("ACME/shop", "7"), pullRequestIndex(env("acme/shop", "7", true))[0])
 	assert.NotEqual(t, pullRequestIndex(env("acme/shop", "7", true)), pullRequestIndex(env("acme/web", "7", true)), "one number in two repositories")
+	gitea := env("acme/shop", "7", true)
+	gitea.Annotations[render.AnnotationForge] = "gitea"
+	assert.Equal(t, []string{"gitea:acme/shop#7"}, pullRequestIndex(gitea), "acme/shop on Gitea is another repository")
 	assert.Nil(t, pullRequestIndex(env("acme/shop", "7", false)), "an environment sync did not write")
 	assert.Nil(t, pullRequestIndex(env("", "7", true)), "no repository")
 	assert.Nil(t, pullRequestIndex(env("acme/shop", "", true)), "no pull request")

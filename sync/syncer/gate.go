@@ -17,7 +17,7 @@ func (s *Syncer) gatePassed(ctx context.Context, rs *repoState, sha string, gate
 	if passed {
 		return true, "", nil
 	}
-	st, reason, err := s.source.GateState(ctx, rs.name, sha, gate)
+	st, reason, err := s.sourceOf(rs.name).GateState(ctx, pathOf(rs.name), sha, gate)
 	if err != nil {
 		return false, "", err
 	}

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/render"
 	"github.com/petri-dev/petri/sync/webhook"
 )
@@ -145,7 +146,7 @@ func (s *Syncer) handOver(ev webhook.Event) {
 	if le == nil {
 		return
 	}
-	e := handoverEntry{Event: handoverRepository, Repository: strings.ToLower(ev.Repository), Delivery: ev.Delivery, Received: ev.Received}
+	e := handoverEntry{Event: handoverRepository, Repository: config.RepositoryKey(ev.Forge, ev.Repository), Delivery: ev.Delivery, Received: ev.Received}
 	if ev.Type == "push" && s.isConfigRepo(ev) {
 		s.TriggerConfigFetch()
 		e.Event, e.Repository = handoverConfig, ""

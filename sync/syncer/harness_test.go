@@ -37,6 +37,7 @@ import (
 	"github.com/petri-dev/petri/sync/api"
 	"github.com/petri-dev/petri/sync/configrepo"
 	"github.com/petri-dev/petri/sync/metrics"
+	"github.com/petri-dev/petri/sync/provider"
 	ghprovider "github.com/petri-dev/petri/sync/provider/github"
 	"github.com/petri-dev/petri/sync/render"
 	"github.com/petri-dev/petri/sync/resolve"
@@ -183,6 +184,9 @@ type harnessOptions struct {
 	// restConfig, when set, is how the syncer reaches the API server
 	// (env.Config with a transport that records requests).
 	restConfig *rest.Config
+	// forges are more forges, by name, each played by a GitHub stand-in
+	// (forges_test.go).
+	forges map[string]*githubapi.Server
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -222,12 +226,18 @@ func (h *harness) start() {
 	require.NoError(t, err)
 	src, err := configrepo.New(configrepo.Options{URL: h.gitDir, Branch: "main"})
 	require.NoError(t, err)
+	forges := map[string]provider.Provider{}
+	for name, srv := range o.forges {
+		if forges[name], err = ghprovider.New(ghprovider.Options{BaseURL: srv.URL, Auth: ghprovider.TokenFile(h.tokenFile), Clock: h.clock}); err != nil {
+			require.NoError(t, err)
+		}
+	}
 	resync := o.resync
 	if resync == 0 {
 		resync = time.Hour // tests trigger resyncs themselves
 	}
 	h.s, err = syncer.New(syncer.Options{
-		RESTConfig: cmp.Or(o.restConfig, env.Config), Scheme: controlplane.Scheme(), Namespace: h.ns, Provider: prov,
+		RESTConfig: cmp.Or(o.restConfig, env.Config), Scheme: controlplane.Scheme(), Namespace: h.ns, Provider: prov, Forges: forges,
 		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client(), Timeout: o.chartTimeout}, Config: src, ConfigRepository: "acme/petri-config",
 		Metrics: h.m, Log: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})),
 		ConfigInterval: time.Hour, ResyncInterval: resync, EventQueue: o.eventQueue, Clock: h.clock,

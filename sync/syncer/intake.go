@@ -46,7 +46,7 @@ func (s *Syncer) configLoop(ctx context.Context) {
 func (s *Syncer) loadConfig(ctx context.Context) {
 	full := s.fullResync.Swap(false)
 	snap, err := s.opts.Config.Fetch(ctx)
-	var cfg *config.Config
+	var cfg, prev *config.Config
 	var old []string
 	if err != nil {
 		s.log.Error(err, "Fetching the config repository failed; keeping the last revision")
@@ -69,6 +69,7 @@ func (s *Syncer) loadConfig(ctx context.Context) {
 		if same && !full {
 			return
 		}
+		prev = cfg
 		if same {
 			old = cfg.Repositories()
 		} else {
@@ -84,6 +85,11 @@ func (s *Syncer) loadConfig(ctx context.Context) {
 		if err != nil {
 			s.log.Error(err, "Applying shared workloads failed")
 		}
+		pctx, cancel := context.WithTimeout(ctx, s.opts.ReconcileTimeout)
+		if err := s.pruneStates(pctx, cfg, prev); err != nil {
+			s.log.Error(err, "Pruning the pull-request states of repositories that left the config failed; trying again at the next revision")
+		}
+		cancel()
 		for _, r := range append(old, cfg.Repositories()...) {
 			s.queue.Add(r)
 		}
@@ -95,6 +101,9 @@ func (s *Syncer) loadConfig(ctx context.Context) {
 func (s *Syncer) setConfig(snap *configrepo.Snapshot) (*config.Config, []string) {
 	cfg := config.Load(snap.Files)
 	cfg.Revision = snap.Revision
+	// An application on a forge sync has no credentials for is an error
+	// of its file; the others run.
+	cfg.DropUnserved(s.forges.Serves)
 	for _, e := range cfg.Errors {
 		s.log.Error(e, "Config file has an error; its application is left as it was", "revision", snap.Revision)
 	}
@@ -182,7 +191,7 @@ func (s *Syncer) eventLoop(ctx context.Context) {
 }
 
 func (s *Syncer) handleEvent(ev webhook.Event) {
-	key := strings.ToLower(ev.Repository)
+	key := config.RepositoryKey(ev.Forge, ev.Repository)
 	if ev.Type == "push" && s.isConfigRepo(ev) {
 		s.log.Info("Config repository pushed; fetching", "ref", ev.Ref)
 		s.TriggerConfigFetch()

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
@@ -69,7 +68,7 @@ func (s *Syncer) observe(ctx context.Context, rs *repoState, apps []*config.Appl
 	o := &observation{repo: rs.name, rs: rs, apps: apps, closed: map[int]provider.PullRequest{}, unknown: map[int]bool{}}
 	since, hints := rs.takePending()
 	o.since = since
-	listed, err := s.source.ListOpenPullRequests(ctx, o.repo)
+	listed, err := s.sourceOf(o.repo).ListOpenPullRequests(ctx, pathOf(o.repo))
 	if err != nil {
 		s.setAppError(apps, err)
 		rs.putPending(since, hints)
@@ -93,7 +92,7 @@ func (s *Syncer) observe(ctx context.Context, rs *repoState, apps []*config.Appl
 	for i := range envs.Items {
 		e := &envs.Items[i]
 		by := o.envs[e.Labels[render.LabelApplication]]
-		if by == nil || !render.Owned(e.Labels) || !strings.EqualFold(e.Annotations[render.AnnotationRepository], o.repo) {
+		if by == nil || !render.Owned(e.Labels) || render.RepositoryKey(e.Annotations) != o.repo {
 			continue
 		}
 		n, _ := strconv.Atoi(e.Labels[render.LabelPullRequest])
@@ -124,7 +123,7 @@ func (s *Syncer) readUnlisted(ctx context.Context, o *observation, withEnv []int
 		if _, isClosed := o.closed[n]; isClosed {
 			return provider.PullRequest{}, false, nil
 		}
-		pr, err := s.source.GetPullRequest(ctx, o.repo, n)
+		pr, err := s.sourceOf(o.repo).GetPullRequest(ctx, pathOf(o.repo), n)
 		switch {
 		case hinted && errors.Is(err, provider.ErrNotFound):
 			return pr, false, nil

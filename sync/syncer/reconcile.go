@@ -6,7 +6,6 @@ package syncer
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/petri-dev/petri/sync/config"
@@ -35,7 +34,7 @@ func (s *Syncer) processRepo(ctx context.Context) bool {
 		s.queue.Forget(key)
 	case errors.As(err, &rle):
 		s.opts.Metrics.Reconciles.WithLabelValues("rate_limited").Inc()
-		s.log.Info("GitHub rate limit: nothing changed, retrying after the reset", "repository", key, "until", rle.Until)
+		s.log.Info("Forge rate limit: nothing changed, retrying after the reset", "repository", key, "until", rle.Until)
 		s.queue.Forget(key)
 		s.queue.AddAfter(key, rle.Until.Sub(s.clock.Now())+time.Second)
 	default:
@@ -54,7 +53,7 @@ func (s *Syncer) appsFor(repo string) []*config.Application {
 	}
 	var out []*config.Application
 	for _, a := range s.cfg.Applications {
-		if strings.EqualFold(a.Repository, repo) {
+		if a.RepositoryKey() == repo {
 			out = append(out, a)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/provider"
 	"github.com/petri-dev/petri/sync/prstate"
 	"github.com/petri-dev/petri/sync/render"
@@ -39,6 +40,9 @@ type stateStore interface {
 	// Forget removes what is stored for a pull request that is closed and
 	// has nothing left.
 	Forget(ctx context.Context, key prKey) error
+	// Prune removes what is stored for every repository (by its key) that
+	// keep says no to, and returns how many pull requests it forgot.
+	Prune(ctx context.Context, keep func(repoKey string) bool) (int, error)
 }
 
 // storedState is what Load found.
@@ -56,10 +60,10 @@ type storedState struct {
 }
 
 // clusterStore keeps the state in PullRequestStates and writes the comment
-// through the reporter.
+// through the reporter of the pull request's forge.
 type clusterStore struct {
 	states   *prstate.Store
-	reporter provider.Reporter
+	reporter func(repoKey string) provider.Reporter
 
 	mu sync.Mutex
 	// written is the spec last written per pull request: a feedback pass
@@ -67,12 +71,15 @@ type clusterStore struct {
 	written map[prKey]petriv1.PullRequestStateSpec
 }
 
-func newClusterStore(states *prstate.Store, reporter provider.Reporter) *clusterStore {
+func newClusterStore(states *prstate.Store, reporter func(repoKey string) provider.Reporter) *clusterStore {
 	return &clusterStore{states: states, reporter: reporter, written: map[prKey]petriv1.PullRequestStateSpec{}}
 }
 
+// stateKey is a pull request's key in the store: the forge and path of its
+// repository's key.
 func stateKey(key prKey) prstate.Key {
-	return prstate.Key{Repository: key.Repo, Number: key.Number}
+	forge, repo := config.SplitRepositoryKey(key.Repo)
+	return prstate.Key{Forge: forge, Repository: repo, Number: key.Number}
 }
 
 func (c *clusterStore) Load(ctx context.Context, key prKey) (storedState, error) {
@@ -104,7 +111,7 @@ func (c *clusterStore) Save(ctx context.Context, key prKey, body string, st rend
 	if body == "" {
 		return nil
 	}
-	return c.reporter.UpsertComment(ctx, key.Repo, key.Number, render.CommentMarker, body)
+	return c.reporter(key.Repo).UpsertComment(ctx, pathOf(key.Repo), key.Number, render.CommentMarker, body)
 }
 
 func (c *clusterStore) Forget(ctx context.Context, key prKey) error {
@@ -115,6 +122,26 @@ func (c *clusterStore) Forget(ctx context.Context, key prKey) error {
 	delete(c.written, key)
 	c.mu.Unlock()
 	return nil
+}
+
+func (c *clusterStore) Prune(ctx context.Context, keep func(repoKey string) bool) (int, error) {
+	all, err := c.states.ListAll(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, st := range all {
+		repo := config.RepositoryKey(st.Spec.Forge, st.Spec.Repository)
+		if keep(repo) {
+			continue
+		}
+		key := prKey{Repo: repo, Number: int(st.Spec.Number)}
+		if err := c.Forget(ctx, key); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // ensureLife returns a pull request's lifecycle state, loading it from the
@@ -136,7 +163,7 @@ func (s *Syncer) ensureLife(ctx context.Context, rs *repoState, key prKey) (*prL
 		return nil, err
 	}
 	if !got.CommentsRead {
-		if got.Comments, err = s.commands.ListComments(ctx, key.Repo, key.Number); err != nil {
+		if got.Comments, err = s.commandsOf(key.Repo).ListComments(ctx, pathOf(key.Repo), key.Number); err != nil {
 			return nil, fmt.Errorf("list the comments of %s#%d: %w", key.Repo, key.Number, err)
 		}
 	}

@@ -19,7 +19,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,14 +57,19 @@ type Options struct {
 	Scheme     *runtime.Scheme
 	// Namespace is the management namespace everything is written to.
 	Namespace string
-	// Provider is the forge in all three of its roles. PullRequests,
+	// Provider is GitHub in all three of its roles. PullRequests,
 	// Reporter and Commands, where set, stand in for one role of it.
 	Provider     provider.Provider
 	PullRequests provider.PullRequestSource
 	Reporter     provider.Reporter
 	Commands     provider.CommandReader
-	Resolver     *resolve.Resolver
-	Config       ConfigSource
+	// Forges are the other forges sync serves, by the name applications
+	// give them (config.ForgeGitea, ...), each in its three roles. An
+	// application on a forge that is neither here nor GitHub is a config
+	// error (config.DropUnserved).
+	Forges   map[string]provider.Provider
+	Resolver *resolve.Resolver
+	Config   ConfigSource
 	// ConfigRepository is the config repository's GitHub owner/name or URL;
 	// a push webhook for it triggers an immediate fetch.
 	ConfigRepository string
@@ -99,11 +103,10 @@ type Syncer struct {
 	client client.Client
 	cache  cache.Cache
 
-	// The forge's roles: what the pass lists and reads, what feedback
-	// reports, what commands are read from.
-	source   provider.PullRequestSource
-	reporter provider.Reporter
-	commands provider.CommandReader
+	// forges are the roles of each forge served (forges.go): what the
+	// pass lists and reads, what feedback reports, what commands are read
+	// from, on the forge of each repository.
+	forges provider.Registry
 
 	events        chan webhook.Event
 	queue         workqueue.TypedRateLimitingInterface[string]
@@ -153,17 +156,12 @@ type appStatus struct {
 
 // New builds a Syncer; Start runs it.
 func New(opts Options) (*Syncer, error) {
-	if opts.PullRequests == nil && opts.Provider != nil {
-		opts.PullRequests = opts.Provider
+	forges, err := registry(opts)
+	if err != nil {
+		return nil, err
 	}
-	if opts.Reporter == nil && opts.Provider != nil {
-		opts.Reporter = opts.Provider
-	}
-	if opts.Commands == nil && opts.Provider != nil {
-		opts.Commands = opts.Provider
-	}
-	if opts.Namespace == "" || opts.PullRequests == nil || opts.Reporter == nil || opts.Commands == nil || opts.Config == nil || opts.RESTConfig == nil || opts.Scheme == nil {
-		return nil, errors.New("syncer: namespace, the provider's three roles, config source, REST config and scheme are required")
+	if opts.Namespace == "" || opts.Config == nil || opts.RESTConfig == nil || opts.Scheme == nil {
+		return nil, errors.New("syncer: namespace, config source, REST config and scheme are required")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -221,14 +219,12 @@ func New(opts Options) (*Syncer, error) {
 		log:           opts.Log,
 		client:        c,
 		cache:         ca,
-		source:        opts.PullRequests,
-		reporter:      opts.Reporter,
-		commands:      opts.Commands,
+		forges:        forges,
 		events:        make(chan webhook.Event, opts.EventQueue),
 		queue:         workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Clock: opts.Clock}),
 		feedback:      workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[prKey](), workqueue.TypedRateLimitingQueueConfig[prKey]{Clock: opts.Clock}),
 		configTrigger: make(chan struct{}, 1),
-		store:         newClusterStore(&prstate.Store{Client: c, Namespace: opts.Namespace}, opts.Reporter),
+		store:         newClusterStore(&prstate.Store{Client: c, Namespace: opts.Namespace}, func(key string) provider.Reporter { return forges.Lookup(forgeOf(key)).Reporter }),
 		clock:         opts.Clock,
 		repos:         map[string]*repoState{},
 		appStatus:     map[string]*appStatus{},
@@ -348,7 +344,7 @@ func (s *Syncer) configured(repo string) bool {
 		return false
 	}
 	for _, a := range s.cfg.Applications {
-		if strings.EqualFold(a.Repository, repo) {
+		if a.RepositoryKey() == repo {
 			return true
 		}
 	}
@@ -359,8 +355,8 @@ func (s *Syncer) configured(repo string) bool {
 // config. The caller holds s.mu.
 func (s *Syncer) forgetRepo(repo string) {
 	delete(s.repos, repo)
-	for _, f := range s.forgetters() {
-		f.ForgetRepository(repo)
+	for _, f := range s.forges.Forgetters(forgeOf(repo)) {
+		f.ForgetRepository(pathOf(repo))
 	}
 }
 
@@ -373,22 +369,9 @@ func (s *Syncer) forgetPullRequest(key prKey) {
 	if rs == nil || !rs.forgetPullRequest(key.Number) {
 		return
 	}
-	for _, f := range s.forgetters() {
-		f.ForgetPullRequest(key.Repo, key.Number)
+	for _, f := range s.forges.Forgetters(forgeOf(key.Repo)) {
+		f.ForgetPullRequest(pathOf(key.Repo), key.Number)
 	}
-}
-
-// forgetters are the roles that remember something per pull request. One
-// forge playing several roles is told once per role; forgetting is
-// idempotent.
-func (s *Syncer) forgetters() []provider.Forgetter {
-	var out []provider.Forgetter
-	for _, r := range []any{s.source, s.reporter, s.commands} {
-		if f, ok := r.(provider.Forgetter); ok {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // stateSize counts what the in-memory maps hold; every entry belongs to an

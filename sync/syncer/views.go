@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,7 +79,7 @@ func (s *Syncer) Environments(ctx context.Context) ([]Environment, error) {
 			v.Components = append(v.Components, ComponentState{Name: c.Name, Chart: c.Chart.Name, Version: c.Chart.Version, Phase: p, LastError: status[c.Name].LastError})
 		}
 		s.mu.Lock()
-		rs := s.repos[strings.ToLower(v.Repository)]
+		rs := s.repos[render.RepositoryKey(e.Annotations)]
 		s.mu.Unlock()
 		if rs != nil {
 			rs.mu.Lock()

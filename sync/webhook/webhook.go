@@ -31,6 +31,7 @@ import (
 
 	gh "github.com/google/go-github/v60/github"
 
+	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/metrics"
 	"github.com/petri-dev/petri/sync/provider"
 	ghprovider "github.com/petri-dev/petri/sync/provider/github"
@@ -57,9 +58,13 @@ const RetryAfter = "5"
 
 // Event is one accepted delivery.
 type Event struct {
-	Type       string
-	Delivery   string
-	Received   time.Time
+	Type     string
+	Delivery string
+	Received time.Time
+	// Forge is the forge that sent it (config.ForgeGitea, ...); empty for
+	// GitHub.
+	Forge string
+	// Repository is the repository's path on its forge (owner/name).
 	Repository string
 	// PullRequest is the pull request of a pull_request event.
 	PullRequest *provider.PullRequest
@@ -80,8 +85,12 @@ type Event struct {
 
 // Handler is the webhook endpoint.
 type Handler struct {
-	// Secret is the webhook secret; every delivery must be signed with it.
+	// Secret is GitHub's webhook secret; every delivery must be signed
+	// with it.
 	Secret []byte
+	// Forges read the deliveries of other forges at /webhooks/<forge>, by
+	// the name applications give the forge (forges.go).
+	Forges map[string]Forge
 	// Queue receives accepted events; a full queue answers 503.
 	Queue chan<- Event
 	// Metrics counts deliveries; optional.
@@ -161,6 +170,15 @@ func (h *Handler) InFlight() int { return int(h.inFlight.Load()) }
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f := r.PathValue("forge"); f != "" && f != config.ForgeGitHub {
+		h.serveForge(w, r, f)
+		return
+	}
+	if f := foreign(r.Header); f != "" {
+		h.count("other", "wrong_path")
+		http.Error(w, "a "+f+" delivery: send it to /webhooks/"+f, http.StatusBadRequest)
+		return
+	}
 	received := h.now()
 	event := r.Header.Get("X-GitHub-Event")
 	metricEvent := event
@@ -213,6 +231,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev.Type, ev.Delivery, ev.Received = event, r.Header.Get("X-GitHub-Delivery"), received
+	h.enqueue(w, ev, metricEvent)
+}
+
+// enqueue hands an accepted event to the queue, or answers 503 when it is
+// full.
+func (h *Handler) enqueue(w http.ResponseWriter, ev Event, metricEvent string) {
 	select {
 	case h.Queue <- ev:
 		h.count(metricEvent, "queued")
@@ -294,51 +318,6 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, limit int64) ([]b
 		return nil, http.StatusRequestTimeout, errors.New("body not received in time")
 	}
 	return nil, http.StatusBadRequest, errors.New("body unreadable")
-}
-
-// chunk is the unit in which a body of unknown length is read. Chunks are
-// pooled: an oversized body costs no copies on the way to the limit and
-// leaves no garbage behind, so the heap stays near MaxConcurrent × MaxBody
-// however many arrive.
-const chunk = 64 << 10
-
-var chunks = sync.Pool{New: func() any { return new([chunk]byte) }}
-
-// readBody reads a body whose length is known (length >= 0, already checked
-// against the limit) into one exact allocation, and one of unknown length
-// in pooled chunks copied out once at the end.
-func readBody(r io.Reader, length int64) ([]byte, error) {
-	if length >= 0 {
-		body := make([]byte, length)
-		if _, err := io.ReadFull(r, body); err != nil {
-			return nil, err
-		}
-		return body, nil
-	}
-	var read []*[chunk]byte
-	defer func() {
-		for _, c := range read {
-			chunks.Put(c)
-		}
-	}()
-	total := 0
-	for {
-		c := chunks.Get().(*[chunk]byte)
-		read = append(read, c)
-		n, err := io.ReadFull(r, c[:])
-		total += n
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	body := make([]byte, 0, total)
-	for _, c := range read {
-		body = append(body, c[:min(chunk, total-len(body))]...)
-	}
-	return body, nil
 }
 
 // parseSignature decodes "sha256=<64 hex digits>"; false for anything else.

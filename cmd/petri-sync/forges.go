@@ -1,0 +1,105 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/petri-dev/petri/sync/config"
+	"github.com/petri-dev/petri/sync/provider"
+	giteaprovider "github.com/petri-dev/petri/sync/provider/gitea"
+	"github.com/petri-dev/petri/sync/webhook"
+)
+
+// forgeFlags are the settings of one forge other than GitHub: its server,
+// the file of its token and the file of its webhook secret. A forge whose
+// URL is not given is not served: an application naming it is a config
+// error.
+type forgeFlags struct {
+	name       string
+	url        *string
+	tokenFile  *string
+	secretFile *string
+	timeout    *time.Duration
+}
+
+// bindForge declares -<forge>-url, -<forge>-token-file,
+// -<forge>-webhook-secret-file and -<forge>-timeout.
+func bindForge(fs *flag.FlagSet, name, title string) *forgeFlags {
+	return &forgeFlags{
+		name:       name,
+		url:        fs.String(name+"-url", "", title+" server's root URL, such as https://"+name+".example.com/ (the API is found under it); unset: applications on "+title+" are config errors."),
+		tokenFile:  fs.String(name+"-token-file", "", "File holding the "+title+" access token of sync's user (re-read when it changes)."),
+		secretFile: fs.String(name+"-webhook-secret-file", "", "File holding the secret of "+title+"'s webhooks, delivered to /webhooks/"+name+"."),
+		timeout:    fs.Duration(name+"-timeout", 15*time.Second, "Timeout of one "+title+" API request."),
+	}
+}
+
+// served reports whether the forge is configured.
+func (f *forgeFlags) served() bool { return *f.url != "" }
+
+// build makes the forge's provider and the reading of its webhooks.
+func (f *forgeFlags) build() (provider.Provider, webhook.Forge, error) {
+	if *f.tokenFile == "" || *f.secretFile == "" {
+		return nil, webhook.Forge{}, fmt.Errorf("-%s-url needs -%s-token-file and -%s-webhook-secret-file", f.name, f.name, f.name)
+	}
+	secret, err := readSecret(*f.secretFile)
+	if err != nil {
+		return nil, webhook.Forge{}, fmt.Errorf("%s webhook secret: %w", f.name, err)
+	}
+	switch f.name {
+	case config.ForgeGitea, config.ForgeForgejo:
+		p, err := giteaprovider.New(giteaprovider.Options{BaseURL: *f.url, TokenFile: *f.tokenFile, HTTPClient: &http.Client{Timeout: *f.timeout}})
+		if err != nil {
+			return nil, webhook.Forge{}, fmt.Errorf("%s: %w", f.name, err)
+		}
+		return p, webhook.Gitea(f.name, secret), nil
+	}
+	return nil, webhook.Forge{}, fmt.Errorf("forge %s: no provider", f.name)
+}
+
+// forgeSet is every forge other than GitHub that sync can serve. GitLab
+// joins it with its provider (sync/provider/gitlab): a case in build and
+// a webhook.Forge reading its deliveries.
+type forgeSet []*forgeFlags
+
+func bindForges(fs *flag.FlagSet) forgeSet {
+	return forgeSet{
+		bindForge(fs, config.ForgeGitea, "Gitea"),
+		bindForge(fs, config.ForgeForgejo, "Forgejo"),
+	}
+}
+
+// build makes the providers and webhook readers of the forges configured.
+func (set forgeSet) build() (map[string]provider.Provider, map[string]webhook.Forge, error) {
+	providers, hooks := map[string]provider.Provider{}, map[string]webhook.Forge{}
+	for _, f := range set {
+		if !f.served() {
+			continue
+		}
+		p, hook, err := f.build()
+		if err != nil {
+			return nil, nil, err
+		}
+		providers[f.name], hooks[f.name] = p, hook
+	}
+	return providers, hooks, nil
+}
+
+// readSecret reads a secret file, trimmed; an empty one is an error. The
+// secret itself is never logged or put into an error.
+func readSecret(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s := []byte(strings.TrimSpace(string(data)))
+	if len(s) == 0 {
+		return nil, errors.New("file " + path + " is empty")
+	}
+	return s, nil
+}

@@ -1,0 +1,206 @@
+// Deliveries of forges other than GitHub, each at a path of its own
+// (/webhooks/gitea, /webhooks/forgejo, /webhooks/gitlab), checked with
+// that forge's secret and read by that forge's provider package into the
+// same events as GitHub's. They share GitHub's bounds: the body limit, the
+// reading slots and the read timeout.
+
+package webhook
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+
+	"github.com/petri-dev/petri/sync/config"
+	giteaprovider "github.com/petri-dev/petri/sync/provider/gitea"
+	"github.com/petri-dev/petri/sync/render"
+)
+
+// Forge reads one forge's deliveries.
+type Forge struct {
+	// Secret is the webhook secret of the forge's webhooks.
+	Secret []byte
+	// Read reads a delivery's body (at most limit bytes) and checks its
+	// signature with secret; it returns the event kind and the body.
+	Read func(r *http.Request, secret []byte, limit int64) (string, []byte, error)
+	// BadSignature is what Read's error wraps when the signature is
+	// missing or wrong.
+	BadSignature error
+	// Convert turns a verified delivery into an event; ok is false when it
+	// needs no work (a kind or action sync does not act on).
+	Convert func(kind string, body []byte) (ev Event, ok bool, err error)
+	// DeliveryHeader names the delivery's id.
+	DeliveryHeader string
+	// Kinds are the event kinds counted by name in the metrics; others
+	// count as other.
+	Kinds []string
+}
+
+// Gitea reads the deliveries of Gitea's own webhooks (X-Gitea-Event,
+// X-Gitea-Signature), of Gitea or of Forgejo (which sends them too), for
+// the applications of forge.
+func Gitea(forge string, secret []byte) Forge {
+	return Forge{
+		Secret:         secret,
+		Read:           giteaprovider.ReadVerified,
+		BadSignature:   giteaprovider.ErrBadSignature,
+		Convert:        giteaConvert(forge),
+		DeliveryHeader: giteaprovider.HeaderDelivery,
+		Kinds:          []string{giteaprovider.EventPullRequest, giteaprovider.EventIssueComment},
+	}
+}
+
+func giteaConvert(forge string) func(string, []byte) (Event, bool, error) {
+	return func(kind string, body []byte) (Event, bool, error) {
+		ev, err := giteaprovider.ParseWebhook(kind, body)
+		switch {
+		case errors.Is(err, giteaprovider.ErrUnknownEvent):
+			return Event{}, false, nil
+		case err != nil:
+			return Event{}, false, err
+		}
+		out := Event{Forge: forge, Repository: ev.Repository}
+		switch ev.Kind {
+		case giteaprovider.EventPullRequest:
+			if ev.PullRequest.Number == 0 {
+				return Event{}, false, errors.New("pull_request needs pull_request.number")
+			}
+			out.Type, out.PullRequest, out.SHA = "pull_request", ev.PullRequest, ev.PullRequest.HeadSHA
+			return out, true, nil
+		case giteaprovider.EventIssueComment:
+			// As on GitHub: only a new comment on a pull request that
+			// carries a command is work, and only as a hint (the command is
+			// read back through the API).
+			c := ev.Comment
+			if ev.Action != "created" || !ev.IsPull || c.ID == 0 || c.Number == 0 || !render.HasCommand(c.Body) {
+				return Event{}, false, nil
+			}
+			out.Type, out.Comment = "issue_comment", c
+			return out, true, nil
+		}
+		return Event{}, false, nil
+	}
+}
+
+// foreignHeaders mark deliveries of other forges. Gitea and Forgejo send
+// X-GitHub-Event and X-Hub-Signature-256 too, but their payloads are not
+// GitHub's: at GitHub's path they are refused rather than misread.
+var foreignHeaders = map[string]string{
+	"X-Gitea-Event":   config.ForgeGitea,
+	"X-Forgejo-Event": config.ForgeForgejo,
+	"X-Gitlab-Event":  config.ForgeGitLab,
+}
+
+// foreign names the forge of a delivery sent to GitHub's path that is
+// another forge's; empty for GitHub's own.
+func foreign(h http.Header) string {
+	for k, f := range foreignHeaders {
+		if h.Get(k) != "" {
+			return f
+		}
+	}
+	return ""
+}
+
+// countingReader counts what was read of a body, so that a body over the
+// limit is told from one that is unreadable.
+type countingReader struct {
+	io.ReadCloser
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// serveForge answers a delivery at a forge's own path.
+func (h *Handler) serveForge(w http.ResponseWriter, r *http.Request, name string) {
+	received := h.now()
+	f, ok := h.Forges[name]
+	if !ok {
+		h.count("other", "unknown_forge")
+		http.Error(w, "sync serves no forge "+name, http.StatusNotFound)
+		return
+	}
+	kind := r.Header.Get(giteaprovider.HeaderEvent)
+	if name == config.ForgeGitLab {
+		kind = r.Header.Get("X-Gitlab-Event")
+	}
+	metricEvent := name + ":other"
+	for _, k := range f.Kinds {
+		if kind == k {
+			metricEvent = name + ":" + k
+		}
+	}
+	body, ok := h.forgeBody(w, r, f, metricEvent)
+	if !ok {
+		return
+	}
+	ev, ok, err := f.Convert(body.kind, body.data)
+	if err != nil {
+		h.count(metricEvent, "malformed")
+		http.Error(w, "malformed payload: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !ok {
+		h.count(metricEvent, "ignored")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, "event ignored\n")
+		return
+	}
+	ev.Delivery, ev.Received = r.Header.Get(f.DeliveryHeader), received
+	h.enqueue(w, ev, metricEvent)
+}
+
+type forgeDelivery struct {
+	kind string
+	data []byte
+}
+
+// forgeBody reads and verifies a forge's delivery within the handler's
+// bounds; when it answers the delivery (a refusal) it returns false.
+func (h *Handler) forgeBody(w http.ResponseWriter, r *http.Request, f Forge, metricEvent string) (forgeDelivery, bool) {
+	refuse := func(code int, result, msg string) (forgeDelivery, bool) {
+		h.count(metricEvent, result)
+		if code != http.StatusUnauthorized {
+			w.Header().Set("Connection", "close")
+		}
+		if code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", RetryAfter)
+		}
+		http.Error(w, msg, code)
+		return forgeDelivery{}, false
+	}
+	limit := h.maxBody()
+	switch {
+	case len(f.Secret) == 0:
+		return refuse(http.StatusUnauthorized, "unauthorized", "no webhook secret for this forge")
+	case r.ContentLength > limit:
+		return refuse(http.StatusRequestEntityTooLarge, "too_large", "body too large")
+	case !h.acquire():
+		return refuse(http.StatusServiceUnavailable, "busy", "too many deliveries being read, retry later")
+	}
+	timeout := h.ReadTimeout
+	if timeout <= 0 {
+		timeout = DefaultReadTimeout
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(wall.Now().Add(timeout))
+	body := &countingReader{ReadCloser: r.Body}
+	r.Body = body
+	kind, data, err := f.Read(r, f.Secret, limit)
+	h.release()
+	switch {
+	case err == nil:
+		return forgeDelivery{kind, data}, true
+	case errors.Is(err, f.BadSignature):
+		return refuse(http.StatusUnauthorized, "unauthorized", "missing or invalid signature")
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return refuse(http.StatusRequestTimeout, "timeout", "body not received in time")
+	case body.n > limit:
+		return refuse(http.StatusRequestEntityTooLarge, "too_large", "body too large")
+	}
+	return refuse(http.StatusBadRequest, "malformed", "body unreadable")
+}

@@ -1,0 +1,140 @@
+package webhook_test
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/petri-dev/petri/sync/metrics"
+	"github.com/petri-dev/petri/sync/webhook"
+)
+
+var giteaKey = []byte("gitea-secret")
+
+func giteaSign(secret []byte, body string) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(body))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// routed serves the handler as sync's mux does: GitHub's path and one per
+// forge.
+func routed(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /webhooks/github", h)
+	mux.Handle("POST /webhooks/{forge}", h)
+	return mux
+}
+
+func postGitea(h http.Handler, path, kind, body, sig string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	req.Header.Set("X-Gitea-Event", kind)
+	req.Header.Set("X-Gitea-Delivery", "d-1")
+	req.Header.Set("Content-Type", "application/json")
+	// Gitea sends GitHub's headers too.
+	req.Header.Set("X-GitHub-Event", kind)
+	if sig != "" {
+		req.Header.Set("X-Gitea-Signature", sig)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+const giteaPullRequest = `{"action":"synchronized","number":3,
+ "pull_request":{"number":3,"state":"open","title":"Add a greeting","html_url":"http://gitea/acme/shop/pulls/3",
+  "user":{"login":"alice"},"head":{"ref":"feature/x","sha":"0123456789abcdef0123456789abcdef01234567"},"base":{"ref":"main"},
+  "labels":[{"name":"preview"}],"updated_at":"2026-12-01T10:00:00Z"},
+ "repository":{"full_name":"acme/shop"},"sender":{"login":"alice"}}`
+
+func giteaComment(action, body string) string {
+	return `{"action":"` + action + `","is_pull":true,
+ "issue":{"number":3,"pull_request":{"merged":false}},
+ "comment":{"id":77,"body":"` + body + `","user":{"login":"bob"},"created_at":"2026-12-01T10:00:00Z","updated_at":"2026-12-01T10:00:00Z"},
+ "repository":{"full_name":"acme/shop"},"sender":{"login":"bob"}}`
+}
+
+// TestGiteaDeliveries: Gitea's deliveries at /webhooks/gitea are checked
+// with Gitea's secret and become the events GitHub's become, marked with
+// their forge.
+func TestGiteaDeliveries(t *testing.T) {
+	q := make(chan webhook.Event, 10)
+	m := metrics.New()
+	h := routed(&webhook.Handler{Secret: key, Queue: q, Metrics: m,
+		Forges: map[string]webhook.Forge{"gitea": webhook.Gitea("gitea", giteaKey)}})
+
+	rec := postGitea(h, "/webhooks/gitea", "pull_request", giteaPullRequest, giteaSign(giteaKey, giteaPullRequest))
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	ev := <-q
+	assert.Equal(t, "pull_request", ev.Type)
+	assert.Equal(t, "gitea", ev.Forge)
+	assert.Equal(t, "acme/shop", ev.Repository)
+	assert.Equal(t, "d-1", ev.Delivery)
+	require.NotNil(t, ev.PullRequest)
+	assert.Equal(t, 3, ev.PullRequest.Number)
+	assert.Equal(t, "0123456789abcdef0123456789abcdef01234567", ev.SHA)
+	assert.Equal(t, []string{"preview"}, ev.PullRequest.Labels)
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.WebhookEvents.WithLabelValues("gitea:pull_request", "queued")))
+
+	cmd := giteaComment("created", "/petri redeploy")
+	rec = postGitea(h, "/webhooks/gitea", "issue_comment", cmd, giteaSign(giteaKey, cmd))
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	ev = <-q
+	assert.Equal(t, "issue_comment", ev.Type)
+	require.NotNil(t, ev.Comment)
+	assert.Equal(t, int64(77), ev.Comment.ID)
+	assert.Equal(t, 3, ev.Comment.Number)
+	assert.Equal(t, "bob", ev.Comment.Author)
+
+	for name, body := range map[string]string{
+		"chat":   giteaComment("created", "looks good"),
+		"edited": giteaComment("edited", "/petri redeploy"),
+	} {
+		rec = postGitea(h, "/webhooks/gitea", "issue_comment", body, giteaSign(giteaKey, body))
+		assert.Equal(t, http.StatusAccepted, rec.Code, name)
+		assert.Contains(t, rec.Body.String(), "ignored", name)
+	}
+	push := `{"ref":"refs/heads/main"}`
+	rec = postGitea(h, "/webhooks/gitea", "push", push, giteaSign(giteaKey, push))
+	assert.Equal(t, http.StatusAccepted, rec.Code)
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.WebhookEvents.WithLabelValues("gitea:other", "ignored")))
+	assert.Empty(t, q, "nothing else was queued")
+}
+
+// TestGiteaRefusals: a wrong signature (GitHub's secret, or none), a forge
+// sync does not serve, a Gitea delivery at GitHub's path, a malformed
+// payload and a body over the limit are all refused, and nothing is
+// queued.
+func TestGiteaRefusals(t *testing.T) {
+	q := make(chan webhook.Event, 10)
+	h := routed(&webhook.Handler{Secret: key, Queue: q, Metrics: metrics.New(), MaxBody: 4096,
+		Forges: map[string]webhook.Forge{"gitea": webhook.Gitea("gitea", giteaKey)}})
+	big := `{"pad":"` + strings.Repeat("x", 5000) + `"}`
+	bad := `{"action":"opened","pull_request":{"number":0},"repository":{"full_name":"acme/shop"}}`
+	tests := []struct {
+		name, path, body, sig string
+		want                  int
+	}{
+		{"signed with GitHub's secret", "/webhooks/gitea", giteaPullRequest, giteaSign(key, giteaPullRequest), http.StatusUnauthorized},
+		{"unsigned", "/webhooks/gitea", giteaPullRequest, "", http.StatusUnauthorized},
+		{"forge not served", "/webhooks/forgejo", giteaPullRequest, giteaSign(giteaKey, giteaPullRequest), http.StatusNotFound},
+		{"at GitHub's path", "/webhooks/github", giteaPullRequest, giteaSign(giteaKey, giteaPullRequest), http.StatusBadRequest},
+		{"malformed", "/webhooks/gitea", bad, giteaSign(giteaKey, bad), http.StatusBadRequest},
+		{"too large", "/webhooks/gitea", big, giteaSign(giteaKey, big), http.StatusRequestEntityTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := postGitea(h, tt.path, "pull_request", tt.body, tt.sig)
+			assert.Equal(t, tt.want, rec.Code, rec.Body.String())
+		})
+	}
+	assert.Empty(t, q)
+}
