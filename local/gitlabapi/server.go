@@ -283,7 +283,7 @@ func (s *Server) routeProject(w http.ResponseWriter, c *call, pr *project, p []s
 		return map[string]any{"id": pr.id, "path_with_namespace": pr.path}, nil
 	case len(p) >= 1 && p[0] == "merge_requests":
 		return s.routeMergeRequests(w, c, pr, p[1:])
-	case len(p) == 5 && p[0] == "repository" && p[1] == "commits" && p[3] == "statuses" && m == http.MethodGet:
+	case len(p) == 4 && p[0] == "repository" && p[1] == "commits" && p[3] == "statuses" && m == http.MethodGet:
 		return s.listStatuses(w, c, pr, p[2]), nil
 	case len(p) == 2 && p[0] == "statuses" && m == http.MethodPost:
 		return s.setStatus(c, pr, p[1])

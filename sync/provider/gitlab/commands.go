@@ -181,8 +181,9 @@ func emoji(reaction string) string {
 }
 
 // React awards an emoji to a note: +1 is thumbsup, -1 thumbsdown. GitLab
-// refuses the same award twice by the same user (404 "has already been
-// taken"): that one is already there, and is no error.
+// refuses the same award twice by the same user with a 404 (as it answers
+// for a note that is gone): after a 404 the note's awards are read, and the
+// provider's own award already there is no error.
 func (p *Provider) React(ctx context.Context, repository string, commentID int64, reaction string) error {
 	pid, err := project(repository)
 	if err != nil {
@@ -195,15 +196,41 @@ func (p *Provider) React(ctx context.Context, repository string, commentID int64
 	if err := p.before(); err != nil {
 		return err
 	}
+	name := emoji(reaction)
 	_, resp, err := p.client.AwardEmoji.CreateMergeRequestAwardEmojiOnNote(pid, int64(number), commentID,
-		&gl.CreateAwardEmojiOptions{Name: emoji(reaction)}, gl.WithContext(ctx))
-	if err != nil && resp != nil && resp.StatusCode == http.StatusNotFound && strings.Contains(err.Error(), "has already been taken") {
-		return nil
+		&gl.CreateAwardEmojiOptions{Name: name}, gl.WithContext(ctx))
+	if err != nil && resp != nil && resp.StatusCode == http.StatusNotFound {
+		if given, ferr := p.awarded(ctx, pid, number, commentID, name); ferr == nil && given {
+			return nil
+		}
 	}
 	if err := p.after(resp, err); err != nil {
 		return fmt.Errorf("react %s to note %d on %s!%d: %w", reaction, commentID, repository, number, err)
 	}
 	return nil
+}
+
+// awarded tells whether the provider's identity gave a note the award
+// emoji name.
+func (p *Provider) awarded(ctx context.Context, pid string, number int, noteID int64, name string) (bool, error) {
+	self, err := p.Self(ctx)
+	if err != nil {
+		return false, err
+	}
+	if err := p.before(); err != nil {
+		return false, err
+	}
+	awards, resp, err := p.client.AwardEmoji.ListMergeRequestAwardEmojiOnNote(pid, int64(number), noteID,
+		&gl.ListAwardEmojiOptions{ListOptions: gl.ListOptions{PerPage: pageSize}}, gl.WithContext(ctx))
+	if err := p.after(resp, err); err != nil {
+		return false, err
+	}
+	for _, a := range awards {
+		if a.Name == name && strings.EqualFold(a.User.Username, self) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Permission reads a user's permission on a project from the user's

@@ -211,7 +211,7 @@ func (p *Provider) resetTime(h http.Header) (time.Time, bool) {
 	if err != nil {
 		return time.Time{}, false
 	}
-	until := time.Unix(s, 0)
+	until := time.Unix(s, 0).UTC()
 	return until, until.After(p.clock.Now())
 }
 
