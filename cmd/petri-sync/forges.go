@@ -12,6 +12,7 @@ import (
 	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/provider"
 	giteaprovider "github.com/petri-dev/petri/sync/provider/gitea"
+	glprovider "github.com/petri-dev/petri/sync/provider/gitlab"
 	"github.com/petri-dev/petri/sync/webhook"
 )
 
@@ -58,17 +59,22 @@ func (f *forgeFlags) build() (provider.Provider, webhook.Forge, error) {
 			return nil, webhook.Forge{}, fmt.Errorf("%s: %w", f.name, err)
 		}
 		return p, webhook.Gitea(f.name, secret), nil
+	case config.ForgeGitLab:
+		p, err := glprovider.New(glprovider.Options{BaseURL: *f.url, TokenFile: *f.tokenFile, HTTPClient: &http.Client{Timeout: *f.timeout}})
+		if err != nil {
+			return nil, webhook.Forge{}, fmt.Errorf("%s: %w", f.name, err)
+		}
+		return p, webhook.GitLab(secret), nil
 	}
 	return nil, webhook.Forge{}, fmt.Errorf("forge %s: no provider", f.name)
 }
 
-// forgeSet is every forge other than GitHub that sync can serve. GitLab
-// joins it with its provider (sync/provider/gitlab): a case in build and
-// a webhook.Forge reading its deliveries.
+// forgeSet is every forge other than GitHub that sync can serve.
 type forgeSet []*forgeFlags
 
 func bindForges(fs *flag.FlagSet) forgeSet {
 	return forgeSet{
+		bindForge(fs, config.ForgeGitLab, "GitLab"),
 		bindForge(fs, config.ForgeGitea, "Gitea"),
 		bindForge(fs, config.ForgeForgejo, "Forgejo"),
 	}

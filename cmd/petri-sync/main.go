@@ -1,5 +1,5 @@
 // Command petri-sync turns the config repository and the pull requests of
-// GitHub, Gitea and Forgejo into EphemeralEnvironments and reports back on
+// GitHub, GitLab, Gitea and Forgejo into EphemeralEnvironments and reports back on
 // the pull requests. It only
 // parses flags and wires the packages under sync/ together.
 package main

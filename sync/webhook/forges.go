@@ -14,6 +14,7 @@ import (
 
 	"github.com/petri-dev/petri/sync/config"
 	giteaprovider "github.com/petri-dev/petri/sync/provider/gitea"
+	glprovider "github.com/petri-dev/petri/sync/provider/gitlab"
 	"github.com/petri-dev/petri/sync/render"
 )
 
@@ -30,7 +31,8 @@ type Forge struct {
 	// Convert turns a verified delivery into an event; ok is false when it
 	// needs no work (a kind or action sync does not act on).
 	Convert func(kind string, body []byte) (ev Event, ok bool, err error)
-	// DeliveryHeader names the delivery's id.
+	// EventHeader names the event kind, DeliveryHeader the delivery's id.
+	EventHeader    string
 	DeliveryHeader string
 	// Kinds are the event kinds counted by name in the metrics; others
 	// count as other.
@@ -46,6 +48,7 @@ func Gitea(forge string, secret []byte) Forge {
 		Read:           giteaprovider.ReadVerified,
 		BadSignature:   giteaprovider.ErrBadSignature,
 		Convert:        giteaConvert(forge),
+		EventHeader:    giteaprovider.HeaderEvent,
 		DeliveryHeader: giteaprovider.HeaderDelivery,
 		Kinds:          []string{giteaprovider.EventPullRequest, giteaprovider.EventIssueComment},
 	}
@@ -81,6 +84,53 @@ func giteaConvert(forge string) func(string, []byte) (Event, bool, error) {
 		}
 		return Event{}, false, nil
 	}
+}
+
+// GitLab reads the deliveries of GitLab's webhooks of a project or a group
+// (X-Gitlab-Event, the secret token in X-Gitlab-Token). A merge request
+// hook queues its project's pass as a hint, without its payload: GitLab's
+// hook names the author by id alone and a pipeline's merge request carries
+// no head commit, so what the pass decides on is read through the API. A
+// pipeline hook and a push queue the pass too; a note with a command is a
+// hint as on GitHub.
+func GitLab(secret []byte) Forge {
+	return Forge{
+		Secret:         secret,
+		Read:           glprovider.ReadVerified,
+		BadSignature:   glprovider.ErrBadToken,
+		Convert:        gitlabConvert,
+		EventHeader:    glprovider.HeaderEvent,
+		DeliveryHeader: glprovider.HeaderDelivery,
+		Kinds:          []string{glprovider.EventMergeRequest, glprovider.EventNote, glprovider.EventPipeline, glprovider.EventPush},
+	}
+}
+
+func gitlabConvert(kind string, body []byte) (Event, bool, error) {
+	ev, err := glprovider.ParseWebhook(kind, body)
+	switch {
+	case errors.Is(err, glprovider.ErrUnknownEvent):
+		return Event{}, false, nil
+	case err != nil:
+		return Event{}, false, err
+	}
+	out := Event{Forge: config.ForgeGitLab, Repository: ev.Repository, SHA: ev.SHA, Ref: ev.Ref}
+	switch ev.Kind {
+	case glprovider.EventMergeRequest:
+		out.Type = "pull_request"
+	case glprovider.EventPipeline:
+		out.Type = "pipeline"
+	case glprovider.EventPush:
+		out.Type = "push"
+	case glprovider.EventNote:
+		c := ev.Comment
+		if ev.Action != "create" || !ev.IsPull || c == nil || c.ID == 0 || c.Number == 0 || !render.HasCommand(c.Body) {
+			return Event{}, false, nil
+		}
+		out.Type, out.Comment = "issue_comment", c
+	default:
+		return Event{}, false, nil
+	}
+	return out, true, nil
 }
 
 // foreignHeaders mark deliveries of other forges. Gitea and Forgejo send
@@ -125,10 +175,7 @@ func (h *Handler) serveForge(w http.ResponseWriter, r *http.Request, name string
 		http.Error(w, "sync serves no forge "+name, http.StatusNotFound)
 		return
 	}
-	kind := r.Header.Get(giteaprovider.HeaderEvent)
-	if name == config.ForgeGitLab {
-		kind = r.Header.Get("X-Gitlab-Event")
-	}
+	kind := r.Header.Get(f.EventHeader)
 	metricEvent := name + ":other"
 	for _, k := range f.Kinds {
 		if kind == k {

@@ -6,6 +6,9 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -136,5 +139,56 @@ func TestGiteaRefusals(t *testing.T) {
 			assert.Equal(t, tt.want, rec.Code, rec.Body.String())
 		})
 	}
+	assert.Empty(t, q)
+}
+
+// gitlabPayload is one of GitLab's example payloads, as the client
+// library's module ships them.
+func gitlabPayload(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "gitlab.com/gitlab-org/api/client-go").Output()
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "testdata", "webhooks", name))
+	require.NoError(t, err)
+	return string(data)
+}
+
+func postGitLab(h http.Handler, kind, body, token string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "/webhooks/gitlab", strings.NewReader(body))
+	req.Header.Set("X-Gitlab-Event", kind)
+	req.Header.Set("X-Gitlab-Token", token)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// TestGitLabDeliveries: GitLab's example hooks at /webhooks/gitlab, checked
+// by X-Gitlab-Token, queue their project (by its full path) as hints; a
+// wrong token is refused.
+func TestGitLabDeliveries(t *testing.T) {
+	q := make(chan webhook.Event, 10)
+	token := []byte("gitlab-token")
+	h := routed(&webhook.Handler{Queue: q, Metrics: metrics.New(), Forges: map[string]webhook.Forge{"gitlab": webhook.GitLab(token)}})
+
+	mr := gitlabPayload(t, "merge_request.json")
+	rec := postGitLab(h, "Merge Request Hook", mr, string(token))
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	ev := <-q
+	assert.Equal(t, webhook.Event{Type: "pull_request", Forge: "gitlab", Repository: "gitlabhq/gitlab-test", Received: ev.Received}, ev)
+
+	note := strings.Replace(gitlabPayload(t, "note_merge_request.json"), "This MR needs work.", "/petri redeploy", 1)
+	rec = postGitLab(h, "Note Hook", note, string(token))
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	ev = <-q
+	assert.Equal(t, "issue_comment", ev.Type)
+	require.NotNil(t, ev.Comment)
+	assert.Equal(t, "/petri redeploy", ev.Comment.Body)
+
+	rec = postGitLab(h, "Pipeline Hook", gitlabPayload(t, "pipeline.json"), string(token))
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	assert.Equal(t, "pipeline", (<-q).Type)
+
+	rec = postGitLab(h, "Merge Request Hook", mr, "wrong")
+	assert.Equal(t, http.StatusUnauthorized, rec.Code)
 	assert.Empty(t, q)
 }
