@@ -282,7 +282,8 @@ func (s *Server) DeleteNote(path string, id int64) {
 	delete(s.mustProject(path).notes, id)
 }
 
-// Notes returns the notes of a merge request, oldest first.
+// Notes returns the notes of a merge request, oldest first, system notes
+// included: what a test reads sync's note back from.
 func (s *Server) Notes(path string, iid int) []Note {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -296,7 +297,8 @@ func (s *Server) Notes(path string, iid int) []Note {
 	return out
 }
 
-// Awards returns the award emoji of a project's notes, in the order given.
+// Awards returns the award emoji of a project's notes, in the order given:
+// the reactions a test expects sync to have left.
 func (s *Server) Awards(path string) []Award {
 	s.mu.Lock()
 	defer s.mu.Unlock()

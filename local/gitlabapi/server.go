@@ -107,7 +107,8 @@ func New(opts Options) *Server {
 // Close stops the server.
 func (s *Server) Close() { s.srv.Close() }
 
-// Requests returns the requests recorded so far, oldest first.
+// Requests returns the requests recorded so far, oldest first: what a
+// test counts the cost of a call by.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -136,7 +137,7 @@ func (s *Server) Advance(d time.Duration) {
 	s.mu.Unlock()
 }
 
-// Now is the server's time. The caller holds s.mu.
+// clock is the server's time. The caller holds s.mu.
 func (s *Server) clock() time.Time { return s.now().Add(s.offset).UTC() }
 
 // SetRateLimit makes every answer carry RateLimit-Limit, -Remaining and
