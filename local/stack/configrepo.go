@@ -34,6 +34,9 @@ func (s *Stack) makeConfigRepo() error {
 			return err
 		}
 		data = bytes.ReplaceAll(data, []byte(DefaultIngressAddress), []byte(addr))
+		if s.opts.Forge == ForgeGitea {
+			data = giteaConfig(data)
+		}
 		return os.WriteFile(dst, data, 0o644)
 	})
 	if err != nil {

@@ -224,6 +224,14 @@ func (s *Stack) writeOverlay() error {
 	if err != nil {
 		return err
 	}
+	var patches, secretFiles string
+	forgeFiles := map[string]string{}
+	if s.Gitea != nil {
+		patches, forgeFiles = s.giteaOverlay()
+		for name := range forgeFiles {
+			secretFiles += "      - " + name + "\n"
+		}
+	}
 	files := map[string]string{
 		"kustomization.yaml": fmt.Sprintf(`# Petri's installation on this machine: config/default with the settings
 # and credentials a user supplies in an overlay (docs/install.md).
@@ -253,14 +261,17 @@ secretGenerator:
     files:
       - webhook-secret
       - github-token
-%s`, base, SyncNamespace, s.ConfigRepo, s.GitHub.URL, ManagementNamespace, strings.Join(s.stepImages(), ","), SyncNamespace, order),
+%s%s%s`, base, SyncNamespace, s.ConfigRepo, s.GitHub.URL, ManagementNamespace, strings.Join(s.stepImages(), ","), SyncNamespace, secretFiles, patches, order),
 		"webhook-ingress.yaml": fmt.Sprintf(webhookIngress, SyncNamespace),
 		"webhook-secret":       string(s.WebhookSecret),
 		"github-token":         s.token,
 	}
+	for name, data := range forgeFiles {
+		files[name] = data
+	}
 	for name, data := range files {
 		mode := os.FileMode(0o644)
-		if name == "webhook-secret" || name == "github-token" {
+		if _, secret := forgeFiles[name]; secret || name == "webhook-secret" || name == "github-token" {
 			mode = 0o600
 		}
 		if err := os.WriteFile(filepath.Join(s.Overlay, name), []byte(data), mode); err != nil {

@@ -90,6 +90,10 @@ type Options struct {
 	// StepImages are more image prefixes provision and deprovision Jobs may
 	// run (step-images of the ConfigMap petri-operator).
 	StepImages []string
+	// Forge is where the demo application's pull requests are:
+	// ForgeGitHub (the stand-in, the default) or ForgeGitea (a real Gitea,
+	// with the kustomize install).
+	Forge string
 }
 
 // Stack is Petri running on this machine.
@@ -105,6 +109,9 @@ type Stack struct {
 	Node *node.Node
 	// GitHub is the GitHub API stand-in.
 	GitHub *githubapi.Server
+	// Gitea is the Gitea server and what the stack made on it, with
+	// Options.Forge ForgeGitea; nil otherwise.
+	Gitea *GiteaForge
 	// ConfigRepo is the git config repository sync reads.
 	ConfigRepo string
 	// IngressURL serves the cluster's Ingress rules: the environments' URLs
@@ -161,6 +168,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.startControlPlane(r); err != nil {
 		return nil, err
 	}
+	if opts.Forge == ForgeGitea {
+		if err := s.startGitea(r); err != nil {
+			return nil, err
+		}
+	}
 	images, deployerImage, err := s.manifests(ctx, r)
 	if err != nil {
 		return nil, err
@@ -176,6 +188,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, step.Fail(err)
 	}
 	step.Done("")
+	if s.Gitea != nil {
+		if err := s.hookGitea(r); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -198,6 +215,17 @@ func (opts *Options) complete() error {
 	case InstallKustomize, InstallChart:
 	default:
 		return fmt.Errorf("install %q: want %q or %q", opts.Install, InstallKustomize, InstallChart)
+	}
+	switch opts.Forge {
+	case "":
+		opts.Forge = ForgeGitHub
+	case ForgeGitHub:
+	case ForgeGitea:
+		if opts.Install != InstallKustomize {
+			return fmt.Errorf("forge %s is played with the %s install only", ForgeGitea, InstallKustomize)
+		}
+	default:
+		return fmt.Errorf("forge %q: want %q or %q", opts.Forge, ForgeGitHub, ForgeGitea)
 	}
 	return nil
 }
@@ -284,6 +312,9 @@ func (s *Stack) Stop() {
 	}
 	if s.GitHub != nil {
 		s.GitHub.Close()
+	}
+	if s.Gitea != nil {
+		s.Gitea.Server.Stop()
 	}
 }
 

@@ -225,7 +225,7 @@ func (s *Syncer) command(ctx context.Context, key prKey, pr provider.PullRequest
 		return fmt.Errorf("command %s on %s#%d: %w", cmd.Text, key.Repo, pr.Number, err)
 	}
 	if perm != provider.PermissionAdmin && perm != provider.PermissionWrite {
-		return done(provider.ReactionRefused, "refused", fmt.Sprintf("refused: %s needs write access to %s (has %s)", who, key.Repo, perm), nil)
+		return done(provider.ReactionRefused, "refused", fmt.Sprintf("refused: %s needs write access to %s (has %s)", who, pathOf(key.Repo), perm), nil)
 	}
 	now := s.clock.Now()
 	at := c.CreatedAt
