@@ -220,10 +220,13 @@ chaos: controlplane build ## Inject faults into Petri on this machine at full si
 ##@ Run
 
 # DEMO_FLAGS and RUN_FLAGS pass flags to petri-local (bin/petri-local demo -h).
+# FORGE=gitea plays the demo's pull request on a real Gitea server instead of
+# the GitHub stand-in (make gitea builds Gitea first, once per version).
+FORGE ?= github
 
 .PHONY: demo
-demo: controlplane build ## Run Petri end to end on this machine: one pull request's life, every step checked.
-	$(BIN)/petri-local demo $(DEMO_FLAGS)
+demo: controlplane build $(if $(filter gitea,$(FORGE)),gitea) ## Run Petri end to end on this machine: one pull request's life, every step checked (FORGE=gitea: on a real Gitea).
+	$(BIN)/petri-local demo $(if $(filter-out github,$(FORGE)),-forge $(FORGE)) $(DEMO_FLAGS)
 
 .PHONY: run
 run: controlplane build ## Start Petri on this machine and keep it running (kubectl, webhooks, pull requests).

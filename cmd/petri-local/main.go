@@ -66,7 +66,7 @@ func main() {
 
 // common are the flags of demo and run.
 type common struct {
-	dir, bin, ingress, config, install, database string
+	dir, bin, ingress, config, install, database, forge string
 }
 
 func (c *common) bind(fs *flag.FlagSet, dirName string) {
@@ -76,6 +76,7 @@ func (c *common) bind(fs *flag.FlagSet, dirName string) {
 	fs.StringVar(&c.ingress, "ingress", stack.DefaultIngressAddress, "address serving the cluster's Ingress rules (environment URLs, the webhook)")
 	fs.StringVar(&c.database, "database", "store", "the shared workload the demo application binds to: store (the example application's stand-in) or postgres (a PostgreSQL server, examples/postgres; needs PostgreSQL installed)")
 	fs.StringVar(&c.install, "install", stack.InstallKustomize, "how Petri is installed: "+stack.InstallKustomize+" (kubectl apply -k config/default) or "+stack.InstallChart+" (helm install charts/petri)")
+	fs.StringVar(&c.forge, "forge", stack.ForgeGitHub, "where the demo's pull request is: "+stack.ForgeGitHub+" (the GitHub API stand-in) or "+stack.ForgeGitea+" (a real Gitea; make gitea builds it)")
 	c.config = filepath.Join(root, "examples", "app", "config-repo")
 }
 
@@ -96,7 +97,7 @@ func (c *common) start(ctx context.Context, report *stack.Report) (*stack.Stack,
 	for _, b := range []string{stack.BinOperator, stack.BinSync, stack.BinDeployer, stack.BinExampleApp, stack.BinKubectl} {
 		bins[b] = filepath.Join(c.bin, b)
 	}
-	opts := stack.Options{Dir: c.dir, Binaries: bins, IngressAddress: c.ingress, ConfigSource: c.config, Install: c.install, Report: report}
+	opts := stack.Options{Dir: c.dir, Binaries: bins, IngressAddress: c.ingress, ConfigSource: c.config, Install: c.install, Report: report, Forge: c.forge}
 	switch c.database {
 	case "store":
 	case "postgres":
@@ -126,6 +127,15 @@ func demo(args []string) error {
 		return err
 	}
 	defer s.Stop()
+	if c.forge == stack.ForgeGitea {
+		res, err := (&stack.GiteaScenario{Stack: s, Report: report, StepTimeout: *timeout}).Run(ctx)
+		stack.WriteGiteaSummary(os.Stdout, res, err)
+		s.WriteLogIndex(os.Stdout)
+		if err != nil {
+			return errors.New("demo failed")
+		}
+		return nil
+	}
 	if c.database == "postgres" {
 		res, err := (&stack.PostgresScenario{Stack: s, Report: report, StepTimeout: *timeout}).Run(ctx)
 		stack.WritePostgresSummary(os.Stdout, res, err)
