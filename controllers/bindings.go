@@ -140,7 +140,7 @@ func (r *EphemeralEnvironmentReconciler) bind(ctx context.Context, env *petriv1.
 			}
 			*bs = petriv1.BindingStatus{Name: name, Phase: petriv1.ComponentPending, Generation: env.Generation}
 		}
-		if bs.Phase == petriv1.ComponentDeployed {
+		if bs.Phase == petriv1.ComponentDeployed && !r.reprovisionDue(ctx, env, bs) {
 			continue
 		}
 		if bs.Phase == petriv1.ComponentFailed && bindingEpoch(bs) < env.Generation {
@@ -245,9 +245,16 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 		return nil
 	}
 	if !apimeta.IsStatusConditionTrue(sw.Status.Conditions, petriv1.ConditionReady) {
+		if c := apimeta.FindStatusCondition(sw.Status.Conditions, petriv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
+			// Its deploy is final: nothing changes until its spec does
+			// (its watch brings the environment back then).
+			p.stalled(petriv1.ReasonBindFailed, fmt.Sprintf("shared workload %s is %s and not retried: %s", sw.Name, c.Reason, c.Message))
+			return nil
+		}
 		bs.Message = "waiting for shared workload " + sw.Name + " to be ready before provisioning"
 		return nil
 	}
+	bs.SharedRecovery = sw.Status.Recoveries
 	name := provisionJob(env, bs)
 	if err := r.createStepJob(ctx, env, sw, name, contract.ActionProvision, sw.Spec.Provision, bindingEpoch(bs)); err != nil {
 		return err
@@ -333,4 +340,23 @@ func (r *EphemeralEnvironmentReconciler) createStepJob(ctx context.Context, env 
 		EnvFrom:        []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: staged}}}},
 		ValuesSecret:   staged,
 	})
+}
+
+// reprovisionDue reports whether a provisioned binding's shared workload was
+// lost and deployed again since its provision step ran (what the step made
+// went with it), and if so sends the binding back to the step before
+// provisioning: its bind Job, finished, is followed by a new provision Job
+// once the shared workload is Ready. A shared workload that cannot be read
+// changes nothing here; the binding's own steps report it.
+func (r *EphemeralEnvironmentReconciler) reprovisionDue(ctx context.Context, env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus) bool {
+	sw := &petriv1.SharedWorkload{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: bs.Name}, sw); err != nil {
+		return false
+	}
+	if sw.Spec.Provision == nil || sw.Status.Recoveries <= bs.SharedRecovery {
+		return false
+	}
+	log.FromContext(ctx).Info("Shared workload was deployed again, provisioning the binding again", "sharedWorkload", sw.Name, "recoveries", sw.Status.Recoveries)
+	bs.Phase, bs.Job, bs.Message = petriv1.ComponentDeploying, bindJob(env, bs), "shared workload deployed again; provisioning again"
+	return true
 }

@@ -111,6 +111,7 @@ func (r *EphemeralEnvironmentReconciler) observeDeploys(ctx context.Context, env
 			cs.Phase, cs.FinishedAt, cs.LastError, cs.Message = petriv1.ComponentDeployed, st.finished, "", ""
 			cs.Revision = int32(st.result.Revision)
 			recordJob(contract.ActionDeploy, st)
+			r.pruneComponentValues(ctx, env, cs)
 			r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonDeploySucceeded, "Deploy", "component %s deployed by job %s", cs.Name, cs.Job)
 		case st.done:
 			cs.Phase, cs.FinishedAt, cs.LastError = petriv1.ComponentFailed, st.finished, oneLine(st.message)
@@ -419,3 +420,13 @@ func specValues(env *petriv1.EphemeralEnvironment, name string) *apiextensionsv1
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// pruneComponentValues deletes a component's values Secrets of generations
+// before the one it is now deployed at. A failure is logged and left for
+// the garbage collector (the Secrets are the environment's).
+func (r *EphemeralEnvironmentReconciler) pruneComponentValues(ctx context.Context, env *petriv1.EphemeralEnvironment, cs *petriv1.ComponentStatus) {
+	match := client.MatchingLabels{petriv1.LabelEnvironmentUID: string(env.UID), contract.LabelComponent: naming.LabelValue(cs.Name)}
+	if err := pruneOlderValues(ctx, r.Client, r.Options.ManagementNamespace, match, cs.Generation); err != nil {
+		log.FromContext(ctx).Info("Values secrets of older generations not deleted", "component", cs.Name, "error", err.Error())
+	}
+}

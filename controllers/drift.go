@@ -68,7 +68,8 @@ func (r *EphemeralEnvironmentReconciler) noticeNamespace(ctx context.Context, en
 	}
 	r.recoverWorkloads(ctx, env, true, nil, fmt.Sprintf("namespace %s was deleted and created again (uid %s, now %s): its releases and binding Secrets are gone", ns.Name, old, uid))
 	if anyJobStarted(env) {
-		return r.ensureDeployerIdentity(ctx, env)
+		_, err := r.ensureDeployerIdentity(ctx, env)
+		return err
 	}
 	return nil
 }
@@ -163,7 +164,7 @@ func (r *EphemeralEnvironmentReconciler) checkDeployerAccess(ctx context.Context
 		}
 	}
 	if lost != "" {
-		if err := ensureAdminBinding(ctx, r.Client, ns, env.Namespace, sa, ownedLabels(env)); err != nil {
+		if _, err := ensureAdminBinding(ctx, r.Client, ns, env.Namespace, sa, ownedLabels(env)); err != nil {
 			return err
 		}
 		msg := lost + "; created it again, verifying the releases once it takes effect"
@@ -181,7 +182,14 @@ func (r *EphemeralEnvironmentReconciler) checkDeployerAccess(ctx context.Context
 		return err
 	}
 	if !ok {
-		p.requeueAfter(uncachedPoll)
+		// Asked again after a wait that grows from the loss's finding;
+		// past the timeout the environment is Stalled until it is.
+		wait, overdue := r.Options.authorizationWait(c.LastTransitionTime.Time)
+		if overdue {
+			rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.DeployerRoleBinding}}
+			p.stalled(petriv1.ReasonDeployerNotAuthorized, r.Options.notAuthorizedMessage(rb))
+		}
+		p.requeueAfter(wait)
 		return nil
 	}
 	return r.startVerification(ctx, env, p, verifyTriggerAccess)

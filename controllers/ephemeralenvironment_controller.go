@@ -167,7 +167,8 @@ func (r *EphemeralEnvironmentReconciler) deployerIdentity(ctx context.Context, s
 		err := r.checkDeployerAccess(ctx, env, p)
 		return step{stop: p.stop}, err
 	}
-	if err := r.ensureDeployerIdentity(ctx, env); err != nil {
+	rb, err := r.ensureDeployerIdentity(ctx, env)
+	if err != nil {
 		var foreign *identityNotOwnedError
 		if errors.As(err, &foreign) {
 			// Needs a person; the ServiceAccount watch brings the
@@ -181,9 +182,16 @@ func (r *EphemeralEnvironmentReconciler) deployerIdentity(ctx context.Context, s
 	if err != nil || ok {
 		return step{stop: err != nil}, err
 	}
-	// Checked only until the first Job starts.
+	// Checked only until the first Job starts; no watch tells when the
+	// authorizer honours the binding, so it is asked again after a wait
+	// that grows with the time waited.
+	wait, overdue := r.Options.authorizationWait(rb.CreationTimestamp.Time)
+	if overdue {
+		p.stalled(petriv1.ReasonDeployerNotAuthorized, r.Options.notAuthorizedMessage(rb))
+		return haltWith(reconcile.Result{RequeueAfter: wait}), nil
+	}
 	setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployProgressing, "waiting for the deployer's RoleBinding to take effect")
-	return haltWith(reconcile.Result{RequeueAfter: 200 * time.Millisecond}), nil
+	return haltWith(reconcile.Result{RequeueAfter: wait}), nil
 }
 
 func (r *EphemeralEnvironmentReconciler) redeployPhase(ctx context.Context, s *scope) (step, error) {

@@ -1,5 +1,11 @@
 package controllers
 
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
 // RequestKind is requestKind, for the table test.
 var RequestKind = requestKind
 
@@ -14,3 +20,20 @@ var (
 
 // SetFinalizer is setFinalizer, for its test against the API server.
 var SetFinalizer = setFinalizer
+
+// JobOutcome is what observeJobLive read of a Job, for its test against
+// the API server.
+type JobOutcome struct {
+	Exists, Done, Succeeded, Typed, Retryable bool
+	Reason                                    string
+	Revision                                  int
+}
+
+// ObserveJobLive is observeJobLive, reading the Job through cache first.
+func ObserveJobLive(ctx context.Context, cache, api client.Reader, namespace, name string) (JobOutcome, error) {
+	st, _, err := observeJobLive(ctx, cache, api, namespace, name)
+	return JobOutcome{
+		Exists: st.exists, Done: st.done, Succeeded: st.succeeded, Typed: st.typed, Retryable: st.retryable(),
+		Reason: string(st.result.Reason), Revision: st.result.Revision,
+	}, err
+}

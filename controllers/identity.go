@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -37,7 +38,7 @@ const adminClusterRole = "admin"
 // name maps to the same identity) is never adopted: binding it to admin
 // would hand the workload namespace to whoever controls it. That is an
 // identityNotOwnedError, which stalls the environment until it is gone.
-func (r *EphemeralEnvironmentReconciler) ensureDeployerIdentity(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
+func (r *EphemeralEnvironmentReconciler) ensureDeployerIdentity(ctx context.Context, env *petriv1.EphemeralEnvironment) (*rbacv1.RoleBinding, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
 		Namespace:   env.Namespace,
 		Name:        naming.DeployerServiceAccount(env.Name),
@@ -45,19 +46,19 @@ func (r *EphemeralEnvironmentReconciler) ensureDeployerIdentity(ctx context.Cont
 		Annotations: ownerAnnotations(env),
 	}}
 	if err := controllerutil.SetControllerReference(env, sa, r.Scheme()); err != nil {
-		return err
+		return nil, err
 	}
 	err := r.Create(ctx, sa)
 	if apierrors.IsAlreadyExists(err) {
 		existing := &corev1.ServiceAccount{}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sa), existing); err != nil {
-			return fmt.Errorf("get deployer serviceaccount %s: %w", sa.Name, err)
+			return nil, fmt.Errorf("get deployer serviceaccount %s: %w", sa.Name, err)
 		}
 		if why := identityOwnershipProblem(existing, env); why != "" {
-			return &identityNotOwnedError{msg: fmt.Sprintf("serviceaccount %s/%s exists but is not this environment's (%s); Petri never adopts it. Delete or rename it, and the environment creates its own", sa.Namespace, sa.Name, why)}
+			return nil, &identityNotOwnedError{msg: fmt.Sprintf("serviceaccount %s/%s exists but is not this environment's (%s); Petri never adopts it. Delete or rename it, and the environment creates its own", sa.Namespace, sa.Name, why)}
 		}
 	} else if err != nil {
-		return fmt.Errorf("create deployer serviceaccount %s: %w", sa.Name, err)
+		return nil, fmt.Errorf("create deployer serviceaccount %s: %w", sa.Name, err)
 	}
 	return ensureAdminBinding(ctx, r.Client, env.Status.TargetNamespace, sa.Namespace, sa.Name, ownedLabels(env))
 }
@@ -73,7 +74,7 @@ func (r *EphemeralEnvironmentReconciler) restoreDeployerIdentity(ctx context.Con
 	if err == nil || !apierrors.IsNotFound(err) {
 		return err
 	}
-	if err := r.ensureDeployerIdentity(ctx, env); err != nil {
+	if _, err := r.ensureDeployerIdentity(ctx, env); err != nil {
 		return fmt.Errorf("deployer serviceaccount was deleted; create it again: %w", err)
 	}
 	log.FromContext(ctx).Info("Deployer ServiceAccount was deleted, created it again", "serviceAccount", sa.Name)
@@ -121,9 +122,9 @@ func (r *EphemeralEnvironmentReconciler) deployerAuthorized(ctx context.Context,
 }
 
 // ensureAdminBinding binds a ServiceAccount to the admin ClusterRole in one
-// namespace. An existing binding with another subject is an error, never
-// overwritten.
-func ensureAdminBinding(ctx context.Context, c client.Client, namespace, saNamespace, saName string, labels map[string]string) error {
+// namespace and returns the binding, made now or found. An existing binding
+// with another subject is an error, never overwritten.
+func ensureAdminBinding(ctx context.Context, c client.Client, namespace, saNamespace, saName string, labels map[string]string) (*rbacv1.RoleBinding, error) {
 	rb := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: naming.DeployerRoleBinding, Labels: labels},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: adminClusterRole},
@@ -131,19 +132,45 @@ func ensureAdminBinding(ctx context.Context, c client.Client, namespace, saNames
 	}
 	err := c.Create(ctx, rb)
 	if err == nil {
-		return nil
+		return rb, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("bind deployer %s/%s to %s in %s: %w", saNamespace, saName, adminClusterRole, namespace, err)
+		return nil, fmt.Errorf("bind deployer %s/%s to %s in %s: %w", saNamespace, saName, adminClusterRole, namespace, err)
 	}
 	existing := &rbacv1.RoleBinding{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(rb), existing); err != nil {
-		return fmt.Errorf("get rolebinding %s/%s: %w", namespace, rb.Name, err)
+		return nil, fmt.Errorf("get rolebinding %s/%s: %w", namespace, rb.Name, err)
 	}
 	if existing.RoleRef != rb.RoleRef || len(existing.Subjects) != 1 || existing.Subjects[0] != rb.Subjects[0] {
-		return fmt.Errorf("rolebinding %s/%s exists with another role or subject; refusing to change it", namespace, rb.Name)
+		return nil, fmt.Errorf("rolebinding %s/%s exists with another role or subject; refusing to change it", namespace, rb.Name)
 	}
-	return nil
+	return existing, nil
+}
+
+// authorizationPollMax bounds the wait between two questions to the
+// authorizer about a deployer's rights.
+const authorizationPollMax = 30 * time.Second
+
+// authorizationWait says, for a deployer RoleBinding made at since and not
+// honoured yet, when to ask the authorizer again and whether the wait is
+// overdue (--deployer-authorization-timeout passed). The wait grows with
+// the time already waited (half of it, from 200 ms to at most 30 s, or a
+// quarter of the timeout when that is less): a binding the authorizer
+// honours within a moment is seen at once, one it never honours costs a
+// question every 30 s rather than five API calls every 200 ms.
+func (o Options) authorizationWait(since time.Time) (time.Duration, bool) {
+	waited := max(o.now().Sub(since), 0)
+	limit := max(min(authorizationPollMax, o.DeployerAuthorizationTimeout/4), 200*time.Millisecond)
+	return min(max(waited/2, 200*time.Millisecond), limit), waited >= o.DeployerAuthorizationTimeout
+}
+
+// notAuthorizedMessage says what a Stalled DeployerNotAuthorized means and
+// what a person can do. It does not change from one check to the next, so a
+// stalled environment costs no status write per check.
+func (o Options) notAuthorizedMessage(rb *rbacv1.RoleBinding) string {
+	poll, _ := o.authorizationWait(time.Time{})
+	return fmt.Sprintf("the API server's authorizer has not honoured rolebinding %s/%s (ClusterRole %s) within %s: the deployer may not create Secrets there, so no Job starts; check the %s ClusterRole (its aggregated rules) and any authorization webhook. Checked again every %s",
+		rb.Namespace, rb.Name, adminClusterRole, o.DeployerAuthorizationTimeout, adminClusterRole, poll)
 }
 
 // ownerAnnotations name the environment an object belongs to, as on its

@@ -69,13 +69,34 @@ func (r *EphemeralEnvironmentReconciler) observeJobLive(ctx context.Context, p *
 
 // observeJobLive reads a Job from the cache and, when the cache does not know
 // it, from the API server; uncached says it was found only there.
+//
+// A finished Job's outcome is read from its pod, and the pod cache can lag
+// the Job cache: the Job already says Failed or Complete while the cached
+// pod does not show its container's end yet. Judged from that copy, a
+// deploy that failed for a reason no retry cures (RenderFailed) would count
+// as a retryable failure without a result, and a success would record
+// revision 0. So a finished Job whose cached pods left no deployer result is
+// read again from the API server, once per outcome.
 func observeJobLive(ctx context.Context, cache, api client.Reader, namespace, name string) (st jobState, uncached bool, err error) {
 	st, err = observeJob(ctx, cache, namespace, name)
-	if err != nil || st.exists {
+	if err != nil {
 		return st, false, err
 	}
-	st, err = observeJob(ctx, api, namespace, name)
-	return st, st.exists, err
+	if st.exists && (!st.done || st.typed) {
+		return st, false, nil
+	}
+	live, err := observeJob(ctx, api, namespace, name)
+	if err != nil {
+		return st, false, err
+	}
+	if st.exists {
+		// Found in the cache, finished, without a result there.
+		if !live.exists {
+			return st, false, nil
+		}
+		return live, false, nil
+	}
+	return live, live.exists, nil
 }
 
 // observeJob reads a Job and, when it failed, the one-line reason its pod

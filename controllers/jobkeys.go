@@ -42,6 +42,9 @@ func deployJobName(env *petriv1.EphemeralEnvironment, component string, attempt 
 func bindingJobKey(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus, action string) naming.JobKey {
 	key := envJobKey(env, action, bs.Name, bindingEpoch(bs))
 	key.Recovery, key.Redeploy = bs.Recovery, bs.Redeploy
+	if action == contract.ActionProvision {
+		key.SharedRecovery = bs.SharedRecovery
+	}
 	return key
 }
 

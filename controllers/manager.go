@@ -64,6 +64,11 @@ type Options struct {
 	// verified by a Job running as its deployer identity; 0 turns the
 	// periodic check off (a lost RoleBinding still triggers one).
 	VerifyInterval time.Duration
+	// DeployerAuthorizationTimeout is how long a new deployer RoleBinding
+	// may take to be honoured by the API server's authorizer before the
+	// environment is Stalled with DeployerNotAuthorized; it is asked again
+	// meanwhile and after, less and less often.
+	DeployerAuthorizationTimeout time.Duration
 
 	// MetricsAddr, ProbeAddr and LeaderElection configure the manager.
 	MetricsAddr    string
@@ -86,20 +91,21 @@ type Options struct {
 // DefaultOptions are the production defaults.
 func DefaultOptions() Options {
 	return Options{
-		ManagementNamespace: "petri-system",
-		SharedNamespace:     "petri-shared",
-		DeployerImage:       "ghcr.io/petri-dev/petri-deployer:latest",
-		Concurrency:         8,
-		JobBackoffLimit:     2,
-		JobActiveDeadline:   15 * time.Minute,
-		JobTTLAfterFinished: 24 * time.Hour,
-		JobResources:        DefaultJobResources(),
-		TeardownBackoff:     2 * time.Second,
-		VerifyInterval:      10 * time.Minute,
-		MetricsAddr:         ":8080",
-		ProbeAddr:           ":8081",
-		LeaderElection:      true,
-		LeaderElectionID:    "petri-operator.petri.dev",
+		ManagementNamespace:          "petri-system",
+		SharedNamespace:              "petri-shared",
+		DeployerImage:                "ghcr.io/petri-dev/petri-deployer:latest",
+		Concurrency:                  8,
+		JobBackoffLimit:              2,
+		JobActiveDeadline:            15 * time.Minute,
+		JobTTLAfterFinished:          24 * time.Hour,
+		JobResources:                 DefaultJobResources(),
+		TeardownBackoff:              2 * time.Second,
+		VerifyInterval:               10 * time.Minute,
+		DeployerAuthorizationTimeout: 2 * time.Minute,
+		MetricsAddr:                  ":8080",
+		ProbeAddr:                    ":8081",
+		LeaderElection:               true,
+		LeaderElectionID:             "petri-operator.petri.dev",
 	}
 }
 
@@ -152,6 +158,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	})
 	fs.DurationVar(&o.TeardownBackoff, "teardown-backoff", o.TeardownBackoff, "first retry delay of a failed teardown step")
 	fs.DurationVar(&o.VerifyInterval, "verify-interval", o.VerifyInterval, "how often a deployed environment's releases are verified by a Job (0 disables the periodic check)")
+	fs.DurationVar(&o.DeployerAuthorizationTimeout, "deployer-authorization-timeout", o.DeployerAuthorizationTimeout, "how long a deployer's new RoleBinding may take to take effect before its environment is Stalled (it is checked again after, less often)")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint (0 disables)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "address of the healthz and readyz endpoints")
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", o.PprofAddr, "address of the net/http/pprof endpoints (empty disables)")
@@ -174,6 +181,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--concurrency must be at least 1")
 	case o.VerifyInterval < 0:
 		return fmt.Errorf("--verify-interval must not be negative")
+	case o.DeployerAuthorizationTimeout <= 0:
+		return fmt.Errorf("--deployer-authorization-timeout must be positive")
 	}
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		req, hasReq := o.JobResources.Requests[name]

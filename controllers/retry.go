@@ -107,15 +107,22 @@ func (r *EphemeralEnvironmentReconciler) scheduleRetry(env *petriv1.EphemeralEnv
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonDeployFailed, "Deploy", "component %s failed after %d attempts: %s", cs.Name, attempt, cs.LastError)
 		return
 	}
-	from := r.Options.now()
-	if cs.FinishedAt != nil && cs.FinishedAt.Time.Before(from) {
-		from = cs.FinishedAt.Time
-	}
-	at := metav1.NewTime(from.Add(p.delay(attempt)).Truncate(time.Second).Add(time.Second))
+	at := r.Options.retryAt(p, attempt, cs.FinishedAt)
 	cs.NextRetryAt = &at
 	cs.Message = fmt.Sprintf("attempt %d of %d failed; attempt %d starts at %s", attempt, p.attempts, attempt+1, at.UTC().Format(time.RFC3339))
 	r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonDeployRetrying, "Deploy", "component %s failed (attempt %d of %d): %s; retrying at %s",
 		cs.Name, attempt, p.attempts, cs.LastError, at.UTC().Format(time.RFC3339))
+}
+
+// retryAt is when the next attempt after the given failed one starts: the
+// policy's delay after the failure (now, when that is unknown or later),
+// on the next whole second.
+func (o Options) retryAt(p retryPolicy, attempt int32, finishedAt *metav1.Time) metav1.Time {
+	from := o.now()
+	if finishedAt != nil && finishedAt.Time.Before(from) {
+		from = finishedAt.Time
+	}
+	return metav1.NewTime(from.Add(p.delay(attempt)).Truncate(time.Second).Add(time.Second))
 }
 
 // retryDue moves components whose next attempt is due back to Pending, with

@@ -31,7 +31,6 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/summary"
-	"github.com/petri-dev/petri/controllers/internal/values"
 )
 
 // indexSharedWorkloads indexes environments by the shared workloads they use:
@@ -105,7 +104,7 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 // prepare makes what a deploy Job of the shared workload needs: the shared
 // namespace, the shared deployer identity and the instance keys.
 func (r *SharedWorkloadReconciler) prepare(ctx context.Context, sw *petriv1.SharedWorkload) (map[string][]byte, error) {
-	if err := r.ensureSharedNamespace(ctx); err != nil {
+	if err := r.ensureSharedNamespace(ctx, sw); err != nil {
 		return nil, err
 	}
 	if err := r.ensureIdentity(ctx); err != nil {
@@ -136,11 +135,22 @@ func (r *SharedWorkloadReconciler) users(ctx context.Context, sw *petriv1.Shared
 	return names, nil
 }
 
-func (r *SharedWorkloadReconciler) ensureSharedNamespace(ctx context.Context) error {
+// ensureSharedNamespace creates the shared namespace, or finds it, and
+// records which one the release is deployed in. One being deleted is waited
+// for: its deletion brings the shared workload back.
+func (r *SharedWorkloadReconciler) ensureSharedNamespace(ctx context.Context, sw *petriv1.SharedWorkload) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.Options.SharedNamespace, Labels: map[string]string{petriv1.LabelManagedBy: petriv1.ManagedByOperator}}}
-	if err := r.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	err := r.Create(ctx, ns)
+	if apierrors.IsAlreadyExists(err) {
+		err = r.Get(ctx, client.ObjectKeyFromObject(ns), ns)
+	}
+	if err != nil {
 		return fmt.Errorf("create shared namespace %s: %w", ns.Name, err)
 	}
+	if !ns.DeletionTimestamp.IsZero() {
+		return fmt.Errorf("shared namespace %s is being deleted; deploying once it is gone", ns.Name)
+	}
+	sw.Status.NamespaceUID = string(ns.UID)
 	return nil
 }
 
@@ -150,7 +160,8 @@ func (r *SharedWorkloadReconciler) ensureIdentity(ctx context.Context) error {
 	if err := r.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create shared deployer serviceaccount: %w", err)
 	}
-	return ensureAdminBinding(ctx, r.Client, r.Options.SharedNamespace, sa.Namespace, sa.Name, labels)
+	_, err := ensureAdminBinding(ctx, r.Client, r.Options.SharedNamespace, sa.Namespace, sa.Name, labels)
+	return err
 }
 
 func (r *SharedWorkloadReconciler) jobLabels(sw *petriv1.SharedWorkload, action string, gen int64) map[string]string {
@@ -176,140 +187,8 @@ func (r *SharedWorkloadReconciler) createJob(ctx context.Context, sw *petriv1.Sh
 	})
 }
 
-// deploy runs the shared workload's release Job for the current generation;
-// a Job of an older generation finishes first. A Job the cache does not know
-// is looked up on the API server before it counts as gone.
-func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.SharedWorkload) (reconcile.Result, error) {
-	gen := sw.Generation
-	rel := sw.Status.Release
-	if rel == nil || (rel.Generation != gen && rel.Phase != petriv1.ComponentDeploying) {
-		rel = &petriv1.ComponentStatus{Name: sw.Name, Phase: petriv1.ComponentPending, Generation: gen}
-		sw.Status.Release = rel
-	}
-	if rel.Phase == petriv1.ComponentDeploying {
-		st, uncached, err := observeJobLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, rel.Job)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		switch {
-		case st.exists && !st.done:
-			r.summarize(sw, petriv1.ReasonDeployProgressing, "deploy job "+rel.Job+" is running")
-			if uncached {
-				return reconcile.Result{RequeueAfter: uncachedPoll}, nil
-			}
-			return reconcile.Result{}, nil
-		case !st.exists:
-			rel.Phase = petriv1.ComponentPending
-		case st.succeeded:
-			rel.Phase, rel.FinishedAt, rel.LastError = petriv1.ComponentDeployed, st.finished, ""
-			recordJob(contract.ActionDeploy, st)
-		default:
-			rel.Phase, rel.FinishedAt, rel.LastError = petriv1.ComponentFailed, st.finished, oneLine(st.message)
-			recordJob(contract.ActionDeploy, st)
-		}
-		if rel.Generation != gen {
-			// The older generation's Job is done: start this generation.
-			rel = &petriv1.ComponentStatus{Name: sw.Name, Phase: petriv1.ComponentPending, Generation: gen}
-			sw.Status.Release = rel
-		}
-	}
-	switch rel.Phase {
-	case petriv1.ComponentDeployed:
-		r.summarize(sw, petriv1.ReasonDeploySucceeded, "deployed in "+r.Options.SharedNamespace)
-		return reconcile.Result{}, nil
-	case petriv1.ComponentFailed:
-		r.summarize(sw, petriv1.ReasonDeployFailed, rel.LastError)
-		return reconcile.Result{}, nil
-	}
-
-	instance, err := r.prepare(ctx, sw)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	merged, err := values.Merge(sw.Spec.Values, nil)
-	if err != nil {
-		r.summarize(sw, petriv1.ReasonInvalidSpec, err.Error())
-		return reconcile.Result{}, reconcile.TerminalError(err)
-	}
-	if len(instance) > 0 {
-		keys := map[string]any{}
-		for k, v := range instance {
-			keys[k] = string(v)
-		}
-		merged["instanceSecret"] = keys
-	}
-	data, err := values.YAML(merged)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	secretName := sharedJobKey(sw, valuesSubject, gen).Name()
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: sw.Namespace, Name: secretName, Labels: r.jobLabels(sw, contract.ActionDeploy, gen)},
-		Immutable:  ptrTo(true),
-		Data:       map[string][]byte{jobs.ValuesKey: data},
-	}
-	if err := controllerutil.SetControllerReference(sw, secret, r.Scheme()); err != nil {
-		return reconcile.Result{}, err
-	}
-	if err := r.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-		return reconcile.Result{}, fmt.Errorf("create values secret: %w", err)
-	}
-	args := []string{"deploy",
-		"--release", sw.Name,
-		"--namespace", r.Options.SharedNamespace,
-		"--chart-repository", sw.Spec.Chart.Repository,
-		"--chart-name", sw.Spec.Chart.Name,
-		"--chart-version", sw.Spec.Chart.Version,
-		"--values", jobs.ValuesFile,
-		"--termination-log", jobs.TerminationLogPath,
-	}
-	args = append(args, releaseArgs(r.Options, sw.Spec.Chart, sw.Spec.Release)...)
-	name := sharedJobKey(sw, contract.ActionDeploy, gen).Name()
-	if err := r.createJob(ctx, sw, name, contract.ActionDeploy, gen, args, secretName); err != nil {
-		return reconcile.Result{}, err
-	}
-	now := r.Options.metaNow()
-	rel.Phase, rel.Job, rel.StartedAt, rel.FinishedAt, rel.LastError, rel.Attempt = petriv1.ComponentDeploying, name, &now, nil, "", 1
-	log.FromContext(ctx).Info("Started shared workload deploy job", "job", name)
-	r.summarize(sw, petriv1.ReasonDeployProgressing, "deploy job "+name+" is running")
-	return reconcile.Result{}, nil
-}
-
 func setSWCondition(sw *petriv1.SharedWorkload, typ string, status metav1.ConditionStatus, reason, msg string) {
 	apimeta.SetStatusCondition(&sw.Status.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: sw.Generation})
-}
-
-// summarize writes Deployed, Ready, Reconciling, Stalled and the phase from
-// the release's outcome.
-func (r *SharedWorkloadReconciler) summarize(sw *petriv1.SharedWorkload, reason, msg string) {
-	apimeta.RemoveStatusCondition(&sw.Status.Conditions, petriv1.ConditionStalled)
-	switch reason {
-	case petriv1.ReasonDeploySucceeded:
-		setSWCondition(sw, petriv1.ConditionDeployed, metav1.ConditionTrue, reason, msg)
-		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionTrue, petriv1.ReasonSucceeded, msg)
-		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionFalse, petriv1.ReasonSucceeded, "")
-		sw.Status.Phase = petriv1.EnvironmentReady
-		sw.Status.ObservedGeneration = sw.Generation
-	case petriv1.ReasonDeployFailed:
-		// Final for this generation: Stalled, so kstatus reads Failed.
-		setSWCondition(sw, petriv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
-		setSWCondition(sw, petriv1.ConditionDeployed, metav1.ConditionFalse, reason, msg)
-		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, reason, msg)
-		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionFalse, reason, msg)
-		sw.Status.Phase = petriv1.EnvironmentFailed
-		sw.Status.ObservedGeneration = sw.Generation
-	case petriv1.ReasonInvalidSpec:
-		setSWCondition(sw, petriv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
-		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, reason, msg)
-		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionFalse, reason, msg)
-		sw.Status.Phase = petriv1.EnvironmentStalled
-		sw.Status.ObservedGeneration = sw.Generation
-	default:
-		setSWCondition(sw, petriv1.ConditionDeployed, metav1.ConditionFalse, reason, msg)
-		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, reason, msg)
-		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
-		sw.Status.Phase = petriv1.EnvironmentDeploying
-	}
 }
 
 // teardown holds the deletion while environments use the shared workload,
@@ -424,7 +303,26 @@ func (r *SharedWorkloadReconciler) SetupWithManager(mgr manager.Manager) error {
 			}
 			return out
 		})).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSharedNamespace)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.Concurrency/2)}).
 		Named("sharedworkload").
 		Complete(r)
+}
+
+// usersOfSharedNamespace wakes every shared workload when the shared
+// namespace changes (its deletion above all: the releases in it are gone).
+func (r *SharedWorkloadReconciler) usersOfSharedNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
+	if obj.GetName() != r.Options.SharedNamespace {
+		return nil
+	}
+	var list petriv1.SharedWorkloadList
+	if err := r.List(ctx, &list, client.InNamespace(r.Options.ManagementNamespace)); err != nil {
+		log.FromContext(ctx).Info("Shared workloads not listed for a change of the shared namespace", "error", err.Error())
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, sw := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: sw.Namespace, Name: sw.Name}})
+	}
+	return out
 }

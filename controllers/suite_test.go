@@ -158,6 +158,7 @@ func testOptions() controllers.Options {
 	o.PlainHTTPRegistries = []string{registry.Host}
 	o.NamespaceHash = func(uid string) string { return hashPrefix + naming.UIDHash(types.UID(uid)) }
 	o.VerifyInterval = verifyInterval
+	o.DeployerAuthorizationTimeout = authorizationTimeout
 	o.Clock = testClock
 	return o
 }

@@ -135,6 +135,13 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 		"--namespace", env.Status.TargetNamespace,
 		"--termination-log", jobs.TerminationLogPath,
 	}, expect...)
+	if v := env.Status.Verification; v != nil && v.Job != "" && v.Job != name {
+		// The previous one failed (a verified one is gone already) and was
+		// kept for its log until now.
+		if err := deleteFinishedJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job); err != nil {
+			return err
+		}
+	}
 	if err := r.createJob(ctx, env, name, r.jobLabels(env, verifySubject, contract.ActionVerify, env.Generation), args, ""); err != nil {
 		return err
 	}
@@ -173,7 +180,9 @@ func (r *VerifyReconciler) observeVerification(ctx context.Context, env *petriv1
 			v.Result = "Verified"
 		}
 		r.verified(env, v.Trigger, v.Result)
-		return nil
+		// Its outcome is in status.verification now: the Job and its
+		// pod go (prune.go).
+		return deleteFinishedJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job)
 	}
 	var drifted []string
 	if st.typed && st.result.Outcome == contract.OutcomeDrifted {

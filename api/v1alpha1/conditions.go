@@ -68,6 +68,12 @@ const (
 	// environment's ownership marks; Petri never adopts it, and nothing is
 	// deployed until it is gone.
 	ReasonDeployerIdentityNotOwned = "DeployerIdentityNotOwned"
+	// ReasonDeployerNotAuthorized: the deployer's RoleBinding exists, but
+	// the API server's authorizer has not granted its rights in the workload
+	// namespace within --deployer-authorization-timeout (an admin
+	// ClusterRole changed, an authorization webhook refusing). Nothing is
+	// started; the operator keeps asking, less and less often.
+	ReasonDeployerNotAuthorized = "DeployerNotAuthorized"
 
 	// ReasonDeploySucceeded: every release is deployed.
 	ReasonDeploySucceeded = "DeploySucceeded"

@@ -242,6 +242,13 @@ type BindingStatus struct {
 	// Jobs are not mistaken for the failed ones.
 	// +optional
 	Redeploy string `json:"redeploy,omitempty"`
+	// SharedRecovery is the shared workload's status.recoveries its
+	// provision step ran against. When the shared workload was found lost
+	// and deployed again (its namespace or release gone, and what the
+	// provision step made in it), the provision step runs again, in Jobs
+	// named by the new count.
+	// +optional
+	SharedRecovery int32 `json:"sharedRecovery,omitempty"`
 	// Message explains the phase, such as what the binding waits for.
 	// +optional
 	Message string `json:"message,omitempty"`

@@ -84,6 +84,19 @@ type SharedWorkloadStatus struct {
 	// BoundEnvironments counts the environments bound to this workload.
 	// +optional
 	BoundEnvironments int32 `json:"boundEnvironments,omitempty"`
+	// NamespaceUID is the UID of the shared namespace the release was
+	// deployed in; the same name with another UID means the release and
+	// everything in the namespace are gone.
+	// +optional
+	NamespaceUID string `json:"namespaceUID,omitempty"`
+	// Recoveries counts the times the release was found lost (its namespace
+	// deleted, or a verify Job finding it missing or at another revision)
+	// and deployed again; it goes into the new Jobs' names.
+	// +optional
+	Recoveries int32 `json:"recoveries,omitempty"`
+	// Verification is the latest verify Job of the release.
+	// +optional
+	Verification *VerificationStatus `json:"verification,omitempty"`
 }
 
 // SharedWorkload is a workload (a database server, a queue) deployed once into

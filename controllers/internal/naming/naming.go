@@ -144,6 +144,9 @@ type JobKey struct {
 	// Recovery counts the times the owner's lost workloads were deployed
 	// again; 0 for none.
 	Recovery int32
+	// SharedRecovery is, for a binding's provision step, the count of
+	// recoveries of the shared workload it provisions in; 0 for none.
+	SharedRecovery int32
 	// Sleep is the request a sleep or wake Job answers.
 	Sleep *SleepRequest
 	// Verify is what started a verify Job.
@@ -176,6 +179,9 @@ func (k JobKey) Name() string {
 	}
 	if k.Recovery != 0 {
 		id += "/recovery/" + strconv.Itoa(int(k.Recovery))
+	}
+	if k.SharedRecovery != 0 {
+		id += "/shared-recovery/" + strconv.Itoa(int(k.SharedRecovery))
 	}
 	if k.Sleep != nil {
 		id += "/" + k.Action + "/" + k.Sleep.Requested

@@ -31,15 +31,16 @@ const (
 // severities are the reasons that are more than Info; every other reason
 // is Info.
 var severities = map[string]Severity{
-	petriv1.ReasonNamespaceBindFailed: Error,
-	petriv1.ReasonDeployFailed:        Error,
-	petriv1.ReasonVerifyFailed:        Error,
-	petriv1.ReasonBindFailed:          Error,
-	petriv1.ReasonTeardownFailed:      Error,
-	petriv1.ReasonSleepFailed:         Error,
-	petriv1.ReasonWakeFailed:          Error,
-	petriv1.ReasonNamespaceNotOwned:   Warning,
-	petriv1.ReasonInvalidSpec:         Warning,
+	petriv1.ReasonNamespaceBindFailed:   Error,
+	petriv1.ReasonDeployFailed:          Error,
+	petriv1.ReasonVerifyFailed:          Error,
+	petriv1.ReasonBindFailed:            Error,
+	petriv1.ReasonTeardownFailed:        Error,
+	petriv1.ReasonSleepFailed:           Error,
+	petriv1.ReasonWakeFailed:            Error,
+	petriv1.ReasonNamespaceNotOwned:     Warning,
+	petriv1.ReasonInvalidSpec:           Warning,
+	petriv1.ReasonDeployerNotAuthorized: Warning,
 }
 
 // Of is the severity of a condition reason.
