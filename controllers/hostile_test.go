@@ -5,6 +5,9 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/petri-dev/petri/api/contract"
@@ -106,4 +110,72 @@ func TestFailedBindingBindsAgain(t *testing.T) {
 	waitFor(t, "rebind-generation", "bound again at the new generation", func(e *petriv1.EphemeralEnvironment) bool {
 		return e.Generation > 1 && ready(e)
 	})
+}
+
+// TestOneBindDoesNotWakeTheOtherUsers (hostile-input defect 6): an
+// environment binding a shared workload changes its count of bound
+// environments, and that woke every other environment using it, each
+// reading its RoleBinding from the API server: N environments binding cost
+// N² passes. Now the four bound before read nothing while a fifth binds.
+func TestOneBindDoesNotWakeTheOtherUsers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sw := sharedWorkload("fanout-db", recordDir(t))
+	require.NoError(t, env.Client.Create(ctx, sw))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, sw) })
+	namespaces := map[string]string{}
+	for i := 1; i <= 4; i++ {
+		e := boundEnv(fmt.Sprintf("fanout-%d", i), sw.Name)
+		require.NoError(t, env.Client.Create(ctx, e))
+		t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
+	}
+	for i := 1; i <= 4; i++ {
+		name := fmt.Sprintf("fanout-%d", i)
+		namespaces[name] = waitFor(t, name, "Ready", ready).Status.TargetNamespace
+	}
+	before := map[string]int{}
+	for name, ns := range namespaces {
+		before[name] = roleBindingReadsIn(ns)
+	}
+	fifth := boundEnv("fanout-5", sw.Name)
+	require.NoError(t, env.Client.Create(ctx, fifth))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, fifth) })
+	waitFor(t, fifth.Name, "Ready", ready)
+	require.Eventually(t, func() bool {
+		s := getSW(sw.Name)
+		return s != nil && s.Status.BoundEnvironments == 5
+	}, 30*time.Second, 50*time.Millisecond, "the fifth counted")
+	for name, ns := range namespaces {
+		assert.Equal(t, before[name], roleBindingReadsIn(ns), "%s was not woken by the fifth's bind", name)
+	}
+}
+
+// TestTransientErrorKeepsReady (hostile-input defect 12): a pass of a
+// Ready environment that fails for a reason outside it (the API server
+// answering 503) leaves Ready True, saying in Reconciling that it retries;
+// Ready turned False before, and sync made that pending statuses on the
+// pull request.
+func TestTransientErrorKeepsReady(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv("steady", greeter("app"))
+	require.NoError(t, env.Client.Create(ctx, e))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
+	e = waitFor(t, e.Name, "Ready", ready)
+	failRequests(t, http.MethodGet, "/namespaces/"+e.Status.TargetNamespace+"/rolebindings/")
+
+	patch := []byte(`{"metadata":{"annotations":{"test.petri.dev/poke":"1"}}}`)
+	require.NoError(t, env.Client.Patch(ctx, e, client.RawPatch(types.MergePatchType, patch)))
+	readyFalse := false
+	retried := waitFor(t, e.Name, "retrying the failed pass", func(e *petriv1.EphemeralEnvironment) bool {
+		if !conditionIs(e, petriv1.ConditionReady, metav1.ConditionTrue, "") {
+			readyFalse = true
+		}
+		return conditionIs(e, petriv1.ConditionReconciling, metav1.ConditionTrue, "") &&
+			strings.Contains(findCondition(e, petriv1.ConditionReconciling).Message, "retrying")
+	})
+	t.Log(findCondition(retried, petriv1.ConditionReconciling).Message)
+	assert.False(t, readyFalse, "Ready stayed True")
+	assert.True(t, conditionIs(retried, petriv1.ConditionReady, metav1.ConditionTrue, petriv1.ReasonSucceeded))
+	assert.Equal(t, petriv1.EnvironmentReady, retried.Status.Phase)
 }

@@ -39,7 +39,7 @@ var jobOutcomeChanged = predicate.Funcs{
 // sharedWorkloadChanged lets through the SharedWorkload events its
 // environments act on: created, deleted, its spec (generation) changed, its
 // deletion begun, or its status changed in anything but the count of bound
-// environments. That count moves with every bind, and without this filter
+// environments and its latest verification. That count moves with every bind, and without this filter
 // each new environment woke every other user of the workload: N
 // environments binding cost N² passes.
 var sharedWorkloadChanged = predicate.Funcs{
@@ -54,6 +54,9 @@ var sharedWorkloadChanged = predicate.Funcs{
 		}
 		os, ns := o.Status, n.Status
 		os.BoundEnvironments, ns.BoundEnvironments = 0, 0
+		// A verification of the release tells the environments nothing
+		// until it finds the release lost, which its recovery shows.
+		os.Verification, ns.Verification = nil, nil
 		return !equality.Semantic.DeepEqual(os, ns)
 	},
 }

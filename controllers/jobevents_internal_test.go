@@ -83,6 +83,10 @@ func TestSharedWorkloadEventsThatWakeItsEnvironments(t *testing.T) {
 		}), true},
 		"it is no longer ready":      {sw(func(s *petriv1.SharedWorkload) { s.Status.Phase = petriv1.EnvironmentDeploying }), true},
 		"its conditions changed too": {sw(func(s *petriv1.SharedWorkload) { s.Status.BoundEnvironments = 4; s.Status.ObservedGeneration = 1 }), true},
+		"its release was verified": {sw(func(s *petriv1.SharedWorkload) {
+			s.Status.Verification = &petriv1.VerificationStatus{Job: "db-release-verify-g1-0a1b2c3d", Trigger: "Periodic", Result: "Verified: db=1"}
+		}), false},
+		"it was deployed again": {sw(func(s *petriv1.SharedWorkload) { s.Status.Recoveries = 1 }), true},
 	} {
 		assert.Equal(t, tt.want, sharedWorkloadChanged.Update(event.UpdateEvent{ObjectOld: base, ObjectNew: tt.new}), name)
 	}

@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -200,6 +201,14 @@ var operatorWrites atomic.Int64
 type writeCounter struct{ next http.RoundTripper }
 
 func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if resp := injectedFault(r); resp != nil {
+		return resp, nil
+	}
+	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/rolebindings/") {
+		operatorWriteLog.Lock()
+		operatorWriteLog.roleBindingReads = append(operatorWriteLog.roleBindingReads, r.URL.Path)
+		operatorWriteLog.Unlock()
+	}
 	switch r.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 		operatorWrites.Add(1)
@@ -215,6 +224,63 @@ func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 var operatorWriteLog struct {
 	sync.Mutex
 	requests []string
+	// roleBindingReads are the paths of its RoleBinding GETs: the one
+	// uncached read of a settled environment's pass.
+	roleBindingReads []string
+}
+
+// roleBindingReadsIn counts the operator's RoleBinding reads in namespace.
+func roleBindingReadsIn(namespace string) int {
+	operatorWriteLog.Lock()
+	defer operatorWriteLog.Unlock()
+	n := 0
+	for _, p := range operatorWriteLog.roleBindingReads {
+		if strings.Contains(p, "/namespaces/"+namespace+"/") {
+			n++
+		}
+	}
+	return n
+}
+
+// faults are the operator's requests the API server seems to fail: a
+// method and a path part, answered 503 (the API server overloaded) while
+// set. They stand for a transient fault between the operator and the API
+// server; nothing of the API server itself is replaced.
+var faults struct {
+	sync.Mutex
+	rules map[[2]string]bool
+}
+
+// failRequests makes the operator's requests of method whose path contains
+// part fail with 503 until the test ends.
+func failRequests(t *testing.T, method, part string) {
+	faults.Lock()
+	if faults.rules == nil {
+		faults.rules = map[[2]string]bool{}
+	}
+	faults.rules[[2]string{method, part}] = true
+	faults.Unlock()
+	t.Cleanup(func() {
+		faults.Lock()
+		delete(faults.rules, [2]string{method, part})
+		faults.Unlock()
+	})
+}
+
+func injectedFault(r *http.Request) *http.Response {
+	faults.Lock()
+	defer faults.Unlock()
+	for rule := range faults.rules {
+		if r.Method == rule[0] && strings.Contains(r.URL.Path, rule[1]) {
+			body := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the server is currently unable to handle the request","reason":"ServiceUnavailable","code":503}`
+			return &http.Response{
+				StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header:  http.Header{"Content-Type": []string{"application/json"}},
+				Body:    io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r,
+			}
+		}
+	}
+	return nil
 }
 
 // operatorWritesSince returns the operator's write requests after the first
