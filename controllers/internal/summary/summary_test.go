@@ -20,7 +20,7 @@ import (
 )
 
 // Every reason of the API has a severity: the failures that are an
-// outcome (the <Action>Failed reasons) are Error, the two problems that
+// outcome (the <Action>Failed reasons) are Error, the three problems that
 // need a person without being an outcome are Warning, the rest Info.
 func TestSeverityOfEveryReason(t *testing.T) {
 	fset := token.NewFileSet()
@@ -45,7 +45,7 @@ func TestSeverityOfEveryReason(t *testing.T) {
 		switch {
 		case strings.HasSuffix(r, "Failed"):
 			want = Error
-		case r == petriv1.ReasonNamespaceNotOwned || r == petriv1.ReasonInvalidSpec:
+		case r == petriv1.ReasonNamespaceNotOwned || r == petriv1.ReasonInvalidSpec || r == petriv1.ReasonDeployerNotAuthorized:
 			want = Warning
 		}
 		assert.Equal(t, want, Of(r), r)
