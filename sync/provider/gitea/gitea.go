@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -81,48 +80,17 @@ var (
 // New builds a provider. It calls nothing: the token's user is learnt on
 // the first comment written.
 func New(opts Options) (*Provider, error) {
-	u, err := url.Parse(opts.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("gitea base url %q: must be an http(s) URL", opts.BaseURL)
-	}
-	base := http.DefaultTransport
-	timeout := time.Duration(0)
-	if opts.HTTPClient != nil {
-		if opts.HTTPClient.Transport != nil {
-			base = opts.HTTPClient.Transport
-		}
-		timeout = opts.HTTPClient.Timeout
-	}
-	tok := tokenSource(strings.TrimSpace(opts.Token), opts.TokenFile)
-	if _, err := tok(); err != nil {
+	set, err := forge.NewSetup("gitea", opts.BaseURL, opts.HTTPClient, opts.Token, opts.TokenFile, opts.Clock)
+	if err != nil {
 		return nil, err
 	}
-	clk := opts.Clock
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
 	return &Provider{
-		baseURL:  strings.TrimSuffix(u.String(), "/"),
-		http:     &http.Client{Transport: &forge.AuthTransport{Next: base, Scheme: "token", Token: tok}, Timeout: timeout},
-		clock:    clk,
-		blocker:  forge.NewBlocker(clk, "not calling Gitea before the announced time"),
+		baseURL:  strings.TrimSuffix(set.BaseURL.String(), "/"),
+		http:     &http.Client{Transport: &forge.AuthTransport{Next: set.Transport, Scheme: "token", Token: set.Token}, Timeout: set.Timeout},
+		clock:    set.Clock,
+		blocker:  forge.NewBlocker(set.Clock, "not calling Gitea before the announced time"),
 		comments: forge.NewComments(),
 	}, nil
-}
-
-// tokenSource is the token of each request: the file's, read again when it
-// changes (the given token until the file is first read), else the given
-// one. The token is never logged.
-func tokenSource(tok, path string) func() (string, error) {
-	if path != "" {
-		return forge.NewTokenFile("gitea", path, tok).Token
-	}
-	return func() (string, error) {
-		if tok == "" {
-			return "", errors.New("gitea token: neither a token nor a token file given")
-		}
-		return tok, nil
-	}
 }
 
 // api is a client for one call. The SDK's client carries one context for

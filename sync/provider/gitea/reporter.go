@@ -61,18 +61,7 @@ func (p *Provider) UpsertComment(ctx context.Context, repository string, number 
 		return err
 	}
 	return p.comments.Upsert(ctx, repository, number, body, forge.CommentCalls{
-		Find: func(ctx context.Context) (forge.CommentRef, bool, error) {
-			cs, err := p.ListComments(ctx, repository, number)
-			if err != nil {
-				return forge.CommentRef{}, false, err
-			}
-			for _, c := range cs {
-				if forge.IsOwn(c.Author, c.Body, self, marker) {
-					return forge.CommentRef{ID: c.ID, Body: c.Body}, true, nil
-				}
-			}
-			return forge.CommentRef{}, false, nil
-		},
+		Find: forge.FindOwn(func(ctx context.Context) ([]provider.Comment, error) { return p.ListComments(ctx, repository, number) }, self, marker),
 		Edit: func(ctx context.Context, id int64, body string) (int64, error) {
 			c, err := p.api(ctx)
 			if err != nil {

@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,30 +108,14 @@ func New(opts Options) (*Provider, error) {
 	if base == "" {
 		base = DefaultBaseURL
 	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("gitlab base url %q: must be an http(s) URL", opts.BaseURL)
-	}
-	next := http.DefaultTransport
-	timeout := time.Duration(0)
-	if opts.HTTPClient != nil {
-		if opts.HTTPClient.Transport != nil {
-			next = opts.HTTPClient.Transport
-		}
-		timeout = opts.HTTPClient.Timeout
-	}
-	tok := tokenSource(strings.TrimSpace(opts.Token), opts.TokenFile)
-	if _, err := tok(); err != nil {
+	set, err := forge.NewSetup("gitlab", base, opts.HTTPClient, opts.Token, opts.TokenFile, opts.Clock)
+	if err != nil {
 		return nil, err
 	}
-	clk := opts.Clock
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
 	p := &Provider{
-		clock:    clk,
+		clock:    set.Clock,
 		fullList: opts.FullListEvery,
-		blocker:  forge.NewBlocker(clk, "not calling GitLab before the announced time"),
+		blocker:  forge.NewBlocker(set.Clock, "not calling GitLab before the announced time"),
 		comments: forge.NewComments(),
 		open:     map[string]*openList{},
 		notes:    map[noteKey]int{},
@@ -141,29 +124,14 @@ func New(opts Options) (*Provider, error) {
 	if p.fullList <= 0 {
 		p.fullList = DefaultFullListEvery
 	}
-	httpClient := &http.Client{Transport: &limitTransport{next: next, p: p}, Timeout: timeout}
-	p.client, err = gl.NewAuthSourceClient(tokenAuth{tok},
-		gl.WithBaseURL(u.String()), gl.WithHTTPClient(httpClient), gl.WithoutRetries(),
+	httpClient := &http.Client{Transport: &limitTransport{next: set.Transport, p: p}, Timeout: set.Timeout}
+	p.client, err = gl.NewAuthSourceClient(tokenAuth{set.Token},
+		gl.WithBaseURL(set.BaseURL.String()), gl.WithHTTPClient(httpClient), gl.WithoutRetries(),
 		gl.WithCustomLimiter(noLimiter{}), gl.WithUserAgent("petri-sync"))
 	if err != nil {
 		return nil, fmt.Errorf("gitlab client: %w", err)
 	}
 	return p, nil
-}
-
-// tokenSource is the token of each request: the file's, read again when it
-// changes (the given token until the file is first read), else the given
-// one. The token is never logged.
-func tokenSource(tok, path string) func() (string, error) {
-	if path != "" {
-		return forge.NewTokenFile("gitlab", path, tok).Token
-	}
-	return func() (string, error) {
-		if tok == "" {
-			return "", errors.New("gitlab token: neither a token nor a token file given")
-		}
-		return tok, nil
-	}
 }
 
 // tokenAuth gives each request the current token in GitLab's PRIVATE-TOKEN
