@@ -87,7 +87,7 @@ func (p *Provider) UpsertComment(ctx context.Context, repository string, number 
 		return err
 	}
 	return p.comments.Upsert(ctx, repository, number, body, forge.CommentCalls{
-		Find: forge.FindOwn(func(ctx context.Context) ([]provider.Comment, error) { return p.ListComments(ctx, repository, number) }, self, marker),
+		Find:   forge.FindOwn(func(ctx context.Context) ([]provider.Comment, error) { return p.ListComments(ctx, repository, number) }, self, marker),
 		Before: p.before,
 		Edit: func(ctx context.Context, id int64, body string) (int64, error) {
 			n, resp, err := p.client.Notes.UpdateMergeRequestNote(pid, int64(number), id,
