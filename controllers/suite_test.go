@@ -275,8 +275,8 @@ func injectedFault(r *http.Request) *http.Response {
 			body := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the server is currently unable to handle the request","reason":"ServiceUnavailable","code":503}`
 			return &http.Response{
 				StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-				Header:  http.Header{"Content-Type": []string{"application/json"}},
-				Body:    io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r,
+				Header: http.Header{"Content-Type": []string{"application/json"}},
+				Body:   io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: r,
 			}
 		}
 	}
