@@ -153,6 +153,7 @@ func (s *Server) editNote(c *call, pr *project, iid int, id string) (any, error)
 	n.Body = c.str("body")
 	n.UpdatedAt = s.clock()
 	pr.mrs[iid].UpdatedAt = n.UpdatedAt
+	s.emitNote(pr, n, "update")
 	return s.noteJSON(n), nil
 }
 

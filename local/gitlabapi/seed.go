@@ -3,6 +3,8 @@
 package gitlabapi
 
 import (
+	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -216,17 +218,54 @@ func (s *Server) OpenMergeRequest(path string, mr MergeRequest) int {
 	}
 	mr.UpdatedAt = now
 	pr.mrs[mr.IID] = &mr
+	if mr.State == "opened" {
+		s.emitMergeRequest(pr, &mr, "open", "", nil)
+	}
 	return mr.IID
 }
 
-// UpdateMergeRequest changes a merge request and touches its updated_at.
+// UpdateMergeRequest changes a merge request, touches its updated_at and
+// delivers its hook: close, merge, reopen, or update (with oldrev when its
+// head commit moved).
 func (s *Server) UpdateMergeRequest(path string, iid int, change func(*MergeRequest)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	mr := s.mustProject(path).mrs[iid]
+	pr := s.mustProject(path)
+	mr := pr.mrs[iid]
+	before := *mr
+	before.Labels = slices.Clone(mr.Labels)
 	change(mr)
 	mr.IID = iid
 	mr.UpdatedAt = s.clock()
+	action, oldrev, changes := mergeRequestAction(before, *mr)
+	s.emitMergeRequest(pr, mr, action, oldrev, changes)
+}
+
+// Push moves a branch of a project to a new head commit, as a git push
+// does: a push hook, then every open merge request from the branch takes
+// the commit and delivers its update hook with oldrev.
+func (s *Server) Push(path, branch, sha, pusher string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := s.mustProject(path)
+	s.addUser(pusher)
+	before := ""
+	for _, iid := range slices.Sorted(maps.Keys(pr.mrs)) {
+		mr := pr.mrs[iid]
+		if mr.SourceBranch != branch || mr.SourceProject != "" || mr.State != "opened" {
+			continue
+		}
+		if before == "" {
+			before = mr.SHA
+			s.emitPush(pr, branch, before, sha, pusher)
+		}
+		old := mr.SHA
+		mr.SHA, mr.UpdatedAt = sha, s.clock()
+		s.emitMergeRequest(pr, mr, "update", old, nil)
+	}
+	if before == "" {
+		s.emitPush(pr, branch, "0000000000000000000000000000000000000000", sha, pusher)
+	}
 }
 
 // DeleteMergeRequest deletes a merge request outright, as an owner may:
@@ -247,6 +286,21 @@ func (s *Server) AddNote(path string, iid int, author, body string) int64 {
 		panic(err)
 	}
 	return n.ID
+}
+
+// EditNote changes a note's body as its author would, touching the merge
+// request, and delivers the note hook with action update.
+func (s *Server) EditNote(path string, id int64, body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := s.mustProject(path)
+	n := pr.notes[id]
+	if n == nil {
+		panic(fmt.Sprintf("gitlabapi: no note %d", id))
+	}
+	n.Body, n.UpdatedAt = body, s.clock()
+	pr.mrs[n.IID].UpdatedAt = n.UpdatedAt
+	s.emitNote(pr, n, "update")
 }
 
 // AddSystemNote writes a system note ("added 1 commit").
@@ -272,6 +326,7 @@ func (s *Server) addNote(pr *project, iid int, author, body string, system bool)
 	n := &Note{ID: s.id(), IID: iid, Author: author, Body: body, System: system, CreatedAt: now, UpdatedAt: now}
 	pr.notes[n.ID] = n
 	mr.UpdatedAt = now
+	s.emitNote(pr, n, "create")
 	return n, nil
 }
 
@@ -337,7 +392,9 @@ func (s *Server) AddPipeline(path string, p Pipeline) int64 {
 	for i := range p.Jobs {
 		p.Jobs[i].ID = s.id()
 	}
-	s.mustProject(path).pipelines = append(s.mustProject(path).pipelines, &p)
+	pr := s.mustProject(path)
+	pr.pipelines = append(pr.pipelines, &p)
+	s.emitPipeline(pr, &p)
 	return p.ID
 }
 

@@ -70,6 +70,7 @@ type Server struct {
 	byID     map[int64]*project
 	requests []Request
 	limit    rateLimit
+	hook     hookState
 }
 
 // rateLimit is what the server says of its rate limit.
