@@ -453,6 +453,30 @@ func TestChartOptions(t *testing.T) {
 		require.Len(t, paths, 1)
 		assert.Equal(t, "/webhooks/", paths[0].(map[string]any)["path"])
 	})
+	t.Run("other forges", func(t *testing.T) {
+		objs := render(t, map[string]any{"sync": map[string]any{
+			"github":     map[string]any{"enabled": false},
+			"configRepo": map[string]any{"tokenKey": "gitlab-token"},
+			"gitea":      map[string]any{"url": "https://gitea.example.com/"},
+			"gitlab":     map[string]any{"url": "https://gitlab.example.com/"},
+		}})
+		sync := args(t, objs, "petri-sync", "petri-sync")
+		for _, want := range []string{
+			"-gitea-url=https://gitea.example.com/", "-gitea-token-file=/etc/petri-sync/secrets/gitea-token", "-gitea-webhook-secret-file=/etc/petri-sync/secrets/gitea-webhook-secret",
+			"-gitlab-url=https://gitlab.example.com/", "-gitlab-token-file=/etc/petri-sync/secrets/gitlab-token", "-gitlab-webhook-secret-file=/etc/petri-sync/secrets/gitlab-webhook-secret",
+		} {
+			assert.Contains(t, sync, want)
+		}
+		assert.Contains(t, sync, "-config-token-file=/etc/petri-sync/secrets/gitlab-token")
+		for _, a := range sync {
+			assert.NotContains(t, a, "forgejo", "Forgejo is not served without its url")
+			assert.NotContains(t, a, "github-token", "GitHub is off")
+			assert.NotContains(t, a, "-webhook-secret-file=/etc/petri-sync/secrets/webhook-secret", "GitHub is off")
+		}
+		_, _, err := stack.RenderChart(map[string]any{"sync": map[string]any{"github": map[string]any{"enabled": false}}}, kubeVersion)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "sync serves no forge")
+	})
 	t.Run("other namespaces", func(t *testing.T) {
 		objs := render(t, map[string]any{"namespaces": map[string]any{"management": "ci-system", "shared": "ci-shared", "sync": "ci-sync"}})
 		for _, u := range objs {
