@@ -135,6 +135,30 @@ type Provider interface {
 	CommandReader
 }
 
+// Delivery is what sync reads of one forge's webhook delivery, whatever the
+// forge; a forge's own event adds what only it sends.
+type Delivery struct {
+	// Kind is the forge's name of the event (its event header).
+	Kind string
+	// Action is the forge's: opened, closed, ... for pull requests;
+	// created, edited, deleted for comments.
+	Action string
+	// Repository is the repository's path on its forge (owner/name, or a
+	// GitLab project's full path; the target of a pull request from a
+	// fork).
+	Repository string
+	// Sender is the user who acted.
+	Sender string
+	// PullRequest is the pull request of a pull-request event, and of a
+	// comment on one when the forge includes it.
+	PullRequest *PullRequest
+	// Comment is the comment of a comment event, its Number the pull
+	// request's (or issue's).
+	Comment *Comment
+	// IsPull says a comment is on a pull request (not an issue).
+	IsPull bool
+}
+
 // Comment is one comment on a pull request.
 type Comment struct {
 	ID int64

@@ -74,27 +74,11 @@ func ReadVerified(r *http.Request, secret []byte, limit int64) (string, []byte, 
 	return r.Header.Get(HeaderEvent), body, nil
 }
 
-// Event is what sync reads of one delivery.
-type Event struct {
-	// Kind is EventPullRequest or EventIssueComment.
-	Kind string
-	// Action is Gitea's: opened, reopened, closed (merged or not: see
-	// PullRequest.Merged), edited, synchronized, label_updated, ... for
-	// pull requests; created, edited, deleted for comments.
-	Action string
-	// Repository is owner/name.
-	Repository string
-	// Sender is the user who acted.
-	Sender string
-	// PullRequest is the pull request of a pull_request event, and of an
-	// issue_comment event on a pull request when Gitea includes it.
-	PullRequest *provider.PullRequest
-	// Comment is the comment of an issue_comment event, its Number the
-	// issue's or pull request's.
-	Comment *provider.Comment
-	// IsPull says an issue_comment is on a pull request (not an issue).
-	IsPull bool
-}
+// Event is what sync reads of one delivery (Kind is EventPullRequest or
+// EventIssueComment; Action is Gitea's: opened, reopened, closed, merged or
+// not as PullRequest.Merged says, edited, synchronized, label_updated, ...
+// for pull requests). Gitea sends nothing beyond what every forge does.
+type Event = provider.Delivery
 
 type pullRequestPayload struct {
 	Action      string           `json:"action"`

@@ -79,29 +79,16 @@ func ReadVerified(r *http.Request, secret []byte, limit int64) (string, []byte, 
 	return kind, body, nil
 }
 
-// Event is what sync reads of one delivery.
+// Event is what sync reads of one delivery: what every forge sends
+// (provider.Delivery: Kind is EventMergeRequest, EventNote, EventPipeline
+// or EventPush; Action is GitLab's: open, update, close, reopen, merge for
+// merge requests, create or update for notes, the pipeline's status for
+// pipelines, push for pushes; the PullRequest of a merge request hook
+// names its Author only when the sender is the author, GitLab naming the
+// author by id alone, and a pipeline's names no head commit or labels)
+// and what only GitLab does.
 type Event struct {
-	// Kind is EventMergeRequest, EventNote, EventPipeline or EventPush.
-	Kind string
-	// Action is GitLab's: open, update, close, reopen, merge (approved,
-	// unapproved, ...) for merge requests; create or update for notes; the
-	// pipeline's status for pipelines; push for pushes.
-	Action string
-	// Repository is the project's full path (the target project of a merge
-	// request from a fork).
-	Repository string
-	// Sender is the username of the user who acted.
-	Sender string
-	// PullRequest is the merge request of a merge request hook, of a note
-	// on a merge request and of a pipeline run for one. Its Author is
-	// known only when the sender is the author (GitLab names the author by
-	// id alone); a pipeline's names no head commit or labels.
-	PullRequest *provider.PullRequest
-	// Comment is the note of a note hook, its Number the merge request's.
-	Comment *provider.Comment
-	// IsPull says a note is on a merge request (not an issue, a commit or
-	// a snippet).
-	IsPull bool
+	provider.Delivery
 	// NewCommits says a merge request update brought new commits (GitLab
 	// sends oldrev then); an update without is a change of title, labels,
 	// draft or description.
@@ -270,7 +257,7 @@ func ParseWebhook(kind string, body []byte) (Event, error) {
 		if p.Project.PathWithNamespace == "" {
 			return Event{}, errors.New("gitlab push hook without project")
 		}
-		return Event{Kind: EventPush, Action: "push", Repository: p.Project.PathWithNamespace, Sender: p.UserUsername,
+		return Event{Delivery: provider.Delivery{Kind: EventPush, Action: "push", Repository: p.Project.PathWithNamespace, Sender: p.UserUsername},
 			SHA: p.After, Ref: p.Ref}, nil
 	}
 	return Event{}, fmt.Errorf("%w: %q", ErrUnknownEvent, kind)
@@ -293,8 +280,8 @@ func parseMergeRequest(body []byte) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
-	return Event{Kind: EventMergeRequest, Action: mr.Action, Repository: repo, Sender: username(p.User),
-		PullRequest: &pr, NewCommits: mr.Action == "update" && mr.OldRev != ""}, nil
+	return Event{Delivery: provider.Delivery{Kind: EventMergeRequest, Action: mr.Action, Repository: repo, Sender: username(p.User), PullRequest: &pr},
+		NewCommits: mr.Action == "update" && mr.OldRev != ""}, nil
 }
 
 func parseNote(body []byte) (Event, error) {
@@ -307,8 +294,8 @@ func parseNote(body []byte) (Event, error) {
 		return Event{}, errors.New("gitlab note hook without project")
 	}
 	n := p.ObjectAttributes
-	ev := Event{Kind: EventNote, Action: n.Action, Repository: repo, Sender: username(p.User),
-		IsPull: n.NoteableType == "MergeRequest"}
+	ev := Event{Delivery: provider.Delivery{Kind: EventNote, Action: n.Action, Repository: repo, Sender: username(p.User),
+		IsPull: n.NoteableType == "MergeRequest"}}
 	if ev.Action == "" {
 		ev.Action = "create"
 	}
@@ -338,7 +325,7 @@ func parsePipeline(body []byte) (Event, error) {
 		return Event{}, errors.New("gitlab pipeline hook without project")
 	}
 	a := p.ObjectAttributes
-	ev := Event{Kind: EventPipeline, Action: a.Status, Repository: repo, Sender: username(p.User), SHA: a.SHA, Ref: a.Ref,
+	ev := Event{Delivery: provider.Delivery{Kind: EventPipeline, Action: a.Status, Repository: repo, Sender: username(p.User)}, SHA: a.SHA, Ref: a.Ref,
 		Pipeline: &Pipeline{ID: a.ID, Name: a.Name, Status: a.Status, Source: a.Source, Jobs: p.Builds}}
 	if p.MergeRequest != nil {
 		pr, err := hookPullRequest(repo, p.MergeRequest, nil)

@@ -220,6 +220,6 @@ func TestPipelineHook(t *testing.T) {
 
 func TestPushHook(t *testing.T) {
 	ev := deliver(t, glprovider.EventPush, payload(t, "push", nil))
-	assert.Equal(t, glprovider.Event{Kind: glprovider.EventPush, Action: "push", Repository: "mike/diaspora", Sender: "jsmith",
+	assert.Equal(t, glprovider.Event{Delivery: provider.Delivery{Kind: glprovider.EventPush, Action: "push", Repository: "mike/diaspora", Sender: "jsmith"},
 		SHA: "da1560886d4f094c3e6c9ef40349f7d38b5d27d7", Ref: "refs/heads/master"}, ev)
 }
