@@ -136,6 +136,15 @@ func demo(args []string) error {
 		}
 		return nil
 	}
+	if c.forge == stack.ForgeGitLab {
+		res, err := (&stack.GitLabScenario{Stack: s, Report: report, StepTimeout: *timeout}).Run(ctx)
+		stack.WriteGitLabSummary(os.Stdout, res, err)
+		s.WriteLogIndex(os.Stdout)
+		if err != nil {
+			return errors.New("demo failed")
+		}
+		return nil
+	}
 	if c.database == "postgres" {
 		res, err := (&stack.PostgresScenario{Stack: s, Report: report, StepTimeout: *timeout}).Run(ctx)
 		stack.WritePostgresSummary(os.Stdout, res, err)

@@ -34,8 +34,11 @@ func (s *Stack) makeConfigRepo() error {
 			return err
 		}
 		data = bytes.ReplaceAll(data, []byte(DefaultIngressAddress), []byte(addr))
-		if s.opts.Forge == ForgeGitea {
+		switch s.opts.Forge {
+		case ForgeGitea:
 			data = giteaConfig(data)
+		case ForgeGitLab:
+			data = gitlabConfig(data)
 		}
 		return os.WriteFile(dst, data, 0o644)
 	})

@@ -32,6 +32,10 @@ type GiteaForge struct {
 	Writer, Stranger gitea.User
 	// WebhookSecret signs Gitea's deliveries to sync.
 	WebhookSecret string
+	// API stands between sync and Gitea, which cannot be told to fail:
+	// sync's -gitea-url. Hooks stands between Gitea's webhook and sync's
+	// endpoint: a fault there loses deliveries on the way.
+	API, Hooks *FaultProxy
 }
 
 // startGitea starts Gitea and makes the demo's repository on it, its users
@@ -45,6 +49,9 @@ func (s *Stack) startGitea(r *Report) error {
 	}
 	g := &GiteaForge{Server: srv, WebhookSecret: randomHex(32)}
 	s.Gitea = g
+	if g.API, err = NewFaultProxy(srv.URL); err != nil {
+		return step.Fail(err)
+	}
 	owner, _, _ := strings.Cut(DemoRepository, "/")
 	if err := srv.CreateOrg(owner); err != nil {
 		return step.Fail(err)
@@ -76,11 +83,16 @@ func (s *Stack) startGitea(r *Report) error {
 }
 
 // hookGitea makes the repository's webhook to sync's Gitea endpoint.
-// Gitea reaches sync through the ingress on loopback, which its
-// ALLOWED_HOST_LIST allows.
+// Gitea reaches sync through the Hooks proxy and the ingress on loopback,
+// which its ALLOWED_HOST_LIST allows.
 func (s *Stack) hookGitea(r *Report) error {
 	step := r.Begin("Gitea webhook to petri-sync")
-	url := strings.Replace(s.IngressURL, "localhost", "127.0.0.1", 1) + "/webhooks/" + ForgeGitea
+	hooks, err := NewFaultProxy(strings.Replace(s.IngressURL, "localhost", "127.0.0.1", 1))
+	if err != nil {
+		return step.Fail(err)
+	}
+	s.Gitea.Hooks = hooks
+	url := hooks.URL + "/webhooks/" + ForgeGitea
 	if _, err := s.Gitea.Server.CreateWebhook(DemoRepository, gitea.Webhook{URL: url, Secret: s.Gitea.WebhookSecret}); err != nil {
 		return step.Fail(err)
 	}
@@ -94,17 +106,18 @@ func giteaConfig(data []byte) []byte {
 	return bytes.ReplaceAll(data, []byte("\nrepository: "), []byte("\nforge: gitea\nrepository: "))
 }
 
-// giteaOverlay is what the install overlay adds for Gitea: sync's flags
-// (a JSON patch of its Deployment's arguments) and the Secret's two files.
-func (s *Stack) giteaOverlay() (patches string, files map[string]string) {
-	arg := func(a string) string {
-		return "      - op: add\n        path: /spec/template/spec/containers/0/args/-\n        value: " + a + "\n"
+// giteaArgs and giteaFiles are sync's flags and Secret files for Gitea:
+// sync calls Gitea through the forge's FaultProxy.
+func (s *Stack) giteaArgs() []string {
+	return []string{
+		"-gitea-url=" + s.Gitea.API.URL + "/",
+		"-gitea-token-file=/etc/petri-sync/secrets/gitea-token",
+		"-gitea-webhook-secret-file=/etc/petri-sync/secrets/gitea-webhook-secret",
 	}
-	patches = "patches:\n  - target: {kind: Deployment, name: petri-sync, namespace: " + SyncNamespace + "}\n    patch: |-\n" +
-		arg("-gitea-url="+s.Gitea.Server.URL+"/") +
-		arg("-gitea-token-file=/etc/petri-sync/secrets/gitea-token") +
-		arg("-gitea-webhook-secret-file=/etc/petri-sync/secrets/gitea-webhook-secret")
-	return patches, map[string]string{"gitea-token": s.Gitea.Sync.Token, "gitea-webhook-secret": s.Gitea.WebhookSecret}
+}
+
+func (s *Stack) giteaFiles() map[string]string {
+	return map[string]string{"gitea-token": s.Gitea.Sync.Token, "gitea-webhook-secret": s.Gitea.WebhookSecret}
 }
 
 // GiteaComments are the comments of a pull request on Gitea, as Gitea's

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -226,11 +228,9 @@ func (s *Stack) writeOverlay() error {
 	}
 	var patches, secretFiles string
 	forgeFiles := map[string]string{}
-	if s.Gitea != nil {
-		patches, forgeFiles = s.giteaOverlay()
-		for name := range forgeFiles {
-			secretFiles += "      - " + name + "\n"
-		}
+	patches, forgeFiles = s.forgeOverlay()
+	for _, name := range slices.Sorted(maps.Keys(forgeFiles)) {
+		secretFiles += "      - " + name + "\n"
 	}
 	files := map[string]string{
 		"kustomization.yaml": fmt.Sprintf(`# Petri's installation on this machine: config/default with the settings

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,9 +92,14 @@ type Options struct {
 	// run (step-images of the ConfigMap petri-operator).
 	StepImages []string
 	// Forge is where the demo application's pull requests are:
-	// ForgeGitHub (the stand-in, the default) or ForgeGitea (a real Gitea,
-	// with the kustomize install).
+	// ForgeGitHub (the stand-in, the default), ForgeGitea (a real Gitea)
+	// or ForgeGitLab (the GitLab stand-in, the project GitLabProject);
+	// the last two with the kustomize install only.
 	Forge string
+	// Forges are more forges the stack starts beside GitHub and Forge, for
+	// sync to serve too (ForgeGitea, ForgeGitLab): the applications on
+	// them come from ConfigSource.
+	Forges []string
 }
 
 // Stack is Petri running on this machine.
@@ -109,9 +115,12 @@ type Stack struct {
 	Node *node.Node
 	// GitHub is the GitHub API stand-in.
 	GitHub *githubapi.Server
-	// Gitea is the Gitea server and what the stack made on it, with
-	// Options.Forge ForgeGitea; nil otherwise.
+	// Gitea is the Gitea server and what the stack made on it, when
+	// Options.Forge or Options.Forges name ForgeGitea; nil otherwise.
 	Gitea *GiteaForge
+	// GitLab is the GitLab stand-in and what the stack made on it, when
+	// Options.Forge or Options.Forges name ForgeGitLab; nil otherwise.
+	GitLab *GitLabForge
 	// ConfigRepo is the git config repository sync reads.
 	ConfigRepo string
 	// IngressURL serves the cluster's Ingress rules: the environments' URLs
@@ -168,8 +177,13 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.startControlPlane(r); err != nil {
 		return nil, err
 	}
-	if opts.Forge == ForgeGitea {
+	if opts.serves(ForgeGitea) {
 		if err := s.startGitea(r); err != nil {
+			return nil, err
+		}
+	}
+	if opts.serves(ForgeGitLab) {
+		if err := s.startGitLab(r); err != nil {
 			return nil, err
 		}
 	}
@@ -192,6 +206,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		if err := s.hookGitea(r); err != nil {
 			return nil, err
 		}
+	}
+	if s.GitLab != nil {
+		s.hookGitLab(r)
 	}
 	return s, nil
 }
@@ -216,18 +233,26 @@ func (opts *Options) complete() error {
 	default:
 		return fmt.Errorf("install %q: want %q or %q", opts.Install, InstallKustomize, InstallChart)
 	}
-	switch opts.Forge {
-	case "":
+	if opts.Forge == "" {
 		opts.Forge = ForgeGitHub
-	case ForgeGitHub:
-	case ForgeGitea:
-		if opts.Install != InstallKustomize {
-			return fmt.Errorf("forge %s is played with the %s install only", ForgeGitea, InstallKustomize)
+	}
+	for _, f := range append([]string{opts.Forge}, opts.Forges...) {
+		switch f {
+		case ForgeGitHub:
+		case ForgeGitea, ForgeGitLab:
+			if opts.Install != InstallKustomize {
+				return fmt.Errorf("forge %s is played with the %s install only", f, InstallKustomize)
+			}
+		default:
+			return fmt.Errorf("forge %q: want %q, %q or %q", f, ForgeGitHub, ForgeGitea, ForgeGitLab)
 		}
-	default:
-		return fmt.Errorf("forge %q: want %q or %q", opts.Forge, ForgeGitHub, ForgeGitea)
 	}
 	return nil
+}
+
+// serves reports whether the stack starts a forge.
+func (opts *Options) serves(forge string) bool {
+	return opts.Forge == forge || slices.Contains(opts.Forges, forge)
 }
 
 // listenIngress takes the ingress port and sets IngressURL and WebhookURL;
@@ -314,7 +339,16 @@ func (s *Stack) Stop() {
 		s.GitHub.Close()
 	}
 	if s.Gitea != nil {
+		for _, p := range []*FaultProxy{s.Gitea.API, s.Gitea.Hooks} {
+			if p != nil {
+				p.Close()
+			}
+		}
 		s.Gitea.Server.Stop()
+	}
+	if s.GitLab != nil {
+		s.GitLab.API.Close()
+		s.GitLab.Server.Close()
 	}
 }
 
