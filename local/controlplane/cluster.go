@@ -13,10 +13,12 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -70,6 +72,14 @@ type Options struct {
 	// Output receives the output of kube-controller-manager; a log file in
 	// Dir when nil.
 	Output *os.File
+	// APIServerAddress is the address kube-apiserver listens on, advertises
+	// (the kubernetes Service's endpoint) and names in its serving
+	// certificate; 127.0.0.1 when empty. A real node (local/realnode) gives
+	// the address its network namespace reaches the host at, so kubelet,
+	// kube-proxy and pods reach the API server where it says it is; the API
+	// server then reaches kubelets at their InternalIP first (their host
+	// names resolve nowhere).
+	APIServerAddress string
 }
 
 // Cluster is a running local control plane.
@@ -174,6 +184,11 @@ func Start(opts Options) (_ *Cluster, err error) {
 		// components (the default /24 filled up after about 85).
 		Set("service-cluster-ip-range", ServiceClusterIPRange).
 		Disable("disable-admission-plugins")
+	if opts.APIServerAddress != "" {
+		if err := listenOn(c.env.ControlPlane.GetAPIServer(), opts.APIServerAddress); err != nil {
+			return nil, err
+		}
+	}
 	c.Config, err = c.env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start etcd and kube-apiserver: %w", err)
@@ -203,6 +218,23 @@ func Start(opts Options) (_ *Cluster, err error) {
 		go func() { c.nodeErr <- c.Node.Run(ctx) }()
 	}
 	return c, nil
+}
+
+// listenOn makes the API server listen on and advertise address, on a port
+// free there.
+func listenOn(s *envtest.APIServer, address string) error {
+	l, err := net.Listen("tcp", net.JoinHostPort(address, "0"))
+	if err != nil {
+		return fmt.Errorf("find a free port on %s for kube-apiserver: %w", address, err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		return err
+	}
+	s.SecureServing.Address, s.SecureServing.Port = address, strconv.Itoa(port)
+	s.Configure().Set("advertise-address", address).
+		Set("kubelet-preferred-address-types", "InternalIP,Hostname")
+	return nil
 }
 
 // WriteKubeconfig writes a kubeconfig for a user authenticated by a client
