@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gl "gitlab.com/gitlab-org/api/client-go"
@@ -87,6 +88,10 @@ type Provider struct {
 	notes map[noteKey]int
 	// users is each username's user id, which never changes.
 	users map[string]int64
+	// failures counts the calls GitLab failed (5xx, 429, 403, no answer):
+	// a listing of what changed is trusted only when none failed since the
+	// previous listing began.
+	failures atomic.Int64
 }
 
 var (
@@ -242,13 +247,18 @@ func (p *Provider) after(resp *gl.Response, err error) error {
 		return nil
 	}
 	if resp == nil || resp.Response == nil {
+		p.failures.Add(1)
 		return err
 	}
 	switch resp.StatusCode {
 	case http.StatusNotFound:
 		return fmt.Errorf("%w: %v", provider.ErrNotFound, err)
 	case http.StatusTooManyRequests:
+		p.failures.Add(1)
 		return p.blocker.Block(p.retryAfter(resp.Header), err)
+	}
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusForbidden {
+		p.failures.Add(1)
 	}
 	return fmt.Errorf("%d: %w", resp.StatusCode, err)
 }

@@ -36,6 +36,9 @@ type openList struct {
 	since time.Time
 	// full is when, by the provider's clock, the last full listing was.
 	full time.Time
+	// failures is the provider's count of failed calls when the listing
+	// began.
+	failures int64
 }
 
 // openMR is one open merge request and the ref its head commit is reached
@@ -51,6 +54,12 @@ type openMR struct {
 // (state=all&updated_after=…), in any state, and apply them: opened ones
 // are added or replaced, closed and merged ones dropped. An unchanged
 // project costs one request.
+//
+// After a call to GitLab failed the next listing is a full one: a listing
+// GitLab answered during an outage may have left out what changed (a
+// truncated page), and asking only for what changed after it would never
+// see those changes again; a full listing leaves out the merge requests
+// closed meanwhile, which sync then reads on their own.
 func (p *Provider) ListOpenPullRequests(ctx context.Context, repository string) ([]provider.PullRequest, error) {
 	pid, err := project(repository)
 	if err != nil {
@@ -58,10 +67,11 @@ func (p *Provider) ListOpenPullRequests(ctx context.Context, repository string) 
 	}
 	key := repoKey(repository)
 	now := p.clock.Now()
+	failures := p.failures.Load()
 	p.mu.Lock()
 	var prev *openList
-	if have := p.open[key]; have != nil && now.Sub(have.full) < p.fullList {
-		prev = &openList{prs: maps.Clone(have.prs), since: have.since, full: have.full}
+	if have := p.open[key]; have != nil && now.Sub(have.full) < p.fullList && have.failures == failures {
+		prev = &openList{prs: maps.Clone(have.prs), since: have.since, full: have.full, failures: failures}
 	}
 	p.mu.Unlock()
 
@@ -69,7 +79,7 @@ func (p *Provider) ListOpenPullRequests(ctx context.Context, repository string) 
 	opts := &gl.ListProjectMergeRequestsOptions{ListOptions: gl.ListOptions{PerPage: pageSize},
 		OrderBy: gl.Ptr("updated_at"), Sort: gl.Ptr("desc")}
 	if prev == nil {
-		next = &openList{prs: map[int]openMR{}, full: now}
+		next = &openList{prs: map[int]openMR{}, full: now, failures: failures}
 		opts.State = gl.Ptr("opened")
 	} else {
 		opts.State = gl.Ptr("all")
