@@ -184,18 +184,7 @@ func Run(ctx context.Context, st *stack.Stack, opts Options) (*Result, error) {
 		return nil, err
 	}
 	res.Settings = append(res.Settings, "petri-operator "+strings.Join(OperatorFlags, " "))
-	r.rec = newRecorder(func(repository string, n int) bool {
-		if repository == "" {
-			repository = stack.DemoRepository
-		}
-		if strings.EqualFold(repository, stack.DemoRepository) {
-			if pr, ok := st.PullRequest(n); ok {
-				return pr.State == "closed"
-			}
-		}
-		pr, ok := st.GitHub.LookupPullRequest(repository, n)
-		return ok && pr.State == "closed"
-	})
+	r.rec = newRecorder(r.closedOn)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	if err := r.rec.start(watchCtx, st.Cluster.Config, stack.ManagementNamespace); err != nil {

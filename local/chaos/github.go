@@ -2,9 +2,11 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,10 +29,16 @@ const chaosApplication = "chaos"
 // pullEnvironment finds the environment sync wrote for a pull request; nil
 // when there is none.
 func (r *run) pullEnvironment(ctx context.Context, number int) *petriv1.EphemeralEnvironment {
+	return r.pullEnvironmentOf(ctx, chaosApplication, number)
+}
+
+// pullEnvironmentOf finds the environment sync wrote for a pull request of
+// an application.
+func (r *run) pullEnvironmentOf(ctx context.Context, app string, number int) *petriv1.EphemeralEnvironment {
 	var list petriv1.EphemeralEnvironmentList
 	if err := retryAPI(ctx, func() error {
 		return r.st.Client.List(ctx, &list, client.InNamespace(stack.ManagementNamespace), client.MatchingLabels{
-			render.LabelApplication: chaosApplication, render.LabelPullRequest: strconv.Itoa(number),
+			render.LabelApplication: app, render.LabelPullRequest: strconv.Itoa(number),
 		})
 	}); err != nil {
 		return nil
@@ -49,18 +57,24 @@ func (r *run) pullEnvironment(ctx context.Context, number int) *petriv1.Ephemera
 // waitPullEnvironment waits until sync wrote the pull request's environment
 // for its head commit.
 func (r *run) waitPullEnvironment(ctx context.Context, number int, timeout time.Duration) (string, error) {
-	pr, _ := r.st.PullRequest(number)
+	return r.waitForgeEnvironment(ctx, r.githubForge(), number, timeout)
+}
+
+// waitForgeEnvironment waits until sync wrote the environment of a pull
+// request on a forge for its head commit.
+func (r *run) waitForgeEnvironment(ctx context.Context, f *forge, number int, timeout time.Duration) (string, error) {
+	head := f.head(number)
 	var name string
 	ok := waitFor(ctx, timeout, 200*time.Millisecond, func() bool {
-		env := r.pullEnvironment(ctx, number)
-		if env == nil || env.Spec.Source == nil || env.Spec.Source.SHA != pr.HeadSHA {
+		env := r.pullEnvironmentOf(ctx, f.app, number)
+		if env == nil || env.Spec.Source == nil || env.Spec.Source.SHA != head {
 			return false
 		}
 		name = env.Name
 		return true
 	})
 	if !ok {
-		return "", fmt.Errorf("sync wrote no environment for pull request #%d (head %s) within %s", number, pr.HeadSHA, timeout)
+		return "", fmt.Errorf("sync wrote no environment for pull request #%d on %s (head %s) within %s", number, f.name, head, timeout)
 	}
 	return name, nil
 }
@@ -75,21 +89,23 @@ const listingPath = "/repos/" + stack.DemoRepository + "/pulls"
 type outagePhase struct {
 	name  string
 	fault *githubapi.Fault
+	// proxy is the fault of a forge behind a stack.FaultProxy.
+	proxy *stack.Fault
 }
 
 func outagePhases() []outagePhase {
 	return []outagePhase{
-		{"500", &githubapi.Fault{Status: http.StatusInternalServerError}},
-		{"timeout", &githubapi.Fault{Delay: githubTimeout + 2*time.Second}},
-		{"403 with Retry-After", &githubapi.Fault{SecondaryRateLimited: true, RetryAfter: 2 * time.Second}},
+		{"500", &githubapi.Fault{Status: http.StatusInternalServerError}, nil},
+		{"timeout", &githubapi.Fault{Delay: githubTimeout + 2*time.Second}, nil},
+		{"403 with Retry-After", &githubapi.Fault{SecondaryRateLimited: true, RetryAfter: 2 * time.Second}, nil},
 		// An empty listing, and every other call failing: the environments
 		// of pull requests missing from the listing cannot be confirmed.
-		{"truncated listing", &githubapi.Fault{EmptyList: true, Status: http.StatusInternalServerError}},
+		{"truncated listing", &githubapi.Fault{EmptyList: true, Status: http.StatusInternalServerError}, nil},
 		// The listing works; reading a pull request that is not in it (the
 		// ones closed during the outage) answers 404.
 		{"404 for a pull request", &githubapi.Fault{Status: http.StatusNotFound, Match: func(r *http.Request) bool {
 			return r.Method == http.MethodGet && pullRequestPath.MatchString(r.URL.Path)
-		}}},
+		}}, nil},
 	}
 }
 
@@ -107,12 +123,31 @@ func counted(f *githubapi.Fault, n *atomic.Int64) *githubapi.Fault {
 	return &c
 }
 
-// playGitHubOutage makes the GitHub API fail in every way sync must ride
-// out, for several resync rounds each, while some pull requests are closed
-// without their webhooks reaching sync. No environment may be deleted while
-// GitHub fails; once it recovers, the closed pull requests' environments
-// must go within one resync.
-func playGitHubOutage(ctx context.Context, sc *scene) error {
+// playForgeOutages plays the outage on every forge the stack serves
+// (GitHub, and Gitea and GitLab behind their fault proxies), at the same
+// time.
+func playForgeOutages(ctx context.Context, sc *scene) error {
+	forges := sc.forgesUnderTest()
+	notes, errs := make([]string, len(forges)), make([]error, len(forges))
+	var wg sync.WaitGroup
+	for i, f := range forges {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			notes[i], errs[i] = sc.playOutage(ctx, f)
+		}()
+	}
+	wg.Wait()
+	sc.row.Faults = strings.Join(slices.DeleteFunc(notes, func(s string) bool { return s == "" }), "; ")
+	return errors.Join(errs...)
+}
+
+// playOutage makes a forge's API fail in every way sync must ride out,
+// for several resync rounds each, while some pull requests are closed
+// without their webhooks reaching sync. No environment may be deleted
+// while the forge fails; once it recovers, the closed pull requests'
+// environments must go within one resync.
+func (sc *scene) playOutage(ctx context.Context, f *forge) (string, error) {
 	open := sc.size(8, 3)
 	closing := sc.size(4, 1)
 	rounds := sc.size(3, 1)
@@ -121,58 +156,79 @@ func playGitHubOutage(ctx context.Context, sc *scene) error {
 	var numbers []int
 	names := map[int]string{}
 	for i := 0; i < open; i++ {
-		pr, err := sc.st.OpenPullRequest(ctx, 0, fmt.Sprintf("Chaos change %d", i+1))
+		n, err := f.open(ctx, fmt.Sprintf("Chaos change %d", i+1))
 		if err != nil {
-			return err
+			return "", fmt.Errorf("%s: %w", f.name, err)
 		}
-		numbers = append(numbers, pr.Number)
+		numbers = append(numbers, n)
 	}
 	for _, n := range numbers {
-		name, err := sc.waitPullEnvironment(ctx, n, timeout)
+		name, err := sc.waitForgeEnvironment(ctx, f, n, timeout)
 		if err != nil {
-			return err
+			return "", err
 		}
 		names[n] = name
 		sc.expectPresent(name)
 	}
 	sc.parallel(mapValues(names), func(name string) { sc.waitState(ctx, name, "deploy", true, timeout) })
 
-	phases := outagePhases()
+	phases := f.phases
 	faultStart := time.Now()
-	sc.st.GitHub.SetFault(phases[0].fault)
-	// Closed while GitHub fails and their webhooks lost: only a resync can
-	// tell.
+	var ignored atomic.Int64
+	f.setFault(&phases[0], &ignored)
+	// Closed while the forge fails and their webhooks lost: only a resync
+	// can tell.
 	closed := numbers[:closing]
 	for _, n := range closed {
-		sc.st.GitHub.UpdatePullRequest(stack.DemoRepository, n, func(p *githubapi.PullRequest) { p.State = "closed" })
+		if err := f.closeQuietly(ctx, sc.st, n); err != nil {
+			f.setFault(nil, nil)
+			return "", fmt.Errorf("%s: close #%d: %w", f.name, n, err)
+		}
 	}
 	var roundNotes []string
 	total := 0
-	for _, p := range phases {
+	for i := range phases {
 		var n atomic.Int64
-		sc.st.GitHub.SetFault(counted(p.fault, &n))
+		f.setFault(&phases[i], &n)
 		ok := waitFor(ctx, 3*time.Minute, 50*time.Millisecond, func() bool { return n.Load() >= int64(rounds) })
 		got := int(n.Load())
 		total += got
-		roundNotes = append(roundNotes, fmt.Sprintf("%s ×%d", p.name, got))
-		sc.logf("GitHub failing with %s: %d resync rounds", p.name, got)
+		roundNotes = append(roundNotes, fmt.Sprintf("%s ×%d", phases[i].name, got))
+		sc.logf("%s failing with %s: %d resync rounds", f.name, phases[i].name, got)
 		if !ok {
-			sc.st.GitHub.SetFault(nil)
-			return fmt.Errorf("sync listed pull requests %d times in 3 minutes while GitHub failed with %s, want %d", got, p.name, rounds)
+			f.setFault(nil, nil)
+			return "", fmt.Errorf("sync listed pull requests %d times in 3 minutes while %s failed with %s, want %d", got, f.name, phases[i].name, rounds)
 		}
 	}
 	recovered := time.Now()
-	sc.st.GitHub.SetFault(nil)
-	sc.logf("GitHub recovered after %d failing resync rounds", total)
+	f.setFault(nil, nil)
+	sc.logf("%s recovered after %d failing resync rounds", f.name, total)
+	slowest := sc.checkOutage(ctx, f, names, closed, faultStart, recovered)
+	// The rest is still there and still right; then their pull requests
+	// close the ordinary way.
+	for _, n := range numbers[closing:] {
+		sc.waitState(ctx, names[n], "outage", true, timeout)
+	}
+	for _, n := range numbers[closing:] {
+		sc.expectGone(names[n])
+		if err := f.close(ctx, n); err != nil {
+			return "", fmt.Errorf("%s: close #%d: %w", f.name, n, err)
+		}
+	}
+	return fmt.Sprintf("%s: %d resync rounds failing (%s), %d of %d pull requests closed during the outage, cleaned up at most %s after recovery",
+		f.name, total, strings.Join(roundNotes, ", "), len(closed), open, slowest.Round(100*time.Millisecond)), nil
+}
 
-	// Nothing was deleted while GitHub failed.
+// checkOutage checks that nothing was deleted while the forge failed and
+// that the pull requests closed meanwhile lost their environments within
+// one resync of its recovery; it returns the slowest cleanup.
+func (sc *scene) checkOutage(ctx context.Context, f *forge, names map[int]string, closed []int, faultStart, recovered time.Time) time.Duration {
 	for n, name := range names {
 		rec := sc.rec.environment(name)
 		if rec != nil && !rec.deleting.IsZero() && rec.deleting.Before(recovered) && !rec.deleting.Before(faultStart) {
-			sc.violate(ScenarioChecks, "outage-delete/"+name, "environment %s (pull request #%d) was deleted at %s while GitHub was failing", name, n, clock(rec.deleting))
+			sc.violate(ScenarioChecks, "outage-delete/"+name, "environment %s (pull request #%d on %s) was deleted at %s while %s was failing", name, n, f.name, clock(rec.deleting), f.name)
 		}
 	}
-	// Closed pull requests are cleaned up within one resync.
 	bound := resyncInterval + 10*time.Second
 	var slowest time.Duration
 	for _, n := range closed {
@@ -184,29 +240,16 @@ func playGitHubOutage(ctx context.Context, sc *scene) error {
 			return rec != nil && !rec.deleting.IsZero()
 		})
 		if rec == nil || rec.deleting.IsZero() {
-			sc.violate(ScenarioChecks, "outage-cleanup/"+name, "environment %s of pull request #%d, closed during the outage, was not deleted within %s of GitHub's recovery", name, n, bound+time.Minute)
+			sc.violate(ScenarioChecks, "outage-cleanup/"+name, "environment %s of pull request #%d on %s, closed during the outage, was not deleted within %s of its recovery", name, n, f.name, bound+time.Minute)
 			continue
 		}
 		took := rec.deleting.Sub(recovered)
 		slowest = max(slowest, took)
 		if took > bound {
-			sc.violate(ScenarioChecks, "outage-cleanup/"+name, "environment %s of pull request #%d, closed during the outage, was deleted %s after GitHub recovered: more than one resync (%s) and 10 s to act", name, n, took.Round(100*time.Millisecond), resyncInterval)
+			sc.violate(ScenarioChecks, "outage-cleanup/"+name, "environment %s of pull request #%d on %s, closed during the outage, was deleted %s after it recovered: more than one resync (%s) and 10 s to act", name, n, f.name, took.Round(100*time.Millisecond), resyncInterval)
 		}
 	}
-	// The rest is still there and still right; then their pull requests
-	// close the ordinary way.
-	for _, n := range numbers[closing:] {
-		sc.waitState(ctx, names[n], "outage", true, timeout)
-	}
-	for _, n := range numbers[closing:] {
-		sc.expectGone(names[n])
-		if _, err := sc.st.ClosePullRequest(ctx, n); err != nil {
-			return err
-		}
-	}
-	sc.row.Faults = fmt.Sprintf("%d resync rounds with GitHub failing (%s); %d of %d pull requests closed during the outage, cleaned up at most %s after recovery (resync every %s)",
-		total, strings.Join(roundNotes, ", "), len(closed), open, slowest.Round(100*time.Millisecond), resyncInterval)
-	return nil
+	return slowest
 }
 
 func mapValues(m map[int]string) []string {

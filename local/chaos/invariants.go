@@ -26,7 +26,7 @@ const (
 	// because its pull request is closed.
 	NoUnjustifiedDeletion
 	// ScenarioChecks: what the scenario itself promises (sync deletes
-	// nothing while GitHub fails; squatted namespaces are never adopted nor
+	// nothing while a forge fails; squatted namespaces are never adopted nor
 	// deleted; the sync leader's successor loses no event; nothing a
 	// pull-request author writes steers sync).
 	ScenarioChecks
@@ -64,7 +64,7 @@ func (i Invariant) Description() string {
 		"no two Helm operations overlap on one release (workload namespace + component), from the Job pods' `running.startedAt` and `terminated.finishedAt`, recorded by a watch so that deleted pods count too (1-second resolution)",
 		"no Job is duplicated: per (environment, component, action, generation) one Job, unless the previous one had failed or a fault removed it or what it deployed",
 		"no environment is deleted without a closed pull request, a user's delete or (8) its ttl being up",
-		"the scenario's own promises: no environment deleted while GitHub fails and closed pull requests cleaned up within one resync after it recovers (5); squatted or tampered namespaces never adopted and never deleted (6); no pull request event lost and no comment posted twice when the sync leader dies (7); against a hostile author (8): no other pull request's environment changes (spec, UID, sleep, wake or redeploy requests), no command takes effect without its author's write permission and a maintainer's takes effect whatever an author forged, forged state holds nothing back (an environment forged expired is written; one forged kept or extended expires when its ttl is up), rendered values hold the title, branch, labels and author literally and sync's comment keeps its shape, no Secret value appears in any pod's log, comment, deployment status or status, neither the operator's nor sync's log says \"panic\", sync edits no comment but its own and posts nothing on a deployment it did not create, and the API server refuses a SharedWorkload step with `valueFrom`",
+		"the scenario's own promises: no environment deleted while a forge fails (GitHub, Gitea or GitLab) and closed pull requests cleaned up within one resync after it recovers (5); squatted or tampered namespaces never adopted and never deleted (6); no pull request event lost and no comment posted twice when the sync leader dies (7); against a hostile author (8): no other pull request's environment changes (spec, UID, sleep, wake or redeploy requests), no command takes effect without its author's write permission and a maintainer's takes effect whatever an author forged, forged state holds nothing back (an environment forged expired is written; one forged kept or extended expires when its ttl is up), rendered values hold the title, branch, labels and author literally and sync's comment keeps its shape, no Secret value appears in any pod's log, comment, deployment status or status, neither the operator's nor sync's log says \"panic\", sync edits no comment but its own and posts nothing on a deployment it did not create, and the API server refuses a SharedWorkload step with `valueFrom`",
 	}[i]
 }
 

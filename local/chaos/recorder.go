@@ -53,7 +53,7 @@ type recorder struct {
 
 	// closedPR tells whether a pull request of a repository is closed on
 	// the GitHub stand-in.
-	closedPR func(repository string, number int) bool
+	closedPR func(forge, repository string, number int) bool
 	// expiries are the environments (by name) a scenario expects sync to
 	// delete because their ttl is up: scenario 8 checks when they go.
 	expiries map[string]bool
@@ -115,7 +115,7 @@ type nsRecord struct {
 	deleted time.Time
 }
 
-func newRecorder(closedPR func(repository string, number int) bool) *recorder {
+func newRecorder(closedPR func(forge, repository string, number int) bool) *recorder {
 	return &recorder{
 		envs: map[types.UID]*envRecord{}, jobs: map[types.UID]*jobRecord{}, pods: map[types.UID]*podRecord{},
 		namespaces: map[string]*nsRecord{}, userDeletes: map[types.UID]bool{}, excuses: map[types.UID][]time.Time{},
@@ -229,7 +229,7 @@ func (r *recorder) unjustified(env *petriv1.EphemeralEnvironment) string {
 	if render.Owned(env.Labels) {
 		var n int
 		repo := env.Annotations[render.AnnotationRepository]
-		if _, err := fmt.Sscan(env.Labels[render.LabelPullRequest], &n); err == nil && r.closedPR != nil && r.closedPR(repo, n) {
+		if _, err := fmt.Sscan(env.Labels[render.LabelPullRequest], &n); err == nil && r.closedPR != nil && r.closedPR(env.Annotations[render.AnnotationForge], repo, n) {
 			return ""
 		}
 		return fmt.Sprintf("environment %s (pull request #%s) was deleted while its pull request is open and no user deleted it", env.Name, env.Labels[render.LabelPullRequest])

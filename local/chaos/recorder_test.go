@@ -178,7 +178,7 @@ func TestReservedTargetMayMove(t *testing.T) {
 
 func TestUnjustifiedDeletions(t *testing.T) {
 	closed := map[int]bool{7: true}
-	r := newRecorder(func(_ string, n int) bool { return closed[n] })
+	r := newRecorder(func(_, _ string, n int) bool { return closed[n] })
 	deleting := func(e *petriv1.EphemeralEnvironment) *petriv1.EphemeralEnvironment {
 		now := metav1.Now()
 		e.DeletionTimestamp = &now

@@ -85,14 +85,16 @@ func WriteDoc(path string, res *Result) error {
 // docIntro opens docs/reliability.md, up to the last run's heading.
 const docIntro = `# Reliability
 
-Petri keeps its promises when the machinery around it fails. ` + "`make chaos`" + ` proves it: the
-program ` + "`cmd/petri-chaos`" + ` (package ` + "`local/chaos`" + `) starts Petri on the local control plane as
-` + "`make demo`" + ` does (the operator and sync as the Deployments of ` + "`config/`" + `, the local node
-running every pod, the GitHub stand-in), injects faults scenario by scenario, and after each
-scenario checks every invariant below. A short version of every scenario runs in ` + "`make test`" + `
-(` + "`tests/chaos`" + `, a few minutes) and fails on any violation.
+Petri keeps its promises when the machinery around it fails. ` + "`" + `make chaos` + "`" + ` proves it: the
+program ` + "`" + `cmd/petri-chaos` + "`" + ` (package ` + "`" + `local/chaos` + "`" + `) starts Petri on the local control plane as
+` + "`" + `make demo` + "`" + ` does (the operator and sync as the Deployments of ` + "`" + `config/` + "`" + `, the local node
+running every pod, the GitHub stand-in), with sync also serving a real Gitea and the GitLab
+stand-in (` + "`" + `local/gitlabapi` + "`" + `), injects faults scenario by scenario, and after each
+scenario checks every invariant below. A short version of every scenario runs in ` + "`" + `make test` + "`" + `
+(` + "`" + `tests/chaos` + "`" + `, a few minutes) and fails on any violation; scenario 5's short version plays
+on all three forges there.
 
-This page is written by ` + "`make chaos`" + `; the table is the last run's. At full size every
+This page is written by ` + "`" + `make chaos` + "`" + `; the table is the last run's. At full size every
 scenario plays alone. The short version plays the scenarios that can share the machine (1, 2,
 4, 5, 6) at once and gives each violation to the scenario whose environment it concerns; 3, 7
 and 8 play alone.
@@ -150,7 +152,7 @@ Checked after every scenario; each column of the table counts one invariant's vi
 const docScenarios = `
 ## Scenarios
 
-Sizes are full (` + "`make chaos`" + `) / short (` + "`make test`" + `, ` + "`-size short`" + `).
+Sizes are full (` + "`" + `make chaos` + "`" + `) / short (` + "`" + `make test` + "`" + `, ` + "`" + `-size short` + "`" + `).
 
 1. **Operator SIGKILLed at random moments.** Environments (two components each, one depending
    on the other) are created, get a new spec, and are deleted, several at a time. The operator's
@@ -158,22 +160,30 @@ Sizes are full (` + "`make chaos`" + `) / short (` + "`make test`" + `, ` + "`-s
    lease again (the local node restarts it, as a kubelet restarts a killed container): at
    least 50 kills over at least 20 environments / 2 kills over 3.
 2. **Deployer pods killed mid-Helm.** The pod of a deploy or undeploy Job is killed the moment
-   its release is seen pending (` + "`pending-install`" + `, ` + "`pending-upgrade`" + `, ` + "`uninstalling`" + `), so the
+   its release is seen pending (` + "`" + `pending-install` + "`" + `, ` + "`" + `pending-upgrade` + "`" + `, ` + "`" + `uninstalling` + "`" + `), so the
    Job's next pod finds the release locked: 20 / 2 kills, at most one per Job. The web
    component waits for its pod to be ready, so the operations last long enough to be caught.
 3. **kube-apiserver restarted.** Killed, kept down 1-4 s and started again on the same etcd,
    port and keys, a random moment after environments were created, changed and deleted: 6
    restarts (two rounds of every phase) / 1 (during a redeploy).
 4. **Deleted behind Petri's back.** From Ready environments: the workload namespace, a Helm
-   release (` + "`helm uninstall`" + ` as cluster administrator), the deployer RoleBinding, a finished
+   release (` + "`" + `helm uninstall` + "`" + ` as cluster administrator), the deployer RoleBinding, a finished
    deploy Job; during a redeploy, the running deploy Job; during teardown, the running undeploy
-   Job (` + "`kubectl delete job`" + ` semantics: pods go in the background). 12 / 4 environments.
-5. **GitHub API failing.** Pull requests on the GitHub stand-in get environments through sync;
-   then GitHub answers 500, times out, answers 403 with ` + "`Retry-After`" + `, lists no pull request
-   (while every other call fails), and answers 404 for the pull requests it does not list: 3 / 1
-   resync rounds each (15 / 5 in all). Meanwhile pull requests are closed with their webhooks
-   lost. No environment may be deleted during the outage; after it, each closed pull request's
-   environment must be deleted within one resync (plus 10 s).
+   Job (` + "`" + `kubectl delete job` + "`" + ` semantics: pods go in the background). 12 / 4 environments.
+5. **Forge API failing.** On each forge at the same time, pull requests get environments
+   through sync: GitHub's stand-in fails by itself; Gitea (a real server, which cannot be told
+   to fail) and the GitLab stand-in fail through a fault proxy between sync and them
+   (` + "`" + `stack.FaultProxy` + "`" + `). Each answers 500, times out, answers 403 (GitHub), 429 (Gitea and
+   GitLab) and 403 (Gitea, as a proxy in front of it may) with ` + "`" + `Retry-After` + "`" + `, lists no pull
+   request (while every other call fails), and answers 404 for the pull requests it does not
+   list (GitLab's listing of what changed, which would name them closed, then lists open
+   merge requests only): 3 / 1 resync rounds each. Meanwhile pull requests are closed with
+   their webhooks lost (GitHub's never sent, Gitea's refused on the way by a proxy in front of
+   sync, GitLab's muted). No environment may be deleted during the outage; after it, each
+   closed pull request's environment must be deleted within one resync (plus 10 s). This
+   scenario found that a GitLab listing answered during an outage moved sync's
+   ` + "`" + `updated_after` + "`" + ` cursor past the merge requests closed meanwhile; the listing after a failed
+   call is now a full one.
 6. **Namespace squatting and tampered ownership.** While the operator is down, new
    environments' first namespace names are squatted, plainly or with forged ownership marks
    (every label and annotation Petri puts on the environment's namespace, bar the ownership
@@ -189,36 +199,45 @@ Sizes are full (` + "`make chaos`" + `) / short (` + "`make test`" + `, ` + "`-s
    the lease within 30 s of each kill, every pull request must end with the environment of its
    head commit (or none once closed), and none may get a second comment. Without leader
    election in the installation, the scenario reports that it did not run.
-8. **Hostile author.** Pull requests of a repository of its own (` + "`petri-dev/hostile`" + `; the
-   application ` + "`hostile`" + ` templates title, branch, labels and author into its values and its
+8. **Hostile author.** Pull requests of a repository of its own (` + "`" + `petri-dev/hostile` + "`" + `; the
+   application ` + "`" + `hostile` + "`" + ` templates title, branch, labels and author into its values and its
    URL, as the example configuration repository does, and makes GitHub deployments;
-   ` + "`hostile-ttl`" + ` expires after 20 s) are attacked by their authors. Forged marker comments with
+   ` + "`" + `hostile-ttl` + "`" + ` expires after 20 s) are attacked by their authors. Forged marker comments with
    a state line, before sync's comment exists (a draft, or before the trigger label) and after
-   it: the last handled command set so that a maintainer's ` + "`/petri redeploy`" + ` would be
+   it: the last handled command set so that a maintainer's ` + "`" + `/petri redeploy` + "`" + ` would be
    ignored, the environment kept or extended to 2099, its head commit marked expired so that
    it would never be written, and production's deployment (made by a release pipeline) named
-   as its own so that sync would mark it inactive. ` + "`/petri`" + ` commands from people with read,
+   as its own so that sync would mark it inactive. ` + "`" + `/petri` + "`" + ` commands from people with read,
    triage or no access, from a fork's author, edited into a comment, posted and deleted (each
-   with its ` + "`issue_comment`" + ` delivery), and in a signed delivery that names a maintainer as
+   with its ` + "`" + `issue_comment` + "`" + ` delivery), and in a signed delivery that names a maintainer as
    the author; a maintainer's command delivered and replayed (5 / 3 times with the same
-   GUID). Titles, branches and labels of template syntax, YAML (newlines, ` + "`: `" + `, anchors),
+   GUID). Titles, branches and labels of template syntax, YAML (newlines, ` + "`" + `: ` + "`" + `, anchors),
    shell metacharacters, sync's own markup, bytes that are not UTF-8 and 64 KiB of text (one
    pull request per kind / one with all). A SharedWorkload whose provision step reads the
-   ownership key through ` + "`valueFrom.secretKeyRef`" + `. A bystander pull request is never touched.
+   ownership key through ` + "`" + `valueFrom.secretKeyRef` + "`" + `. A bystander pull request is never touched.
    Checks: the invariants of the scenario-checks column above (8), with the Helm release of each
    hostile environment deployed at its values (converges).
+   On GitLab the short version runs in ` + "`" + `tests/forges/gitlab` + "`" + ` (` + "`" + `TestHostileAuthorOnGitLab` + "`" + `, in
+   ` + "`" + `make test` + "`" + `): notes with sync's marker and a forged state before and after sync's, ` + "`" + `/petri
+   redeploy` + "`" + ` from a Guest posted, edited into a note and posted and deleted, a Developer's
+   command replayed three times with the same ` + "`" + `X-Gitlab-Event-UUID` + "`" + `, and a title, branch and
+   labels of template syntax, YAML, shell metacharacters, bytes that are not UTF-8 and 64 KiB;
+   sync keeps one note of its own, leaves the forged ones alone, honours no Guest's command
+   and the replayed one once. Scenario 8 in ` + "`" + `local/chaos` + "`" + ` still plays on GitHub only; on Gitea
+   the refusal of commands without write access is played by ` + "`" + `tests/forges` + "`" + `
+   (` + "`" + `TestPullRequestOnGitea` + "`" + `), the rest of the hostile author is not yet.
 
 ## Running it
 
-` + "```" + `
+` + "`" + `` + "`" + `` + "`" + `
 make chaos                      # full size: builds Petri, runs every scenario, rewrites this page
 bin/petri-chaos -size short     # the short version, printed only
 bin/petri-chaos -scenarios 1,4  # some scenarios
 bin/petri-chaos -size short -scenarios 8  # the hostile author alone
-` + "```" + `
+` + "`" + `` + "`" + `` + "`" + `
 
 The program exits non-zero on any violation; the log of every pod stays in the run's directory
-(` + "`-dir`" + `, printed at the end).
+(` + "`" + `-dir` + "`" + `, printed at the end).
 `
 
 // escape keeps a text inside one Markdown table cell.

@@ -67,7 +67,7 @@ var scenarios = []scenario{
 	{2, "deployer pods killed mid-Helm", playDeployerKills, true},
 	{3, "kube-apiserver restarted", playAPIServerRestarts, false},
 	{4, "workload objects deleted behind Petri's back", playDeletedBehind, true},
-	{5, "GitHub API failing", playGitHubOutage, true},
+	{5, "forge API failing", playForgeOutages, true},
 	{6, "namespace squatting and tampered ownership", playSquatting, true},
 	{7, "sync leader killed while webhooks arrive", playSyncLeaderKill, false},
 	// Its checks wait for sync's answers, which GitHub failing (5) would

@@ -10,9 +10,10 @@ import (
 )
 
 // SyncFlags are the settings of petri-sync the suite runs with: a short
-// resync, so that many resync rounds fit into a scenario, and a short
-// GitHub timeout, so that a timing-out GitHub costs seconds per round.
-var SyncFlags = []string{"-resync-interval=" + resyncInterval.String(), "-github-timeout=" + githubTimeout.String()}
+// resync, so that many resync rounds fit into a scenario, and short forge
+// timeouts, so that a timing-out forge costs seconds per round.
+var SyncFlags = []string{"-resync-interval=" + resyncInterval.String(), "-github-timeout=" + githubTimeout.String(),
+	"-gitea-timeout=" + forgeTimeout.String(), "-gitlab-timeout=" + forgeTimeout.String()}
 
 // OperatorFlags are the settings of petri-operator the suite runs with: a
 // short release verification period, so that a release deleted behind
@@ -22,20 +23,53 @@ var OperatorFlags = []string{"--verify-interval=30s"}
 const (
 	resyncInterval = 5 * time.Second
 	githubTimeout  = 2 * time.Second
+	// forgeTimeout is Gitea's and GitLab's, for the same reason.
+	forgeTimeout = 2 * time.Second
 )
 
 // ConfigRepo writes the configuration repository the suite's stack runs
 // with into dir (pass it as stack.Options.ConfigSource): one application on
 // the demo repository whose pull requests labelled "preview" get an
-// environment of one light component, its values carrying the head commit.
-func ConfigRepo(dir string) error {
-	app := fmt.Sprintf(`# Environments for the fault-injection suite (local/chaos): every open pull
+// environment of one light component, its values carrying the head commit,
+// and the same on each of forges (the stack's Options.Forges: Gitea's
+// petri-dev/hello, GitLab's stack.GitLabProject).
+func ConfigRepo(dir string, forges ...string) error {
+	app := chaosApplicationFile(chaosApplication, "", stack.DemoRepository)
+	if err := os.MkdirAll(filepath.Join(dir, "applications"), 0o755); err != nil {
+		return err
+	}
+	files := hostileApplications()
+	files["chaos.yaml"] = app
+	for _, f := range forges {
+		switch f {
+		case stack.ForgeGitea:
+			files[chaosGiteaApp+".yaml"] = chaosApplicationFile(chaosGiteaApp, f, stack.DemoRepository)
+		case stack.ForgeGitLab:
+			files[chaosGitLabApp+".yaml"] = chaosApplicationFile(chaosGitLabApp, f, stack.GitLabProject)
+		}
+	}
+	for file, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, "applications", file), []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chaosApplicationFile is the application of scenarios 1-7 on a forge
+// (GitHub when empty).
+func chaosApplicationFile(name, forge, repository string) string {
+	forgeLine := ""
+	if forge != "" {
+		forgeLine = "forge: " + forge + "\n"
+	}
+	return fmt.Sprintf(`# Environments for the fault-injection suite (local/chaos): every open pull
 # request of %[1]s labelled %[2]q gets one light component (the greeter
 # chart with no replicas), its values carrying the pull request's head commit.
 apiVersion: petri.dev/v1alpha1
 kind: Application
-name: chaos
-repository: %[1]s
+name: %[5]s
+%[6]srepository: %[1]s
 trigger:
   labels: [%[2]s]
 components:
@@ -51,19 +85,7 @@ components:
       commit: "{{ .SHA }}"
 maxEnvironments: 100
 url: "http://%[4]s/{{ .Environment }}/"
-`, stack.DemoRepository, stack.DemoLabel, stack.DeployerCharts, stack.DefaultIngressAddress)
-	if err := os.MkdirAll(filepath.Join(dir, "applications"), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "applications", "chaos.yaml"), []byte(app), 0o644); err != nil {
-		return err
-	}
-	for file, text := range hostileApplications() {
-		if err := os.WriteFile(filepath.Join(dir, "applications", file), []byte(text), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+`, repository, stack.DemoLabel, stack.DeployerCharts, stack.DefaultIngressAddress, name, forgeLine)
 }
 
 // hostileApplications are scenario 8's applications, on a repository of

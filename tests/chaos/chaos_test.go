@@ -24,7 +24,8 @@ var st *stack.Stack
 func TestMain(m *testing.M) {
 	os.Exit(stacktest.Main(m, &st, stacktest.Config{Prefix: "chaos", Setup: func(dir string, _ map[string]string, o *stack.Options) error {
 		o.ConfigSource = filepath.Join(dir, "config-source")
-		return chaos.ConfigRepo(o.ConfigSource)
+		o.Forges = chaos.Forges
+		return chaos.ConfigRepo(o.ConfigSource, chaos.Forges...)
 	}}))
 }
 
