@@ -107,7 +107,6 @@ func TestWebhookToWriteOnGitLab(t *testing.T) {
 	assert.Equal(t, stack.GitLabProject, env.Spec.Source.Repository)
 	assert.Equal(t, branch, env.Spec.Source.Branch)
 
-
 	const samples = 12
 	var took []time.Duration
 	for i := range samples {
