@@ -268,6 +268,20 @@ func (s *Server) Push(path, branch, sha, pusher string) {
 	}
 }
 
+// MergeRequest returns a merge request as the server holds it; false when
+// the project or the merge request does not exist.
+func (s *Server) MergeRequest(path string, iid int) (MergeRequest, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := s.projects[strings.ToLower(path)]
+	if pr == nil || pr.mrs[iid] == nil {
+		return MergeRequest{}, false
+	}
+	mr := *pr.mrs[iid]
+	mr.Labels = slices.Clone(mr.Labels)
+	return mr, true
+}
+
 // DeleteMergeRequest deletes a merge request outright, as an owner may:
 // nothing listed by updated_after says so.
 func (s *Server) DeleteMergeRequest(path string, iid int) {
