@@ -28,6 +28,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if parent := os.Getenv(childEnv); parent != "" {
+		os.Exit(runChild(parent))
+	}
 	os.Exit(run(m))
 }
 
@@ -50,7 +53,7 @@ func run(m *testing.M) int {
 	}
 	defer node.Stop()
 	fmt.Printf("real node %s Ready with CoreDNS available in %s\n", node.Name, time.Since(start).Round(time.Millisecond))
-	if err := loadTestApp(ctx); err != nil {
+	if err := loadTestApp(ctx, node); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -58,7 +61,7 @@ func run(m *testing.M) int {
 }
 
 // loadTestApp builds internal/testapp statically and loads it as appImage.
-func loadTestApp(ctx context.Context) error {
+func loadTestApp(ctx context.Context, n *realnode.Node) error {
 	dir, err := os.MkdirTemp("", "realnode-testapp-")
 	if err != nil {
 		return err
@@ -74,7 +77,7 @@ func loadTestApp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return node.LoadImage(ctx, appImage, img)
+	return n.LoadImage(ctx, appImage, img)
 }
 
 // restricted is the securityContext Pod Security "restricted" asks for, as
@@ -103,27 +106,8 @@ func TestPodReadyAndReachedThroughServiceByDNSName(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond, "default ServiceAccount")
 
 	labels := map[string]string{"app": "hello"}
-	server := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "hello", Labels: labels},
-		Spec: corev1.PodSpec{
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
-			Containers: []corev1.Container{{
-				Name:            "hello",
-				Image:           appImage,
-				ImagePullPolicy: corev1.PullNever,
-				Args:            []string{"serve", "/data"},
-				Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-				VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
-				ReadinessProbe: &corev1.Probe{
-					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}},
-					PeriodSeconds: 1,
-				},
-				SecurityContext: restricted(),
-			}},
-		},
-	}
 	created := time.Now()
-	_, err = cs.CoreV1().Pods(ns).Create(ctx, server, metav1.CreateOptions{})
+	_, err = cs.CoreV1().Pods(ns).Create(ctx, helloPod(labels), metav1.CreateOptions{})
 	require.NoError(t, err)
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "hello"},
@@ -180,4 +164,29 @@ func podReady(pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// helloPod serves on 8080 as user 65532 with a read-only root, every
+// capability dropped, an emptyDir and a readiness probe that passes once the
+// emptyDir holds its file.
+func helloPod(labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "hello", Labels: labels},
+		Spec: corev1.PodSpec{
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			Containers: []corev1.Container{{
+				Name:            "hello",
+				Image:           appImage,
+				ImagePullPolicy: corev1.PullNever,
+				Args:            []string{"serve", "/data"},
+				Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}},
+					PeriodSeconds: 1,
+				},
+				SecurityContext: restricted(),
+			}},
+		},
+	}
 }
