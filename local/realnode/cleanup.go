@@ -25,6 +25,7 @@ const (
 	ownedFile = "controlplane-owned"
 )
 
+// markerRE finds markers in names, command lines and cgroup paths.
 var markerRE = regexp.MustCompile(markerPrefix + `[0-9a-f]{8}`)
 
 // removePods removes every pod sandbox and container through the CRI, as
@@ -48,14 +49,16 @@ func Sweep(parent string) error {
 	markers := map[string]bool{}
 	entries, _ := os.ReadDir(parent)
 	for _, e := range entries {
-		if markerRE.MatchString(e.Name()) && e.Name() == markerRE.FindString(e.Name()) {
+		if markerRE.FindString(e.Name()) == e.Name() {
 			markers[e.Name()] = true
 		}
 	}
-	for _, root := range cgroupRoots(markerPrefix + "x") {
-		found, _ := filepath.Glob(filepath.Join(filepath.Dir(root), markerPrefix+"*"))
+	for _, h := range cgroupHierarchies() {
+		found, _ := filepath.Glob(filepath.Join(h, markerPrefix+"*"))
 		for _, f := range found {
-			markers[filepath.Base(f)] = true
+			if m := filepath.Base(f); markerRE.FindString(m) == m {
+				markers[m] = true
+			}
 		}
 	}
 	procs := processes()

@@ -30,60 +30,10 @@ type File struct {
 // image to the file) with the given entrypoint, run as user 65532 and
 // without a shell: what a static Go program needs to run as a container.
 func Image(files map[string]File, entrypoint ...string) (v1.Image, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	dirs := map[string]bool{}
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		f := files[p]
-		data := f.Data
-		if f.Source != "" {
-			var err error
-			if data, err = os.ReadFile(f.Source); err != nil {
-				return nil, fmt.Errorf("image file %s: %w", p, err)
-			}
-		}
-		rel := strings.TrimPrefix(filepath.Clean(p), "/")
-		for d := filepath.Dir(rel); d != "." && !dirs[d]; d = filepath.Dir(d) {
-			dirs[d] = true
-		}
-		if f.Mode == 0 {
-			f.Mode = 0o644
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: f.Mode, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(data); err != nil {
-			return nil, err
-		}
-	}
-	// Directories every container expects (the runtime mounts over some),
-	// then the parents of the files, all owned by root.
-	for _, d := range []string{"tmp", "etc", "dev", "proc", "sys"} {
-		dirs[d] = true
-	}
-	var dirList []string
-	for d := range dirs {
-		dirList = append(dirList, d)
-	}
-	sort.Strings(dirList)
-	for _, d := range dirList {
-		mode := int64(0o755)
-		if d == "tmp" {
-			mode = 0o1777
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: d + "/", Mode: mode, Typeflag: tar.TypeDir}); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
+	data, err := layerTar(files)
+	if err != nil {
 		return nil, err
 	}
-	data := buf.Bytes()
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(data)), nil
 	})
@@ -104,6 +54,61 @@ func Image(files map[string]File, entrypoint ...string) (v1.Image, error) {
 	cfg.Config.User = "65532:65532"
 	cfg.Config.Env = []string{"PATH=/"}
 	return mutate.ConfigFile(img, cfg)
+}
+
+// layerTar is the layer of files: each file, then the directories every
+// container expects (the runtime mounts over some) and the files' parents,
+// all owned by root.
+func layerTar(files map[string]File) ([]byte, error) {
+	dirs := map[string]bool{"tmp": true, "etc": true, "dev": true, "proc": true, "sys": true}
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+		for d := filepath.Dir(strings.TrimPrefix(filepath.Clean(p), "/")); d != "." && d != "/"; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	sort.Strings(paths)
+	dirList := make([]string, 0, len(dirs))
+	for d := range dirs {
+		dirList = append(dirList, d)
+	}
+	sort.Strings(dirList) // parents before their children
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, d := range dirList {
+		mode := int64(0o755)
+		if d == "tmp" {
+			mode = 0o1777
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: d + "/", Mode: mode, Typeflag: tar.TypeDir}); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range paths {
+		f := files[p]
+		data := f.Data
+		if f.Source != "" {
+			var err error
+			if data, err = os.ReadFile(f.Source); err != nil {
+				return nil, fmt.Errorf("image file %s: %w", p, err)
+			}
+		}
+		if f.Mode == 0 {
+			f.Mode = 0o644
+		}
+		rel := strings.TrimPrefix(filepath.Clean(p), "/")
+		if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: f.Mode, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // LoadImage makes img available to the node's pods as ref (a tagged name

@@ -142,14 +142,24 @@ func freeSubnet() (string, error) {
 // hierarchy mounted under /sys/fs/cgroup; kubelet puts /kubepods and the
 // pods' cgroups below them, so every cgroup of a run is found by its name.
 func cgroupRoots(marker string) []string {
-	entries, _ := os.ReadDir(cgroupFS)
 	var roots []string
-	for _, e := range entries {
-		if e.IsDir() {
-			roots = append(roots, filepath.Join(cgroupFS, e.Name(), marker))
-		}
+	for _, h := range cgroupHierarchies() {
+		roots = append(roots, filepath.Join(h, marker))
 	}
 	return roots
+}
+
+// cgroupHierarchies are the cgroup mounts under /sys/fs/cgroup (here the
+// v1 controllers, name=systemd and the hybrid cgroup2 at unified).
+func cgroupHierarchies() []string {
+	entries, _ := os.ReadDir(cgroupFS)
+	var hs []string
+	for _, e := range entries {
+		if e.IsDir() {
+			hs = append(hs, filepath.Join(cgroupFS, e.Name()))
+		}
+	}
+	return hs
 }
 
 // makeCgroupRoots creates the node's cgroup roots; in cpuset a child needs

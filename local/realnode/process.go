@@ -2,7 +2,6 @@ package realnode
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -111,7 +110,7 @@ func waitFor(ctx context.Context, what string, timeout time.Duration, check func
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: %w (last: %v)", what, errors.Join(ctx.Err()), last)
+			return fmt.Errorf("%s: %w (last: %v)", what, ctx.Err(), last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
