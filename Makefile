@@ -286,10 +286,12 @@ run: controlplane build ## Start Petri on this machine and keep it running (kube
 	$(BIN)/petri-local run $(RUN_FLAGS)
 
 # BENCH_FLAGS passes flags to petri-bench (go run ./cmd/petri-bench -h), e.g.
-# BENCH_FLAGS="-only scale -scale-noop 1000 -scale-real=". The full run takes
-# about an hour on 2 cores; -smoke runs every measurement at a tiny size.
+# BENCH_FLAGS="-only scale -scale-noop 1000 -scale-real=" or
+# BENCH_FLAGS="-only atrest -atrest-environments 500". The full run takes
+# about an hour and a quarter on 2 cores (at rest: about 14 minutes for each
+# of the two operators); -smoke runs every measurement at a tiny size.
 .PHONY: bench
-bench: controlplane ## Measure sync, the operator's overhead, the deployer and 100 to 1,000 environments on the local control plane; print a table and rewrite docs/benchmarks.md.
+bench: controlplane ## Measure sync, the operator's overhead, the deployer, 100 to 1,000 environments and 1,000 at rest (before and after 8bc6e04) on the local control plane; print a table and rewrite docs/benchmarks.md.
 	go run ./cmd/petri-bench -write docs/benchmarks.md $(BENCH_FLAGS)
 
 ##@ Images

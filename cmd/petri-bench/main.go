@@ -2,7 +2,9 @@
 // prints a table (make bench): sync's webhook-to-write latency and resync
 // cost, the operator's overhead beside the raw-write floor, the deploy
 // Job's cost beside Helm in-process, and 100 to 1,000 environments at
-// once with the real deployer and in no-op mode. With -write it also
+// once with the real deployer and in no-op mode, and idle environments
+// kept for a simulated day (at rest) with the operator of an earlier
+// revision (-atrest-before) beside this checkout's. With -write it also
 // rewrites the generated part of docs/benchmarks.md. See local/bench.
 package main
 
@@ -41,7 +43,7 @@ func run() error {
 	fs := flag.CommandLine
 	fs.Bool("smoke", false, "run every measurement at a tiny size (seconds), as make test does; the size flags still apply")
 	write := fs.String("write", "", "rewrite the generated part of this markdown file (docs/benchmarks.md) with the figures")
-	only := fs.String("only", "", "comma-separated measurements to run: sync, resync, deployer, overhead, scale (default all)")
+	only := fs.String("only", "", "comma-separated measurements to run: sync, resync, deployer, overhead, scale, atrest (default all)")
 	dir := fs.String("dir", "", "keep the control plane, logs and the operator's logs here (default: a temporary directory, removed)")
 	fs.IntVar(&o.SyncLoad.Rate, "sync-rate", o.SyncLoad.Rate, "webhooks per second")
 	fs.DurationVar(&o.SyncLoad.Duration, "sync-duration", o.SyncLoad.Duration, "how long webhooks are sent")
@@ -57,6 +59,12 @@ func run() error {
 	fs.BoolVar(&o.ScaleFloor, "scale-floor", o.ScaleFloor, "follow every no-op scale run with a floor run of the same size: the operator's writes issued raw by a client, the same Jobs, no operator")
 	fs.DurationVar(&o.ScaleTimeout, "scale-timeout", o.ScaleTimeout, "longest wait for all Ready, and for all gone, of one scale run")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "the operator's --concurrency (default: the operator's default)")
+	fs.IntVar(&o.AtRest.Environments, "atrest-environments", o.AtRest.Environments, "idle environments kept for the simulated day")
+	fs.DurationVar(&o.AtRest.VerifyInterval, "atrest-interval", o.AtRest.VerifyInterval, "the operator's --verify-interval at rest, standing in for 10m")
+	fs.DurationVar(&o.AtRest.JobTTL, "atrest-ttl", o.AtRest.JobTTL, "the operator's --job-ttl-after-finished at rest, standing in for 24h (144 intervals)")
+	fs.DurationVar(&o.AtRest.Window, "atrest-window", o.AtRest.Window, "how long the steady state at rest is read")
+	fs.StringVar(&o.AtRest.Before, "atrest-before", o.AtRest.Before, "git revision whose operator is measured at rest beside this checkout's (empty for none)")
+	fs.DurationVar(&o.AtRest.Timeout, "atrest-timeout", o.AtRest.Timeout, "longest wait for all Ready at rest")
 	fs.StringVar(&o.ProfileDir, "profile", "", "write the operator's CPU and heap profiles of every scale run into this directory")
 	flag.Parse()
 	var err error

@@ -4,7 +4,9 @@
 // no-op mode beside the floor (the same API writes issued by a plain
 // client); what one deploy Job's process costs beside Helm in-process; and
 // many environments created at once, with the real deployer and in no-op
-// mode, with the operator's memory, CPU and API requests.
+// mode, with the operator's memory, CPU and API requests; and idle
+// environments kept for a simulated day (at rest), with the operator of an
+// earlier revision beside this checkout's.
 //
 // The operator runs as its own process (bin/petri-operator, as its
 // ServiceAccount, with config/'s RBAC and admission fences), so /proc gives
@@ -32,7 +34,7 @@ type Options struct {
 	// Log receives progress lines; discarded when nil.
 	Log io.Writer
 	// Only runs these measurements (sync, resync, overhead, deployer,
-	// scale); all when empty.
+	// scale, atrest); all when empty.
 	Only []string
 
 	SyncLoad SyncLoadOptions
@@ -54,6 +56,8 @@ type Options struct {
 	// ProfileDir receives the operator's CPU and heap profiles of every
 	// scale run when set.
 	ProfileDir string
+	// AtRest sizes the at-rest measurement.
+	AtRest AtRestOptions
 	// Smoke marks the figures of a smoke run (tiny sizes) as such.
 	Smoke bool
 }
@@ -69,6 +73,14 @@ func Defaults() Options {
 		ScaleReal:    []int{100, 500, 1000},
 		ScaleFloor:   true,
 		ScaleTimeout: 30 * time.Minute,
+		AtRest: AtRestOptions{
+			Environments:   1000,
+			VerifyInterval: time.Minute,
+			JobTTL:         6 * time.Minute,
+			Window:         2 * time.Minute,
+			Before:         AtRestBefore,
+			Timeout:        15 * time.Minute,
+		},
 	}
 }
 
@@ -83,7 +95,10 @@ func Smoke() Options {
 		ScaleReal:    []int{2},
 		ScaleFloor:   true,
 		ScaleTimeout: 3 * time.Minute,
-		Smoke:        true,
+		// This checkout's operator only: building another revision's
+		// takes minutes.
+		AtRest: AtRestOptions{Environments: 3, VerifyInterval: 2 * time.Second, JobTTL: 6 * time.Second, Window: 6 * time.Second, Timeout: 3 * time.Minute},
+		Smoke:  true,
 	}
 }
 
@@ -97,6 +112,9 @@ type Results struct {
 	Overhead *OverheadResult
 	Deployer *DeployerResult
 	Scale    []ScaleResult
+	// AtRest holds one result per operator measured: the earlier
+	// revision's first, when one was, then this checkout's.
+	AtRest []AtRestResult
 	// Took is the whole run's wall time.
 	Took time.Duration
 }
@@ -114,7 +132,8 @@ func (o Options) runs(name string) bool {
 }
 
 // Run starts the control plane, runs the measurements and returns the
-// figures.
+// figures. The at-rest measurement starts a control plane of its own for
+// each operator it measures, after the others' has stopped.
 func Run(ctx context.Context, o Options) (*Results, error) {
 	start := time.Now()
 	logw := o.Log
@@ -134,12 +153,34 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		dir = d
 	}
 	res := &Results{Machine: thisMachine(), Options: o, Smoke: o.Smoke}
-	e, err := startEnv(ctx, dir, logf)
+	logf("building petri-operator, petri-deployer and the no-op deployer")
+	bins, err := buildBinaries(dir)
 	if err != nil {
 		return nil, err
 	}
-	defer e.stop()
+	if o.runs("sync") || o.runs("resync") || o.runs("deployer") || o.runs("overhead") || o.runs("scale") {
+		if err := runShared(ctx, o, dir, bins, res, logf); err != nil {
+			return res, err
+		}
+	}
+	if o.runs("atrest") {
+		r, err := atRest(ctx, o.AtRest, dir, bins, logf)
+		res.AtRest = r
+		if err != nil {
+			return res, fmt.Errorf("at rest: %w", err)
+		}
+	}
+	res.Took = time.Since(start)
+	return res, nil
+}
 
+// runShared runs the measurements that share one control plane.
+func runShared(ctx context.Context, o Options, dir string, bins map[string]string, res *Results, logf func(string, ...any)) error {
+	e, err := startEnv(ctx, dir, bins, logf)
+	if err != nil {
+		return err
+	}
+	defer e.stop()
 	if o.runs("sync") {
 		logf("sync: %d webhooks/s for %s over %d repositories × %d pull requests", o.SyncLoad.Rate, o.SyncLoad.Duration, o.SyncLoad.Repos, o.SyncLoad.PullRequests)
 		so := o.SyncLoad
@@ -148,7 +189,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		}
 		r, err := e.syncLoad(ctx, so)
 		if err != nil {
-			return res, fmt.Errorf("sync load: %w", err)
+			return fmt.Errorf("sync load: %w", err)
 		}
 		res.SyncLoad = &r
 		logf("sync: webhook to write p50 %s p99 %s (%d events, %d lost)", ms(r.Latency.Median), ms(r.Latency.P99), r.Events, r.Lost)
@@ -157,7 +198,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		logf("resync: %d repositories × %d open pull requests, %d rounds", o.Resync.Repos, o.Resync.PullRequests, o.Resync.Runs)
 		r, err := e.resync(ctx, o.Resync)
 		if err != nil {
-			return res, fmt.Errorf("resync: %w", err)
+			return fmt.Errorf("resync: %w", err)
 		}
 		res.Resync = &r
 		logf("resync: %.0f GitHub requests per unchanged resync, %.0f answered 304", r.Requests.Median, r.NotModified.Median)
@@ -166,7 +207,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		logf("deployer: %d installs and no-op upgrades, as a process and in-process", o.DeployerRuns)
 		r, err := e.deployerFloor(ctx, o.DeployerRuns)
 		if err != nil {
-			return res, fmt.Errorf("deployer floor: %w", err)
+			return fmt.Errorf("deployer floor: %w", err)
 		}
 		res.Deployer = &r
 		logf("deployer: install %s wall, %s CPU", ms(r.ProcessInstall.Median), ms(r.ProcessInstallCPU.Median))
@@ -175,49 +216,55 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		logf("overhead: %d environments one at a time, operator (no-op mode) and floor", o.OverheadRuns)
 		r, err := e.overhead(ctx, o.OverheadRuns, o.Concurrency)
 		if err != nil {
-			return res, fmt.Errorf("operator overhead: %w", err)
+			return fmt.Errorf("operator overhead: %w", err)
 		}
 		res.Overhead = &r
 		logf("overhead: operator %s, floor %s, ratio %.2f", ms(r.Operator.Median), ms(r.Floor.Median), r.Ratio)
 	}
 	if o.runs("scale") {
-		type run struct {
-			mode string
-			n    int
-		}
-		var runs []run
-		for _, n := range o.ScaleNoop {
-			runs = append(runs, run{ModeNoop, n})
-		}
-		for _, n := range o.ScaleReal {
-			runs = append(runs, run{ModeReal, n})
-		}
-		for _, r := range runs {
-			logf("scale: %d environments, %s", r.n, r.mode)
-			sr, err := e.scale(ctx, ScaleOptions{Mode: r.mode, Environments: r.n, Concurrency: o.Concurrency, Timeout: o.ScaleTimeout, ProfileDir: o.ProfileDir})
-			if err != nil {
-				return res, fmt.Errorf("scale %d %s: %w", r.n, r.mode, err)
-			}
-			res.Scale = append(res.Scale, sr)
-			logf("scale: %d %s: all Ready %s, all gone %s, operator peak RSS %d MiB, CPU %s %s",
-				r.n, r.mode, secs(sr.AllReady), secs(sr.AllGone), sr.PeakRSS>>20, secs(sr.CPU), sr.Error)
-			if r.mode != ModeNoop || !o.ScaleFloor {
-				continue
-			}
-			if sr.template == nil {
-				return res, fmt.Errorf("scale %d %s: no deploy Job to copy for the floor run", r.n, r.mode)
-			}
-			logf("scale: %d environments, %s", r.n, ModeFloor)
-			fr, err := e.scaleFloor(ctx, r.n, sr.template, o.ScaleTimeout)
-			if err != nil {
-				return res, fmt.Errorf("scale %d %s: %w", r.n, ModeFloor, err)
-			}
-			res.Scale = append(res.Scale, fr)
-			logf("scale: %d %s: all Ready %s %s", r.n, ModeFloor, secs(fr.AllReady), fr.Error)
-		}
+		return runScale(ctx, e, o, res, logf)
 	}
-	res.Took = time.Since(start)
-	return res, nil
+	return nil
+}
+
+// runScale runs the scale measurements, each no-op run followed by its
+// floor run.
+func runScale(ctx context.Context, e *env, o Options, res *Results, logf func(string, ...any)) error {
+	type run struct {
+		mode string
+		n    int
+	}
+	var runs []run
+	for _, n := range o.ScaleNoop {
+		runs = append(runs, run{ModeNoop, n})
+	}
+	for _, n := range o.ScaleReal {
+		runs = append(runs, run{ModeReal, n})
+	}
+	for _, r := range runs {
+		logf("scale: %d environments, %s", r.n, r.mode)
+		sr, err := e.scale(ctx, ScaleOptions{Mode: r.mode, Environments: r.n, Concurrency: o.Concurrency, Timeout: o.ScaleTimeout, ProfileDir: o.ProfileDir})
+		if err != nil {
+			return fmt.Errorf("scale %d %s: %w", r.n, r.mode, err)
+		}
+		res.Scale = append(res.Scale, sr)
+		logf("scale: %d %s: all Ready %s, all gone %s, operator peak RSS %d MiB, CPU %s %s",
+			r.n, r.mode, secs(sr.AllReady), secs(sr.AllGone), sr.PeakRSS>>20, secs(sr.CPU), sr.Error)
+		if r.mode != ModeNoop || !o.ScaleFloor {
+			continue
+		}
+		if sr.template == nil {
+			return fmt.Errorf("scale %d %s: no deploy Job to copy for the floor run", r.n, r.mode)
+		}
+		logf("scale: %d environments, %s", r.n, ModeFloor)
+		fr, err := e.scaleFloor(ctx, r.n, sr.template, o.ScaleTimeout)
+		if err != nil {
+			return fmt.Errorf("scale %d %s: %w", r.n, ModeFloor, err)
+		}
+		res.Scale = append(res.Scale, fr)
+		logf("scale: %d %s: all Ready %s %s", r.n, ModeFloor, secs(fr.AllReady), fr.Error)
+	}
+	return nil
 }
 
 func ms(d time.Duration) string   { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }

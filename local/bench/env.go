@@ -44,13 +44,17 @@ type env struct {
 	log     func(format string, args ...any)
 }
 
-func startEnv(ctx context.Context, dir string, logf func(string, ...any)) (_ *env, err error) {
+// buildBinaries builds the operator, the deployer and the no-op deployer
+// from this checkout into dir/bin.
+func buildBinaries(dir string) (map[string]string, error) {
+	return controlplane.Build(filepath.Join(dir, "bin"), "./cmd/petri-operator", "./cmd/petri-deployer", "./local/bench/cmd/noop-deployer")
+}
+
+// startEnv starts a control plane in dir/cluster whose local node plays the
+// deployer images with bins, and installs Petri's configuration; the
+// operator is bins["petri-operator"].
+func startEnv(ctx context.Context, dir string, bins map[string]string, logf func(string, ...any)) (_ *env, err error) {
 	root, err := controlplane.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	logf("building petri-operator, petri-deployer and the no-op deployer")
-	bins, err := controlplane.Build(filepath.Join(dir, "bin"), "./cmd/petri-operator", "./cmd/petri-deployer", "./local/bench/cmd/noop-deployer")
 	if err != nil {
 		return nil, err
 	}

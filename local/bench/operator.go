@@ -35,8 +35,8 @@ type operator struct {
 // startOperator starts petri-operator with the production flags of
 // config/manager, deployerImage as its deployer image (NoopDeployerImage
 // for no-op mode) and concurrency environments reconciled at once (the
-// default when zero).
-func (e *env) startOperator(ctx context.Context, name, deployerImage string, concurrency int) (*operator, error) {
+// default when zero), with extra flags after those.
+func (e *env) startOperator(ctx context.Context, name, deployerImage string, concurrency int, extra ...string) (*operator, error) {
 	if err := e.setDeployerImage(ctx, deployerImage); err != nil {
 		return nil, err
 	}
@@ -78,6 +78,7 @@ func (e *env) startOperator(ctx context.Context, name, deployerImage string, con
 		// operator, not how many deploy Jobs two cores hold at once.
 		args = append(args, "--job-cpu-request=10m", "--job-memory-request=16Mi")
 	}
+	args = append(args, extra...)
 	o.cmd = exec.Command(e.bins["petri-operator"], args...)
 	// GOMEMLIMIT as the operator's Deployment sets it (config/manager).
 	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "GOMEMLIMIT=200MiB")
@@ -148,24 +149,30 @@ func (o *operator) stop() {
 	}
 }
 
+// rss is the process's resident set now (VmRSS).
+func (o *operator) rss() (int64, error) { return procStatusBytes(o.cmd.Process.Pid, "VmRSS:") }
+
 // cpu is the CPU time (user and system) the process has used.
 func (o *operator) cpu() (time.Duration, error) { return procCPU(o.cmd.Process.Pid, false) }
 
 // peakRSS is the process's resident set high-water mark (VmHWM).
-func (o *operator) peakRSS() (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", o.cmd.Process.Pid))
+func (o *operator) peakRSS() (int64, error) { return procStatusBytes(o.cmd.Process.Pid, "VmHWM:") }
+
+// procStatusBytes reads a field in kB of /proc/<pid>/status, in bytes.
+func procStatusBytes(pid int, field string) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kb * 1024, err
 		}
 	}
-	return 0, errors.New("VmHWM not found in /proc status")
+	return 0, fmt.Errorf("%s not found in /proc status", strings.TrimSuffix(field, ":"))
 }
 
 // metrics scrapes the operator's metrics endpoint into "name{labels}" ->

@@ -96,6 +96,9 @@ func (r *Results) rows() []row {
 			row{"Helm in-process: no-op upgrade (wall / CPU)", ms(d.InProcessUpgrade.Median) + " / " + ms(d.InProcessUpgradeCPU.Median), ms(d.InProcessUpgrade.P99), "", ""},
 		)
 	}
+	if x, ok := r.atRestSummary(); ok {
+		rows = append(rows, x)
+	}
 	return rows
 }
 
@@ -143,6 +146,7 @@ func (r *Results) WriteTable(w io.Writer) {
 			}
 		}
 	}
+	r.writeAtRestTable(w)
 	fmt.Fprintf(w, "\ntook %s\n", secs(r.Took))
 }
 
@@ -212,96 +216,102 @@ func (r *Results) Markdown() string {
 		}
 	}
 	if len(r.Scale) > 0 {
-		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "| scale (created at once) | creates | all Ready | all gone | operator peak RSS | operator CPU | load before → after | target | met |")
-		fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|")
-		for _, s := range r.Scale {
-			t, met := r.scaleTarget(s)
-			if s.Mode == ModeFloor {
-				fmt.Fprintf(&b, "| %d × 3 components, %s | - | %s | - | - | - | %s → %s | %s | |\n", s.Environments, s.Mode,
-					readyCell(s.AllReady, s.NotReady), s.LoadBefore, s.LoadAfter, r.floorRatio(s))
-				continue
-			}
-			fmt.Fprintf(&b, "| %d × 3 components, %s | %s | %s | %s | %d MiB | %s | %s → %s | %s | %s |\n", s.Environments, s.Mode, secs(s.Created),
-				readyCell(s.AllReady, s.NotReady), readyCell(s.AllGone, s.NotGone), s.PeakRSS>>20, secs(s.CPU), s.LoadBefore, s.LoadAfter, t, met)
-		}
-		if r.hasFloor() {
-			fmt.Fprintln(&b)
-			fmt.Fprintln(&b, "A floor run follows each no-op run: the writes the operator makes for each environment (the environment, namespace, ServiceAccount, RoleBinding, values Secrets, Jobs in graph order, status) issued raw by a plain client, every environment at once, the same Jobs completed by the same Job controller and node. Its time to all Ready is what this machine needs for the environments' Jobs alone; the ratio beside it is the no-op operator's all Ready over it.")
-		}
-		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "Where the time went: the operator's reconciles per environment (with errors), their mean duration and the longest work queue seen; a deploy Job's creation to completion (Job controller and local node); kube-apiserver's mean request duration (watches excluded) and requests.")
-		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "| scale | reconciles per environment | errors | mean reconcile | longest queue | deploy Job created → complete, median / p99 | kube-apiserver mean request | kube-apiserver requests |")
-		fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|")
-		for _, s := range r.Scale {
-			if s.Mode == ModeFloor {
-				fmt.Fprintf(&b, "| %d, %s | - | - | - | - | %s / %s | %s | %.0f (to all Ready) |\n", s.Environments, s.Mode,
-					secs(s.JobLatency.Median), secs(s.JobLatency.P99), ms(s.APIServerLatency), s.APIServerRequests)
-				continue
-			}
-			fmt.Fprintf(&b, "| %d, %s | %.1f | %.2f | %s | %.0f | %s / %s | %s | %.0f |\n", s.Environments, s.Mode, s.Reconciles, s.Errors, ms(s.ReconcileTime), s.MaxQueue,
-				secs(s.JobLatency.Median), secs(s.JobLatency.P99), ms(s.APIServerLatency), s.APIServerRequests)
-		}
-		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "kube-apiserver's requests per environment from the first create to the last Ready, from every client (the operator, the Job controller, the node, a namespace's own controllers), by verb and resource (`apiserver_request_total`, watches left out):")
-		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "| scale | total | largest by resource |")
-		fmt.Fprintln(&b, "|---|---|---|")
-		for _, s := range r.Scale {
-			if len(s.APIServerByResource) == 0 {
-				continue
-			}
-			total := 0.0
-			for _, v := range s.APIServerByResource {
-				total += v
-			}
-			fmt.Fprintf(&b, "| %d, %s | %.1f | %s |\n", s.Environments, s.Mode, total, topResources(s.APIServerByResource, 10))
-		}
-		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "Where the machine's CPU went from the first create to the last Ready, in cores on average, by process (read from /proc; the benchmark's own process runs the local node, waits for the pods' processes and watches):")
-		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "| scale | cores by process |")
-		fmt.Fprintln(&b, "|---|---|")
-		for _, s := range r.Scale {
-			if len(s.CPUToReady) > 0 {
-				fmt.Fprintf(&b, "| %d, %s | %s |\n", s.Environments, s.Mode, s.CPUToReady.cores(s.AllReady))
-			}
-		}
-		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "Operator API requests per environment lifecycle (create, deploy, Ready, delete, gone), by verb, counted by the operator (`petri_api_requests_total`):")
-		fmt.Fprintln(&b)
-		fmt.Fprintln(&b, "| scale | total | by verb | largest by resource |")
-		fmt.Fprintln(&b, "|---|---|---|---|")
-		for _, s := range r.Scale {
-			if s.Mode == ModeFloor {
-				continue
-			}
-			total := 0.0
-			for _, v := range s.Requests {
-				total += v
-			}
-			fmt.Fprintf(&b, "| %d, %s | %.1f | %s | %s |\n", s.Environments, s.Mode, total, strings.TrimPrefix(verbs(s.Requests), fmt.Sprintf("%.1f: ", total)), topResources(s.ByResource, 6))
-		}
-		for _, s := range r.Scale {
-			if s.Error != "" {
-				fmt.Fprintf(&b, "\n%d environments, %s: %s\n", s.Environments, s.Mode, s.Error)
-			}
-		}
-		for _, s := range r.Scale {
-			if s.NoopMessage != "" {
-				fmt.Fprintf(&b, "\nNo-op mode: every Job's pod reports `%s`.\n", s.NoopMessage)
-				break
-			}
-		}
+		r.scaleMarkdown(&b)
 	}
 	if d := r.Deployer; d != nil && len(r.Scale) > 0 {
 		fmt.Fprintf(&b, "\nDeployer floor of N environments × 3 components: N × 3 × %s (one deploy Job's CPU) ÷ %d cores; for 500: %s.\n",
 			ms(d.ProcessInstallCPU.Median), m.CPUs, secs(r.DeployerFloor(500)))
 	}
+	r.atRestMarkdown(&b)
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, EndMarker)
 	return b.String()
+}
+
+// scaleMarkdown writes the scale runs' tables of the generated part.
+func (r *Results) scaleMarkdown(b *strings.Builder) {
+	fmt.Fprintln(b)
+	fmt.Fprintln(b, "| scale (created at once) | creates | all Ready | all gone | operator peak RSS | operator CPU | load before → after | target | met |")
+	fmt.Fprintln(b, "|---|---|---|---|---|---|---|---|---|")
+	for _, s := range r.Scale {
+		t, met := r.scaleTarget(s)
+		if s.Mode == ModeFloor {
+			fmt.Fprintf(b, "| %d × 3 components, %s | - | %s | - | - | - | %s → %s | %s | |\n", s.Environments, s.Mode,
+				readyCell(s.AllReady, s.NotReady), s.LoadBefore, s.LoadAfter, r.floorRatio(s))
+			continue
+		}
+		fmt.Fprintf(b, "| %d × 3 components, %s | %s | %s | %s | %d MiB | %s | %s → %s | %s | %s |\n", s.Environments, s.Mode, secs(s.Created),
+			readyCell(s.AllReady, s.NotReady), readyCell(s.AllGone, s.NotGone), s.PeakRSS>>20, secs(s.CPU), s.LoadBefore, s.LoadAfter, t, met)
+	}
+	if r.hasFloor() {
+		fmt.Fprintln(b)
+		fmt.Fprintln(b, "A floor run follows each no-op run: the writes the operator makes for each environment (the environment, namespace, ServiceAccount, RoleBinding, values Secrets, Jobs in graph order, status) issued raw by a plain client, every environment at once, the same Jobs completed by the same Job controller and node. Its time to all Ready is what this machine needs for the environments' Jobs alone; the ratio beside it is the no-op operator's all Ready over it.")
+	}
+	fmt.Fprintln(b)
+	fmt.Fprintln(b, "Where the time went: the operator's reconciles per environment (with errors), their mean duration and the longest work queue seen; a deploy Job's creation to completion (Job controller and local node); kube-apiserver's mean request duration (watches excluded) and requests.")
+	fmt.Fprintln(b)
+	fmt.Fprintln(b, "| scale | reconciles per environment | errors | mean reconcile | longest queue | deploy Job created → complete, median / p99 | kube-apiserver mean request | kube-apiserver requests |")
+	fmt.Fprintln(b, "|---|---|---|---|---|---|---|---|")
+	for _, s := range r.Scale {
+		if s.Mode == ModeFloor {
+			fmt.Fprintf(b, "| %d, %s | - | - | - | - | %s / %s | %s | %.0f (to all Ready) |\n", s.Environments, s.Mode,
+				secs(s.JobLatency.Median), secs(s.JobLatency.P99), ms(s.APIServerLatency), s.APIServerRequests)
+			continue
+		}
+		fmt.Fprintf(b, "| %d, %s | %.1f | %.2f | %s | %.0f | %s / %s | %s | %.0f |\n", s.Environments, s.Mode, s.Reconciles, s.Errors, ms(s.ReconcileTime), s.MaxQueue,
+			secs(s.JobLatency.Median), secs(s.JobLatency.P99), ms(s.APIServerLatency), s.APIServerRequests)
+	}
+	fmt.Fprintln(b)
+	fmt.Fprintln(b, "kube-apiserver's requests per environment from the first create to the last Ready, from every client (the operator, the Job controller, the node, a namespace's own controllers), by verb and resource (`apiserver_request_total`, watches left out):")
+	fmt.Fprintln(b)
+	fmt.Fprintln(b, "| scale | total | largest by resource |")
+	fmt.Fprintln(b, "|---|---|---|")
+	for _, s := range r.Scale {
+		if len(s.APIServerByResource) == 0 {
+			continue
+		}
+		total := 0.0
+		for _, v := range s.APIServerByResource {
+			total += v
+		}
+		fmt.Fprintf(b, "| %d, %s | %.1f | %s |\n", s.Environments, s.Mode, total, topResources(s.APIServerByResource, 10))
+	}
+	fmt.Fprintln(b)
+	fmt.Fprintln(b, "Where the machine's CPU went from the first create to the last Ready, in cores on average, by process (read from /proc; the benchmark's own process runs the local node, waits for the pods' processes and watches):")
+	fmt.Fprintln(b)
+	fmt.Fprintln(b, "| scale | cores by process |")
+	fmt.Fprintln(b, "|---|---|")
+	for _, s := range r.Scale {
+		if len(s.CPUToReady) > 0 {
+			fmt.Fprintf(b, "| %d, %s | %s |\n", s.Environments, s.Mode, s.CPUToReady.cores(s.AllReady))
+		}
+	}
+	fmt.Fprintln(b)
+	fmt.Fprintln(b, "Operator API requests per environment lifecycle (create, deploy, Ready, delete, gone), by verb, counted by the operator (`petri_api_requests_total`):")
+	fmt.Fprintln(b)
+	fmt.Fprintln(b, "| scale | total | by verb | largest by resource |")
+	fmt.Fprintln(b, "|---|---|---|---|")
+	for _, s := range r.Scale {
+		if s.Mode == ModeFloor {
+			continue
+		}
+		total := 0.0
+		for _, v := range s.Requests {
+			total += v
+		}
+		fmt.Fprintf(b, "| %d, %s | %.1f | %s | %s |\n", s.Environments, s.Mode, total, strings.TrimPrefix(verbs(s.Requests), fmt.Sprintf("%.1f: ", total)), topResources(s.ByResource, 6))
+	}
+	for _, s := range r.Scale {
+		if s.Error != "" {
+			fmt.Fprintf(b, "\n%d environments, %s: %s\n", s.Environments, s.Mode, s.Error)
+		}
+	}
+	for _, s := range r.Scale {
+		if s.NoopMessage != "" {
+			fmt.Fprintf(b, "\nNo-op mode: every Job's pod reports `%s`.\n", s.NoopMessage)
+			break
+		}
+	}
 }
 
 func (r *Results) hasFloor() bool {

@@ -78,9 +78,15 @@ func TestSmoke(t *testing.T) {
 	assert.Positive(t, ov.Ratio)
 	assert.GreaterOrEqual(t, ov.Operator.P99, ov.Operator.Median)
 
-	// scale: every environment came and went; the operator's process was
-	// measured and counted its requests; no-op mode says so. Each no-op
-	// run is followed by a floor run of its size.
+	checkScale(t, o, res)
+	ar := checkAtRest(t, o, res)
+	checkReport(t, res, ar)
+}
+
+// checkScale: every environment came and went; the operator's process was
+// measured and counted its requests; no-op mode says so. Each no-op run is
+// followed by a floor run of its size.
+func checkScale(t *testing.T, o bench.Options, res *bench.Results) {
 	require.Len(t, res.Scale, 2*len(o.ScaleNoop)+len(o.ScaleReal))
 	for _, sc := range res.Scale {
 		assert.Empty(t, sc.Error, "%d %s", sc.Environments, sc.Mode)
@@ -117,11 +123,41 @@ func TestSmoke(t *testing.T) {
 			assert.Empty(t, sc.NoopMessage)
 		}
 	}
+}
 
-	// The table and the document.
+// checkAtRest: this checkout's operator kept the environments idle for a
+// simulated day. Every one was verified by the no-op deployer's verify,
+// verify Jobs started all through the window, and the verified ones did not
+// pile up: at most one verify Job per environment, where the TTL alone
+// would keep Ratio of them (the operator before 8bc6e04).
+func checkAtRest(t *testing.T, o bench.Options, res *bench.Results) bench.AtRestResult {
+	require.Len(t, res.AtRest, 1, "the smoke run measures this checkout's operator only")
+	ar := res.AtRest[0]
+	n := o.AtRest.Environments
+	assert.Equal(t, bench.SideAfter, ar.Side)
+	assert.NotEmpty(t, ar.Revision)
+	assert.Equal(t, n, ar.Verified, "environments whose releases were verified")
+	assert.True(t, strings.HasPrefix(ar.VerifyMessage, "NoOp: verify of releases db, api, web"), "no-op verify message %q", ar.VerifyMessage)
+	assert.Positive(t, ar.JobsStarted)
+	assert.InDelta(t, ar.JobsStarted, ar.PodsStarted, float64(n), "one pod per verify Job (the window may cut between the two)")
+	assert.Equal(t, 8, ar.Samples)
+	assert.LessOrEqual(t, ar.MaxJobs, n, "Jobs kept")
+	assert.LessOrEqual(t, ar.MaxPods, 2*n, "pods kept")
+	assert.GreaterOrEqual(t, ar.MaxSecrets, 3*n, "a values Secret per component")
+	assert.Less(t, ar.JobsAtProduction(), 1000.0, "Jobs kept per 1,000 environments at the production TTL")
+	assert.InDelta(t, 6000, ar.PodsPerHour(), 3000, "a verify Job per environment every 10 minutes")
+	assert.Positive(t, ar.RequestsPerSecond())
+	assert.Positive(t, ar.OperatorRequests)
+	assert.Positive(t, ar.RSS)
+	assert.Positive(t, ar.Cores["kube-apiserver"])
+	return ar
+}
+
+// checkReport: the table and the document.
+func checkReport(t *testing.T, res *bench.Results, ar bench.AtRestResult) {
 	var table bytes.Buffer
 	res.WriteTable(&table)
-	for _, want := range []string{"smoke run", "webhook → environment written", "operator overhead", "no-op deployer", "real deployer", bench.ModeFloor, "operator ÷ floor"} {
+	for _, want := range []string{"smoke run", "webhook → environment written", "operator overhead", "no-op deployer", "real deployer", bench.ModeFloor, "operator ÷ floor", "at rest, per 1,000 idle environments", "after (" + ar.Revision + ")"} {
 		assert.Contains(t, table.String(), want)
 	}
 	doc := filepath.Join(t.TempDir(), "benchmarks.md")
@@ -134,5 +170,7 @@ func TestSmoke(t *testing.T) {
 	assert.NotContains(t, string(got), "old figures")
 	assert.Contains(t, string(got), "| 3 × 3 components, no-op deployer |")
 	assert.Contains(t, string(got), "| 3, no-op deployer | kube-apiserver ")
+	assert.Contains(t, string(got), "| at rest, per 1,000 idle environments | after ("+ar.Revision+") |")
+	assert.Contains(t, string(got), "| pods started per hour, scaled from the simulated hour | ")
 	assert.Equal(t, 1, strings.Count(string(got), bench.BeginMarker))
 }

@@ -3,7 +3,8 @@
 // bench.NoopDeployerImage, and does nothing. It accepts the deployer's
 // command line, writes a termination message that says it did nothing
 // ("NoOp: ...") and exits 0 at once, so every Job completes as soon as its
-// pod runs. make bench uses it to measure the operator's own overhead and
+// pod runs. A verify Job's releases (its --expect name=revision flags) are
+// reported verified the same way: nothing is read. make bench uses it to measure the operator's own overhead and
 // its scale without Helm; it is never part of an installation.
 package main
 
@@ -16,6 +17,7 @@ import (
 func main() {
 	args := os.Args[1:]
 	command, release, namespace, termLog := "(none)", "", "", "/dev/termination-log"
+	var expected []string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		command = args[0]
 	}
@@ -31,9 +33,15 @@ func main() {
 			namespace = value
 		case "termination-log":
 			termLog = value
+		case "expect":
+			name, _, _ := strings.Cut(value, "=")
+			expected = append(expected, name)
 		}
 	}
 	msg := fmt.Sprintf("NoOp: %s of release %q in namespace %q skipped by the benchmarks' no-op deployer; nothing was installed or removed", command, release, namespace)
+	if command == "verify" {
+		msg = fmt.Sprintf("NoOp: verify of releases %s in namespace %q skipped by the benchmarks' no-op deployer; nothing was read", strings.Join(expected, ", "), namespace)
+	}
 	fmt.Println(msg)
 	if err := os.WriteFile(termLog, []byte(msg), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "noop-deployer: write termination message:", err)
