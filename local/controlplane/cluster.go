@@ -76,9 +76,11 @@ type Options struct {
 	// (the kubernetes Service's endpoint) and names in its serving
 	// certificate; 127.0.0.1 when empty. A real node (local/realnode) gives
 	// the address its network namespace reaches the host at, so kubelet,
-	// kube-proxy and pods reach the API server where it says it is; the API
-	// server then reaches kubelets at their InternalIP first (their host
-	// names resolve nowhere).
+	// kube-proxy and pods reach the API server where it says it is. The
+	// certificate then also names the kubernetes Service (10.0.0.1,
+	// kubernetes.default.svc), for pods' in-cluster clients, and the API
+	// server reaches kubelets at their InternalIP first (their host names
+	// resolve nowhere).
 	APIServerAddress string
 }
 
@@ -185,7 +187,7 @@ func Start(opts Options) (_ *Cluster, err error) {
 		Set("service-cluster-ip-range", ServiceClusterIPRange).
 		Disable("disable-admission-plugins")
 	if opts.APIServerAddress != "" {
-		if err := listenOn(c.env.ControlPlane.GetAPIServer(), opts.APIServerAddress); err != nil {
+		if err := listenOn(c.env.ControlPlane.GetAPIServer(), opts.APIServerAddress, filepath.Join(c.Dir, "apiserver-certs")); err != nil {
 			return nil, err
 		}
 	}
@@ -221,8 +223,9 @@ func Start(opts Options) (_ *Cluster, err error) {
 }
 
 // listenOn makes the API server listen on and advertise address, on a port
-// free there.
-func listenOn(s *envtest.APIServer, address string) error {
+// free there, with a serving certificate that also names the kubernetes
+// Service, written into certDir.
+func listenOn(s *envtest.APIServer, address, certDir string) error {
 	l, err := net.Listen("tcp", net.JoinHostPort(address, "0"))
 	if err != nil {
 		return fmt.Errorf("find a free port on %s for kube-apiserver: %w", address, err)
@@ -232,6 +235,10 @@ func listenOn(s *envtest.APIServer, address string) error {
 		return err
 	}
 	s.SecureServing.Address, s.SecureServing.Port = address, strconv.Itoa(port)
+	if s.SecureServing.CA, err = writeServingCerts(certDir, address); err != nil {
+		return err
+	}
+	s.CertDir = certDir
 	s.Configure().Set("advertise-address", address).
 		Set("kubelet-preferred-address-types", "InternalIP,Hostname")
 	return nil

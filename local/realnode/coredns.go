@@ -121,12 +121,9 @@ func dnsService(labels map[string]string) *corev1.Service {
 }
 
 // coreDNSDeployment is CoreDNS's Deployment: non-root, read-only root, no
-// capabilities, probed on its health and ready plugins. Its API server is
-// the advertised address, not the kubernetes Service: the local control
-// plane's serving certificate names the address it listens on, not the
-// Service's.
+// capabilities, probed on its health and ready plugins. It reaches the API
+// server in-cluster, through the kubernetes Service and kube-proxy.
 func (n *Node) coreDNSDeployment(labels map[string]string) *appsv1.Deployment {
-	host, port := n.apiServerHostPort()
 	probe := func(path string, port int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(port)}},
@@ -152,10 +149,6 @@ func (n *Node) coreDNSDeployment(labels map[string]string) *appsv1.Deployment {
 						Image:           CoreDNSImage,
 						ImagePullPolicy: corev1.PullNever,
 						Args:            []string{"-conf", "/etc/coredns/Corefile"},
-						Env: []corev1.EnvVar{
-							{Name: "KUBERNETES_SERVICE_HOST", Value: host},
-							{Name: "KUBERNETES_SERVICE_PORT", Value: port},
-						},
 						Ports: []corev1.ContainerPort{
 							{Name: "dns", ContainerPort: 1053, Protocol: corev1.ProtocolUDP},
 							{Name: "dns-tcp", ContainerPort: 1053, Protocol: corev1.ProtocolTCP},

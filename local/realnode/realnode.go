@@ -24,8 +24,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -169,19 +167,6 @@ func checkBinaries(bin string) error {
 		}
 	}
 	return nil
-}
-
-// apiServerHostPort is where the API server listens.
-func (n *Node) apiServerHostPort() (string, string) {
-	u, err := url.Parse(n.Cluster.Config.Host)
-	if err != nil {
-		return n.HostIP, ""
-	}
-	if u.Host == "" {
-		u.Host = n.Cluster.Config.Host
-	}
-	host, port, _ := net.SplitHostPort(u.Host)
-	return host, port
 }
 
 // Stop removes the node: its pods' containers and sandboxes, then every

@@ -155,6 +155,10 @@ func TestPodReadyAndReachedThroughServiceByDNSName(t *testing.T) {
 	require.Contains(t, term.Message, "host=hello ")
 	require.Contains(t, term.Message, "uid=65532 ")
 	require.Contains(t, term.Message, "rootfs=read-only")
+	// The client reached the API server in-cluster: the kubernetes Service
+	// through kube-proxy, its serving certificate verified with the
+	// ServiceAccount's CA, its token accepted.
+	require.Contains(t, term.Message, "api=200 OK")
 }
 
 func podReady(pod *corev1.Pod) bool {

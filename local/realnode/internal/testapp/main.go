@@ -4,11 +4,15 @@
 //	testapp serve DIR   writes DIR/ready, serves GET / (what the container
 //	                    sees of itself) and GET /ready (200 once DIR/ready
 //	                    is there) on :8080
-//	testapp fetch URL   gets URL until it answers (60 s at most) and writes
-//	                    the body to /dev/termination-log
+//	testapp fetch URL   gets URL until it answers (60 s at most), then the
+//	                    API server's /api in-cluster (the kubernetes Service,
+//	                    the ServiceAccount's token and CA), and writes the
+//	                    body and "api=<status>" to /dev/termination-log
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -63,7 +67,7 @@ func fetch(url string) {
 			body, _ := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				_ = os.WriteFile("/dev/termination-log", body, 0o644)
+				_ = os.WriteFile("/dev/termination-log", append(body, []byte("api="+inCluster()+"\n")...), 0o644)
 				return
 			}
 			err = fmt.Errorf("status %s", resp.Status)
@@ -74,4 +78,29 @@ func fetch(url string) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// inCluster calls the API server as in-cluster clients do and returns the
+// status, or the error.
+func inCluster() string {
+	const sa = "/var/run/secrets/kubernetes.io/serviceaccount/"
+	ca, err := os.ReadFile(sa + "ca.crt")
+	if err != nil {
+		return err.Error()
+	}
+	token, err := os.ReadFile(sa + "token")
+	if err != nil {
+		return err.Error()
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	req, _ := http.NewRequest(http.MethodGet, "https://kubernetes.default.svc/api", nil)
+	req.Header.Set("Authorization", "Bearer "+string(token))
+	resp, err := client.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	_ = resp.Body.Close()
+	return resp.Status
 }
