@@ -29,7 +29,8 @@ var hostSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic
 	"net/ipv4/conf/all/route_localnet", "net/netfilter/nf_conntrack_max"}
 
 // kubeletHostPaths are paths kubelet writes whatever its root dir.
-var kubeletHostPaths = []string{"/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/run/containerd", "/run/xtables.lock"}
+var kubeletHostPaths = []string{"/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/usr/libexec/kubernetes",
+	"/run/containerd", "/run/xtables.lock", "/var/lib/cni", "/etc/cni"}
 
 func readHost() hostState {
 	s := hostState{hostPaths: map[string]bool{}, sysctls: map[string]string{}}
@@ -40,9 +41,12 @@ func readHost() hostState {
 	if out, err := exec.Command("iptables-save").Output(); err == nil {
 		s.iptables = stripComments(string(out))
 	}
+	// Only links a node makes: another run may be up at the same time.
 	if entries, err := os.ReadDir("/sys/class/net"); err == nil {
 		for _, e := range entries {
-			s.links = append(s.links, e.Name())
+			if strings.HasPrefix(e.Name(), "prn-") || strings.HasPrefix(e.Name(), "cni") || strings.HasPrefix(e.Name(), "veth") {
+				s.links = append(s.links, e.Name())
+			}
 		}
 	}
 	if entries, err := os.ReadDir("/run/netns"); err == nil {
@@ -54,9 +58,9 @@ func readHost() hostState {
 		_, err := os.Stat(p)
 		s.hostPaths[p] = err == nil
 	}
+	// kubepods at the top of a hierarchy would be a kubelet's without the
+	// node's cgroupRoot; the run's own are among its Leftovers.
 	s.cgroupDirs, _ = filepath.Glob("/sys/fs/cgroup/*/kubepods*")
-	petri, _ := filepath.Glob("/sys/fs/cgroup/*/petri-rn-*")
-	s.cgroupDirs = append(s.cgroupDirs, petri...)
 	sort.Strings(s.cgroupDirs)
 	return s
 }
@@ -94,11 +98,15 @@ func TestStopLeavesNothing(t *testing.T) {
 	assert.Equal(t, hostBefore.iptables, after.iptables, "the host's iptables rules")
 	assert.NotContains(t, after.iptables, "KUBE-")
 	assert.NotContains(t, after.iptables, "CNI-")
-	assert.Equal(t, hostBefore.links, after.links, "the host's network links")
+	assert.Equal(t, hostBefore.links, after.links, "the host's prn-, cni and veth links")
 	assert.NotContains(t, after.links, node.HostLink)
 	assert.Equal(t, hostBefore.netns, after.netns, "named network namespaces")
 	assert.Equal(t, hostBefore.hostPaths, after.hostPaths, "kubelet's and containerd's host paths")
-	assert.Equal(t, hostBefore.cgroupDirs, after.cgroupDirs, "kubepods and node cgroups")
+	assert.Equal(t, hostBefore.cgroupDirs, after.cgroupDirs, "kubepods cgroups")
+	for _, root := range []string{"memory", "pids", "cpu", "unified", "systemd"} {
+		_, err := os.Stat(filepath.Join("/sys/fs/cgroup", root, node.Marker))
+		assert.True(t, os.IsNotExist(err), "the node's %s cgroup is removed", root)
+	}
 	mounts, err := os.ReadFile("/proc/self/mountinfo")
 	require.NoError(t, err)
 	assert.NotContains(t, string(mounts), node.Marker, "mounts of the run")
