@@ -42,6 +42,20 @@ func deleteFinishedJob(ctx context.Context, c client.Client, namespace, name str
 	return nil
 }
 
+// deleteKeptJob deletes a finished Job that was kept for its log, if the
+// cache still has it: a verified one was deleted already, and its DELETE
+// is not sent twice.
+func deleteKeptJob(ctx context.Context, c client.Client, namespace, name string) error {
+	err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &batchv1.Job{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get kept job %s: %w", name, err)
+	}
+	return deleteFinishedJob(ctx, c, namespace, name)
+}
+
 // pruneOlderValues deletes the values Secrets, selected by match (one
 // component of one environment, or one shared workload), that deploys of
 // generations before keep wrote.

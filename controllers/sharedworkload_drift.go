@@ -68,7 +68,7 @@ func (r *SharedWorkloadReconciler) verifyRelease(ctx context.Context, sw *petriv
 	name := key.Name()
 	if v != nil && v.Job != "" && v.Job != name {
 		// The previous one failed and was kept for its log until now.
-		if err := deleteFinishedJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job); err != nil {
+		if err := deleteKeptJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job); err != nil {
 			return "", reconcile.Result{}, err
 		}
 	}

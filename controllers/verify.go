@@ -138,7 +138,7 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 	if v := env.Status.Verification; v != nil && v.Job != "" && v.Job != name {
 		// The previous one failed (a verified one is gone already) and was
 		// kept for its log until now.
-		if err := deleteFinishedJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job); err != nil {
+		if err := deleteKeptJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job); err != nil {
 			return err
 		}
 	}
