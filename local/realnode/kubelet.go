@@ -167,8 +167,9 @@ iptables:
 `
 
 // startKubeProxy starts kube-proxy as system:kube-proxy (bound to
-// system:node-proxier by the API server's own bootstrap policy) and waits
-// for its health check.
+// system:node-proxier by the API server's own bootstrap policy). Its rules
+// are proven by CoreDNS, which Start waits for: CoreDNS reaches the API
+// server through the kubernetes Service.
 func (n *Node) startKubeProxy(ctx context.Context) error {
 	kubeconfig, err := n.Cluster.WriteKubeconfig("system:kube-proxy")
 	if err != nil {

@@ -48,8 +48,8 @@ type Options struct {
 	// Dir is where the node's work directory (petri-rn-<id>) is made;
 	// os.TempDir() when empty. Start sweeps leftovers of killed runs there.
 	Dir string
-	// Bin holds kubelet, kube-scheduler, kube-proxy, coredns and petri-pause
-	// (make node); the repository's bin/ when empty.
+	// Bin holds kubelet, kube-scheduler, kube-proxy, coredns, crictl and
+	// petri-pause (make node); the repository's bin/ when empty.
 	Bin string
 	// ControlPlane configures the control plane started for the node; Start
 	// sets its Dir and APIServerAddress.
