@@ -8,11 +8,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/local/gitea"
 )
 
@@ -30,19 +25,13 @@ type GiteaScenario struct {
 	// Title is the pull request's title.
 	Title string
 
-	sc     *Scenario
-	branch string
+	f forgeScenario
 }
 
-// GiteaResult is what the Gitea scenario observed.
+// GiteaResult is what the Gitea scenario observed: Petri's side
+// (ForgeRun), and what it read back from Gitea.
 type GiteaResult struct {
-	// Number is the pull request's number on Gitea.
-	Number                 int
-	Environment, Namespace string
-	// SHAs are the deployed commits, opened then pushed; Revisions the web
-	// release's revisions after open, push and the redeploy command.
-	SHAs      []string
-	Revisions []int
+	ForgeRun
 	// Statuses are sync's commit statuses read back from Gitea, one per
 	// deployed commit, once Ready.
 	Statuses []GiteaStatus
@@ -63,147 +52,82 @@ func (g *GiteaScenario) Run(ctx context.Context) (*GiteaResult, error) {
 	if g.Stack.Gitea == nil {
 		return nil, fmt.Errorf("the stack was not started with forge %s", ForgeGitea)
 	}
-	if g.StepTimeout == 0 {
-		g.StepTimeout = 3 * time.Minute
-	}
+	g.f, g.StepTimeout = newForgeScenario(g.Stack, g.Report, g.StepTimeout)
 	if g.Title == "" {
 		g.Title = "Add a greeting"
 	}
-	g.sc = &Scenario{Stack: g.Stack, Report: g.Report, StepTimeout: g.StepTimeout, w: newWatcher(g.Report)}
-	g.branch = "feature/greeting-" + randomHex(3)
 	res := &GiteaResult{}
-	steps := []struct {
-		name string
-		run  func(context.Context, *GiteaResult) error
-	}{
-		{"1. Open a pull request on Gitea", g.open},
-		{"2. Push a new commit", g.push},
-		{"3. /petri redeploy: refused from a stranger, honoured from a writer", g.command},
-		{"4. Merge the pull request", g.merge},
-	}
-	for _, st := range steps {
-		g.Report.Section("%s", st.name)
-		start := time.Now()
-		if err := st.run(ctx, res); err != nil {
-			g.Report.Event("FAILED after %.1fs: %v", time.Since(start).Seconds(), err)
-			return res, fmt.Errorf("%s: %w", st.name, err)
-		}
-		g.Report.Event("step done in %.1fs", time.Since(start).Seconds())
-	}
-	return res, nil
+	return res, g.f.play(ctx, []forgeStep{
+		{"1. Open a pull request on Gitea", func(ctx context.Context) error { return g.open(ctx, res) }},
+		{"2. Push a new commit", func(ctx context.Context) error { return g.push(ctx, res) }},
+		{"3. /petri redeploy: refused from a stranger, honoured from a writer", func(ctx context.Context) error { return g.command(ctx, res) }},
+		{"4. Merge the pull request", func(ctx context.Context) error { return g.merge(ctx, res) }},
+	})
 }
 
 func (g *GiteaScenario) open(ctx context.Context, res *GiteaResult) error {
 	srv, r := g.forge().Server, g.Report
-	sha, err := srv.Push(DemoRepository, gitea.Commit{Branch: g.branch, Files: map[string]string{"greeting.txt": "Hello\n"}, Message: g.Title})
+	sha, err := srv.Push(DemoRepository, gitea.Commit{Branch: g.f.branch, Files: map[string]string{"greeting.txt": "Hello\n"}, Message: g.Title})
 	if err != nil {
 		return err
 	}
-	r.Event("git push (go-git) of %s to %s/%s.git: %s", g.branch, srv.URL, DemoRepository, short(sha))
-	if res.Number, err = srv.OpenPullRequest(DemoRepository, gitea.PullRequest{Head: g.branch, Title: g.Title}); err != nil {
+	r.Event("git push (go-git) of %s to %s/%s.git: %s", g.f.branch, srv.URL, DemoRepository, short(sha))
+	if res.Number, err = srv.OpenPullRequest(DemoRepository, gitea.PullRequest{Head: g.f.branch, Title: g.Title}); err != nil {
 		return err
 	}
 	if err := srv.AddLabels(DemoRepository, res.Number, DemoLabel); err != nil {
 		return err
 	}
 	r.Event("Gitea: pull request #%d %q opened on %s through Gitea's API, label %q", res.Number, g.Title, DemoRepository, DemoLabel)
-	g.sc.Number = res.Number
-	env, err := g.sc.waitEnvironment(ctx, sha)
-	if err != nil {
-		return err
-	}
-	res.Environment = env.Name
-	if env, err = g.sc.waitReady(ctx, env.Name); err != nil {
-		return err
-	}
-	res.Namespace = env.Status.TargetNamespace
-	rev, err := g.sc.checkRelease(ctx, res.Namespace, 0)
-	if err != nil {
-		return err
-	}
-	res.SHAs, res.Revisions = append(res.SHAs, sha), append(res.Revisions, rev)
-	st, err := g.waitStatus(ctx, sha)
-	if err != nil {
-		return err
-	}
-	res.Statuses = append(res.Statuses, st)
-	_, err = g.waitComment(ctx, res, "Ready")
-	return err
+	return g.deployed(ctx, res, sha, "Ready")
 }
 
 func (g *GiteaScenario) push(ctx context.Context, res *GiteaResult) error {
-	sha, err := g.forge().Server.Push(DemoRepository, gitea.Commit{Branch: g.branch, Files: map[string]string{"greeting.txt": "Hello again\n"}, Message: "Greet again"})
+	sha, err := g.forge().Server.Push(DemoRepository, gitea.Commit{Branch: g.f.branch, Files: map[string]string{"greeting.txt": "Hello again\n"}, Message: "Greet again"})
 	if err != nil {
 		return err
 	}
-	g.Report.Event("git push of a new commit to %s: %s", g.branch, short(sha))
-	env, err := g.sc.waitEnvironment(ctx, sha)
-	if err != nil {
+	g.Report.Event("git push of a new commit to %s: %s", g.f.branch, short(sha))
+	return g.deployed(ctx, res, sha, "`"+short(sha)+"`")
+}
+
+// deployed waits until sha is deployed (see forgeScenario.deployed) and
+// Gitea shows sync's success status on it and its comment saying what.
+func (g *GiteaScenario) deployed(ctx context.Context, res *GiteaResult, sha, what string) error {
+	if _, err := g.f.deployed(ctx, &res.ForgeRun, sha); err != nil {
 		return err
 	}
-	if env.Name != res.Environment {
-		return fmt.Errorf("the push wrote environment %s, not %s", env.Name, res.Environment)
-	}
-	if env, err = g.sc.waitReady(ctx, env.Name); err != nil {
-		return err
-	}
-	if env.Status.TargetNamespace != res.Namespace {
-		return fmt.Errorf("redeployed into %s, not in place in %s", env.Status.TargetNamespace, res.Namespace)
-	}
-	rev, err := g.sc.checkRelease(ctx, res.Namespace, res.Revisions[0]+1)
-	if err != nil {
-		return err
-	}
-	res.SHAs, res.Revisions = append(res.SHAs, sha), append(res.Revisions, rev)
-	g.Report.Event("redeployed in place: namespace %s, release revision %d", res.Namespace, rev)
 	st, err := g.waitStatus(ctx, sha)
 	if err != nil {
 		return err
 	}
 	res.Statuses = append(res.Statuses, st)
-	res.Comment, err = g.waitComment(ctx, res, "`"+short(sha)+"`")
+	res.Comment, err = g.waitComment(ctx, res, what)
 	return err
 }
 
 func (g *GiteaScenario) command(ctx context.Context, res *GiteaResult) error {
 	f, r := g.forge(), g.Report
 	var err error
-	if res.Refused, err = g.commandAs(ctx, res, f.Stranger); err != nil {
+	if res.Refused, _, err = g.commandAs(ctx, res, f.Stranger); err != nil {
 		return err
 	}
 	r.Event("%s (no write access): sync reacted %s", f.Stranger.Name, res.Refused)
-	id := int64(0)
-	if res.Honoured, err = g.commandAs(ctx, res, f.Writer, &id); err != nil {
+	var id int64
+	if res.Honoured, id, err = g.commandAs(ctx, res, f.Writer); err != nil {
 		return err
 	}
 	r.Event("%s (write access): sync reacted %s", f.Writer.Name, res.Honoured)
-	want := fmt.Sprintf("comment-%d", id)
-	if err := poll(ctx, g.StepTimeout, func() (bool, error) {
-		env := &petriv1.EphemeralEnvironment{}
-		err := g.Stack.Client.Get(ctx, client.ObjectKey{Namespace: ManagementNamespace, Name: res.Environment}, env)
-		return err == nil && env.Annotations["petri.dev/redeploy"] == want, nil
-	}, func() string { return "no redeploy asked for " + want }); err != nil {
-		return err
-	}
-	rev, err := g.waitRevision(ctx, res.Namespace, res.Revisions[len(res.Revisions)-1]+1)
-	if err != nil {
-		return err
-	}
-	res.Revisions = append(res.Revisions, rev)
-	r.Event("redeployed on the command: release revision %d", rev)
-	return nil
+	return g.f.redeployed(ctx, &res.ForgeRun, id)
 }
 
 // commandAs writes /petri redeploy as a user and returns sync's reaction
-// on it (and the comment's id into id, when given).
-func (g *GiteaScenario) commandAs(ctx context.Context, res *GiteaResult, u gitea.User, id ...*int64) (string, error) {
+// on it and the comment's id.
+func (g *GiteaScenario) commandAs(ctx context.Context, res *GiteaResult, u gitea.User) (string, int64, error) {
 	f := g.forge()
 	cid, err := f.Server.Comment(&u, DemoRepository, res.Number, "/petri redeploy")
 	if err != nil {
-		return "", err
-	}
-	if len(id) > 0 {
-		*id[0] = cid
+		return "", 0, err
 	}
 	g.Report.Event("%s commented /petri redeploy on #%d", u.Name, res.Number)
 	var reaction string
@@ -212,26 +136,7 @@ func (g *GiteaScenario) commandAs(ctx context.Context, res *GiteaResult, u gitea
 		reaction = rs[f.Sync.Name]
 		return err == nil && reaction != "", nil
 	}, func() string { return "sync left no reaction on comment " + fmt.Sprint(cid) })
-	return reaction, err
-}
-
-// waitRevision waits until the web release reaches a revision.
-func (g *GiteaScenario) waitRevision(ctx context.Context, ns string, want int) (int, error) {
-	var rev int
-	err := poll(ctx, g.StepTimeout, func() (bool, error) {
-		rels, err := g.Stack.releases(ctx, ns)
-		if err != nil {
-			return false, nil
-		}
-		for _, rel := range rels {
-			if rel.Name == demoComponent && rel.Version >= want && rel.Info.Status == "deployed" {
-				rev = rel.Version
-				return true, nil
-			}
-		}
-		return false, nil
-	}, func() string { return fmt.Sprintf("release %s not at revision %d", demoComponent, want) })
-	return rev, err
+	return reaction, cid, err
 }
 
 func (g *GiteaScenario) merge(ctx context.Context, res *GiteaResult) error {
@@ -239,20 +144,9 @@ func (g *GiteaScenario) merge(ctx context.Context, res *GiteaResult) error {
 		return err
 	}
 	g.Report.Event("Gitea: pull request #%d merged", res.Number)
-	if err := poll(ctx, g.StepTimeout, func() (bool, error) {
-		err := g.Stack.Client.Get(ctx, client.ObjectKey{Namespace: ManagementNamespace, Name: res.Environment}, &petriv1.EphemeralEnvironment{})
-		return apierrors.IsNotFound(err), nil
-	}, func() string { return g.sc.explain(ctx, res.Environment) }); err != nil {
+	if err := g.f.gone(ctx, &res.ForgeRun); err != nil {
 		return err
 	}
-	g.Report.Event("EphemeralEnvironment %s deleted", res.Environment)
-	if err := poll(ctx, g.StepTimeout, func() (bool, error) {
-		err := g.Stack.Client.Get(ctx, client.ObjectKey{Name: res.Namespace}, &corev1.Namespace{})
-		return apierrors.IsNotFound(err), nil
-	}, nil); err != nil {
-		return fmt.Errorf("namespace %s not deleted: %w", res.Namespace, err)
-	}
-	g.Report.Event("namespace %s is gone", res.Namespace)
 	body, err := g.waitComment(ctx, res, "deleted")
 	if err == nil {
 		res.Comment = body

@@ -7,11 +7,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/local/gitlabapi"
 )
 
@@ -31,19 +26,14 @@ type GitLabScenario struct {
 	// Title is the merge request's title.
 	Title string
 
-	sc     *Scenario
-	branch string
+	f forgeScenario
 }
 
-// GitLabResult is what the GitLab scenario observed.
+// GitLabResult is what the GitLab scenario observed: Petri's side
+// (ForgeRun; Number is the merge request's IID), and what it read back
+// from the stand-in.
 type GitLabResult struct {
-	// Number is the merge request's IID.
-	Number                 int
-	Environment, Namespace string
-	// SHAs are the deployed commits, opened then pushed; Revisions the web
-	// release's revisions after open, push and the redeploy command.
-	SHAs      []string
-	Revisions []int
+	ForgeRun
 	// Statuses are sync's latest commit status on each deployed commit,
 	// read back from the stand-in once Ready.
 	Statuses []gitlabapi.CommitStatus
@@ -67,102 +57,54 @@ func (g *GitLabScenario) Run(ctx context.Context) (*GitLabResult, error) {
 	if g.Stack.GitLab == nil {
 		return nil, fmt.Errorf("the stack was not started with forge %s", ForgeGitLab)
 	}
-	if g.StepTimeout == 0 {
-		g.StepTimeout = 3 * time.Minute
-	}
+	g.f, g.StepTimeout = newForgeScenario(g.Stack, g.Report, g.StepTimeout)
 	if g.Title == "" {
 		g.Title = "Add a greeting"
 	}
-	g.sc = &Scenario{Stack: g.Stack, Report: g.Report, StepTimeout: g.StepTimeout, w: newWatcher(g.Report)}
-	g.branch = "feature/greeting-" + randomHex(3)
 	res := &GitLabResult{}
-	steps := []struct {
-		name string
-		run  func(context.Context, *GitLabResult) error
-	}{
-		{"1. Open a merge request on GitLab", g.open},
-		{"2. Push a new commit", g.push},
-		{"3. /petri redeploy: refused from a Guest, honoured from a Developer", g.command},
-		{"4. Merge the merge request", g.merge},
-	}
-	for _, st := range steps {
-		g.Report.Section("%s", st.name)
-		start := time.Now()
-		if err := st.run(ctx, res); err != nil {
-			g.Report.Event("FAILED after %.1fs: %v", time.Since(start).Seconds(), err)
-			return res, fmt.Errorf("%s: %w", st.name, err)
-		}
-		g.Report.Event("step done in %.1fs", time.Since(start).Seconds())
-	}
-	return res, nil
+	return res, g.f.play(ctx, []forgeStep{
+		{"1. Open a merge request on GitLab", func(ctx context.Context) error { return g.open(ctx, res) }},
+		{"2. Push a new commit", func(ctx context.Context) error { return g.push(ctx, res) }},
+		{"3. /petri redeploy: refused from a Guest, honoured from a Developer", func(ctx context.Context) error { return g.command(ctx, res) }},
+		{"4. Merge the merge request", func(ctx context.Context) error { return g.merge(ctx, res) }},
+	})
 }
 
 func (g *GitLabScenario) open(ctx context.Context, res *GitLabResult) error {
 	f := g.forge()
 	sha := randomHex(20)
 	start := time.Now()
-	res.Number = f.Server.OpenMergeRequest(GitLabProject, gitlabapi.MergeRequest{Title: g.Title, SourceBranch: g.branch,
+	res.Number = f.Server.OpenMergeRequest(GitLabProject, gitlabapi.MergeRequest{Title: g.Title, SourceBranch: g.f.branch,
 		SHA: sha, Labels: []string{DemoLabel}, Author: f.Developer})
 	g.Report.Event("GitLab: merge request !%d %q opened on %s by %s, label %q (merge request hook: open)", res.Number, g.Title, GitLabProject, f.Developer, DemoLabel)
-	g.sc.Number = res.Number
-	env, err := g.sc.waitEnvironment(ctx, sha)
-	if err != nil {
-		return err
-	}
-	res.Written = append(res.Written, time.Since(start))
-	res.Environment = env.Name
-	if env, err = g.sc.waitReady(ctx, env.Name); err != nil {
-		return err
-	}
-	res.Namespace = env.Status.TargetNamespace
-	rev, err := g.sc.checkRelease(ctx, res.Namespace, 0)
-	if err != nil {
-		return err
-	}
-	res.SHAs, res.Revisions = append(res.SHAs, sha), append(res.Revisions, rev)
-	st, err := g.waitStatus(ctx, sha)
-	if err != nil {
-		return err
-	}
-	res.Statuses = append(res.Statuses, st)
-	_, err = g.waitNote(ctx, res, "Ready")
-	return err
+	return g.deployed(ctx, res, sha, start, "Ready")
 }
 
 func (g *GitLabScenario) push(ctx context.Context, res *GitLabResult) error {
 	f := g.forge()
 	sha := randomHex(20)
 	start := time.Now()
-	f.Server.Push(GitLabProject, g.branch, sha, f.Developer)
-	f.Server.AddPipeline(GitLabProject, gitlabapi.Pipeline{SHA: sha, Ref: g.branch, Status: "success",
+	f.Server.Push(GitLabProject, g.f.branch, sha, f.Developer)
+	f.Server.AddPipeline(GitLabProject, gitlabapi.Pipeline{SHA: sha, Ref: g.f.branch, Status: "success",
 		Jobs: []gitlabapi.Job{{Name: "test", Status: "success"}}})
-	g.Report.Event("git push of a new commit to %s: %s (push hook, merge request hook: update with oldrev, pipeline hook: success)", g.branch, short(sha))
-	env, err := g.sc.waitEnvironment(ctx, sha)
+	g.Report.Event("git push of a new commit to %s: %s (push hook, merge request hook: update with oldrev, pipeline hook: success)", g.f.branch, short(sha))
+	return g.deployed(ctx, res, sha, start, "`"+short(sha)+"`")
+}
+
+// deployed waits until sha is deployed (see forgeScenario.deployed) and
+// GitLab shows sync's success status on it and its note saying note.
+func (g *GitLabScenario) deployed(ctx context.Context, res *GitLabResult, sha string, start time.Time, note string) error {
+	written, err := g.f.deployed(ctx, &res.ForgeRun, sha)
 	if err != nil {
 		return err
 	}
-	res.Written = append(res.Written, time.Since(start))
-	if env.Name != res.Environment {
-		return fmt.Errorf("the push wrote environment %s, not %s", env.Name, res.Environment)
-	}
-	if env, err = g.sc.waitReady(ctx, env.Name); err != nil {
-		return err
-	}
-	if env.Status.TargetNamespace != res.Namespace {
-		return fmt.Errorf("redeployed into %s, not in place in %s", env.Status.TargetNamespace, res.Namespace)
-	}
-	rev, err := g.sc.checkRelease(ctx, res.Namespace, res.Revisions[0]+1)
-	if err != nil {
-		return err
-	}
-	res.SHAs, res.Revisions = append(res.SHAs, sha), append(res.Revisions, rev)
-	g.Report.Event("redeployed in place: namespace %s, release revision %d", res.Namespace, rev)
+	res.Written = append(res.Written, written.Sub(start))
 	st, err := g.waitStatus(ctx, sha)
 	if err != nil {
 		return err
 	}
 	res.Statuses = append(res.Statuses, st)
-	res.Note, err = g.waitNote(ctx, res, "`"+short(sha)+"`")
+	res.Note, err = g.waitNote(ctx, res, note)
 	return err
 }
 
@@ -178,21 +120,7 @@ func (g *GitLabScenario) command(ctx context.Context, res *GitLabResult) error {
 		return err
 	}
 	g.Report.Event("%s (Developer): sync awarded %s", f.Developer, res.Honoured)
-	want := fmt.Sprintf("comment-%d", id)
-	if err := poll(ctx, g.StepTimeout, func() (bool, error) {
-		env := &petriv1.EphemeralEnvironment{}
-		err := g.Stack.Client.Get(ctx, client.ObjectKey{Namespace: ManagementNamespace, Name: res.Environment}, env)
-		return err == nil && env.Annotations["petri.dev/redeploy"] == want, nil
-	}, func() string { return "no redeploy asked for " + want }); err != nil {
-		return err
-	}
-	rev, err := (&GiteaScenario{Stack: g.Stack, StepTimeout: g.StepTimeout}).waitRevision(ctx, res.Namespace, res.Revisions[len(res.Revisions)-1]+1)
-	if err != nil {
-		return err
-	}
-	res.Revisions = append(res.Revisions, rev)
-	g.Report.Event("redeployed on the command: release revision %d", rev)
-	return nil
+	return g.f.redeployed(ctx, &res.ForgeRun, id)
 }
 
 // commandAs writes /petri redeploy as a user and returns sync's award
@@ -212,20 +140,9 @@ func (g *GitLabScenario) commandAs(ctx context.Context, res *GitLabResult, user 
 func (g *GitLabScenario) merge(ctx context.Context, res *GitLabResult) error {
 	g.forge().Server.UpdateMergeRequest(GitLabProject, res.Number, func(mr *gitlabapi.MergeRequest) { mr.State = "merged" })
 	g.Report.Event("GitLab: merge request !%d merged (merge request hook: merge)", res.Number)
-	if err := poll(ctx, g.StepTimeout, func() (bool, error) {
-		err := g.Stack.Client.Get(ctx, client.ObjectKey{Namespace: ManagementNamespace, Name: res.Environment}, &petriv1.EphemeralEnvironment{})
-		return apierrors.IsNotFound(err), nil
-	}, func() string { return g.sc.explain(ctx, res.Environment) }); err != nil {
+	if err := g.f.gone(ctx, &res.ForgeRun); err != nil {
 		return err
 	}
-	g.Report.Event("EphemeralEnvironment %s deleted", res.Environment)
-	if err := poll(ctx, g.StepTimeout, func() (bool, error) {
-		err := g.Stack.Client.Get(ctx, client.ObjectKey{Name: res.Namespace}, &corev1.Namespace{})
-		return apierrors.IsNotFound(err), nil
-	}, nil); err != nil {
-		return fmt.Errorf("namespace %s not deleted: %w", res.Namespace, err)
-	}
-	g.Report.Event("namespace %s is gone", res.Namespace)
 	body, err := g.waitNote(ctx, res, "deleted")
 	if err == nil {
 		res.Note = body
