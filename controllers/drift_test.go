@@ -291,8 +291,14 @@ func TestFinalFailureIsNotRetried(t *testing.T) {
 // jobsWithAction lists an environment's Jobs of one action.
 func jobsWithAction(t *testing.T, envName, action string) []string {
 	t.Helper()
+	return jobNames(t, client.MatchingLabels{petriv1.LabelEnvironment: envName, contract.LabelAction: action})
+}
+
+// jobNames lists the names of the management namespace's Jobs with labels.
+func jobNames(t *testing.T, labels client.MatchingLabels) []string {
+	t.Helper()
 	var list batchv1.JobList
-	require.NoError(t, env.Client.List(context.Background(), &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: envName, contract.LabelAction: action}))
+	require.NoError(t, env.Client.List(context.Background(), &list, client.InNamespace(mgmtNS), labels))
 	var out []string
 	for _, j := range list.Items {
 		out = append(out, j.Name)

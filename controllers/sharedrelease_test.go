@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,13 +29,7 @@ func getSW(name string) *petriv1.SharedWorkload {
 // swJobs lists a shared workload's Jobs of one action.
 func swJobs(t *testing.T, sw *petriv1.SharedWorkload, action string) []string {
 	t.Helper()
-	var list batchv1.JobList
-	require.NoError(t, env.Client.List(context.Background(), &list, client.InNamespace(mgmtNS), client.MatchingLabels{"petri.dev/shared-workload": sw.Name, contract.LabelAction: action}))
-	var names []string
-	for _, j := range list.Items {
-		names = append(names, j.Name)
-	}
-	return names
+	return jobNames(t, client.MatchingLabels{"petri.dev/shared-workload": sw.Name, contract.LabelAction: action})
 }
 
 // TestFailedSharedReleaseIsRetriedThenStallsItsEnvironments (hostile-input
