@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 )
 
@@ -299,6 +300,9 @@ func (e *env) noopMessage(ctx context.Context, envName string) string {
 	for _, p := range pods.Items {
 		for _, cs := range p.Status.ContainerStatuses {
 			if t := cs.State.Terminated; t != nil && t.Message != "" {
+				if res, ok := contract.Decode(t.Message); ok {
+					return res.Message
+				}
 				return t.Message
 			}
 		}

@@ -1,17 +1,20 @@
 // Command noop-deployer is the benchmarks' no-op deployer: it stands in for
 // petri-deployer in the Jobs of an operator started with the deployer image
 // bench.NoopDeployerImage, and does nothing. It accepts the deployer's
-// command line, writes a termination message that says it did nothing
-// ("NoOp: ...") and exits 0 at once, so every Job completes as soon as its
+// command line, writes a typed result (api/contract) whose message says it
+// did nothing ("NoOp: ...") and exits 0 at once, so every Job completes as soon as its
 // pod runs. A verify Job's releases (its --expect name=revision flags) are
-// reported verified the same way: nothing is read. make bench uses it to measure the operator's own overhead and
-// its scale without Helm; it is never part of an installation.
+// reported verified the same way: nothing is read. make bench uses it to
+// measure the operator's own overhead and its scale without Helm; it is
+// never part of an installation.
 package main
 
 import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/petri-dev/petri/api/contract"
 )
 
 func main() {
@@ -43,7 +46,10 @@ func main() {
 		msg = fmt.Sprintf("NoOp: verify of releases %s in namespace %q skipped by the benchmarks' no-op deployer; nothing was read", strings.Join(expected, ", "), namespace)
 	}
 	fmt.Println(msg)
-	if err := os.WriteFile(termLog, []byte(msg), 0o644); err != nil {
+	// A typed result as the deployer writes one, so the operator spends on
+	// a no-op Job what it spends on a real one, and no more.
+	res := contract.Encode(contract.Result{Action: command, Outcome: contract.OutcomeSucceeded, Message: msg})
+	if err := os.WriteFile(termLog, []byte(res), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "noop-deployer: write termination message:", err)
 	}
 }
