@@ -223,9 +223,21 @@ Sizes are full (` + "`" + `make chaos` + "`" + `) / short (` + "`" + `make test`
    command replayed three times with the same ` + "`" + `X-Gitlab-Event-UUID` + "`" + `, and a title, branch and
    labels of template syntax, YAML, shell metacharacters, bytes that are not UTF-8 and 64 KiB;
    sync keeps one note of its own, leaves the forged ones alone, honours no Guest's command
-   and the replayed one once. Scenario 8 in ` + "`" + `local/chaos` + "`" + ` still plays on GitHub only; on Gitea
-   the refusal of commands without write access is played by ` + "`" + `tests/forges` + "`" + `
-   (` + "`" + `TestPullRequestOnGitea` + "`" + `), the rest of the hostile author is not yet.
+   and the replayed one once. On Gitea it runs against the real server in ` + "`" + `tests/forges` + "`" + `
+   (` + "`" + `TestHostileAuthorOnGitea` + "`" + `, in ` + "`" + `make test` + "`" + `): a stranger's fork opens the pull request;
+   comments with sync's marker and a forged state (last command, kept, extended to 2099, head
+   commit expired) before and after sync's; the stranger's ` + "`" + `/petri redeploy` + "`" + `, ` + "`" + `keep` + "`" + ` and
+   ` + "`" + `extend` + "`" + ` posted, edited into a comment and posted and deleted; a writer's command whose
+   signed delivery the proxy in front of sync sends again three times; a title, branch and
+   labels of template syntax, YAML, shell metacharacters and sync's markup, a 64 KiB label.
+   Gitea refuses the rest: git takes no ` + "`" + `: ` + "`" + `, ` + "`" + `*` + "`" + `, space or newline in a branch, Gitea lists no
+   branch that is not UTF-8, cuts titles at 255 characters and turns bytes that are not UTF-8
+   into U+FFFD. Sync keeps one comment of its own and edits no forged one; its
+   PullRequestState is neither kept, extended nor expired and names the newest command it
+   handled; no command of the stranger takes effect, the replayed one once (one Helm
+   revision); the values hold the text as Gitea holds it; the bystander's environment does
+   not change; no Secret value is in a comment, a status or an environment's status; sync and
+   the operator never restart and log no panic. Scenario 8 in ` + "`" + `local/chaos` + "`" + ` plays on GitHub.
 
 ## Running it
 

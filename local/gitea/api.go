@@ -310,6 +310,25 @@ func (s *Server) Comment(as *User, repository string, number int, body string) (
 	return out.ID, nil
 }
 
+// EditComment changes a comment's body as a user (the administrator when
+// nil): Gitea sends issue_comment with action edited.
+func (s *Server) EditComment(as *User, repository string, id int64, body string) error {
+	if err := s.Call(as, http.MethodPatch, fmt.Sprintf("/repos/%s/issues/comments/%d", repository, id),
+		map[string]any{"body": body}, nil); err != nil {
+		return fmt.Errorf("edit comment %d on %s: %w", id, repository, err)
+	}
+	return nil
+}
+
+// DeleteComment deletes a comment as a user (the administrator when nil):
+// Gitea sends issue_comment with action deleted.
+func (s *Server) DeleteComment(as *User, repository string, id int64) error {
+	if err := s.Call(as, http.MethodDelete, fmt.Sprintf("/repos/%s/issues/comments/%d", repository, id), nil, nil); err != nil {
+		return fmt.Errorf("delete comment %d on %s: %w", id, repository, err)
+	}
+	return nil
+}
+
 // SetStatus posts a commit status as the administrator: what a CI system
 // reports, for the gate.
 func (s *Server) SetStatus(repository, sha, context, state string) error {

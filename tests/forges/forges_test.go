@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -27,9 +28,14 @@ import (
 var st *stack.Stack
 
 func TestMain(m *testing.M) {
-	os.Exit(stacktest.Main(m, &st, stacktest.Config{Prefix: "forges", Setup: func(_ string, _ map[string]string, o *stack.Options) error {
+	os.Exit(stacktest.Main(m, &st, stacktest.Config{Prefix: "forges", Setup: func(dir string, _ map[string]string, o *stack.Options) error {
 		o.Forge = stack.ForgeGitea
-		return nil
+		src := filepath.Join(dir, "config-source")
+		if err := os.CopyFS(src, os.DirFS(filepath.Join("..", "..", "examples", "app", "config-repo"))); err != nil {
+			return err
+		}
+		o.ConfigSource = src
+		return os.WriteFile(filepath.Join(src, "applications", hostileApp+".yaml"), []byte(hostileApplication), 0o644)
 	}}))
 }
 
