@@ -65,14 +65,23 @@ func TestPullRequestOnGitea(t *testing.T) {
 	assert.Equal(t, "+1", res.Honoured, "a user with write access is honoured")
 	assert.Contains(t, res.Comment, "deleted")
 
-	// sync's state of the pull request names Gitea.
+	// Merged, its state is forgotten with its environment.
+	require.Eventually(t, func() bool { return giteaState(t, res.Number) == nil }, time.Minute, 50*time.Millisecond,
+		"the merged pull request's PullRequestState is deleted")
+}
+
+// giteaState is sync's PullRequestState of a pull request of the demo
+// repository on Gitea, nil when there is none.
+func giteaState(t *testing.T, number int) *petriv1.PullRequestState {
+	t.Helper()
 	var states petriv1.PullRequestStateList
-	require.NoError(t, st.Client.List(ctx, &states, client.InNamespace(stack.ManagementNamespace)))
-	var forges []string
-	for _, s := range states.Items {
-		forges = append(forges, s.Spec.Forge+":"+s.Spec.Repository)
+	require.NoError(t, st.Client.List(context.Background(), &states, client.InNamespace(stack.ManagementNamespace)))
+	for i, s := range states.Items {
+		if s.Spec.Forge == "gitea" && s.Spec.Repository == stack.DemoRepository && s.Spec.Number == int64(number) {
+			return &states.Items[i]
+		}
 	}
-	assert.Contains(t, forges, "gitea:"+stack.DemoRepository)
+	return nil
 }
 
 // TestWebhookToWriteOnGitea measures how long a push to a pull request on
@@ -112,6 +121,9 @@ func TestWebhookToWriteOnGitea(t *testing.T) {
 	t.Logf("Gitea push → environment written, %d samples: p50 %s, p99 %s (min %s)", samples,
 		p50.Round(time.Millisecond), p99.Round(time.Millisecond), took[0].Round(time.Millisecond))
 	assert.Less(t, p50, 30*time.Second)
+
+	// While it is open, sync's state of the pull request names Gitea.
+	assert.NotNil(t, giteaState(t, n), "a PullRequestState of gitea:%s#%d", stack.DemoRepository, n)
 
 	require.NoError(t, srv.MergePullRequest(stack.DemoRepository, n))
 	require.Eventually(t, func() bool {
