@@ -45,17 +45,13 @@ func TestPullRequestOnGitLab(t *testing.T) {
 	res, err := (&stack.GitLabScenario{Stack: st, Report: stack.NewReport(os.Stderr), StepTimeout: 2 * time.Minute}).Run(ctx)
 	require.NoError(t, err)
 
-	require.Len(t, res.SHAs, 2)
-	assert.NotEqual(t, res.SHAs[0], res.SHAs[1])
-	assert.Equal(t, render.EnvironmentName("hello", "gitlab:"+stack.GitLabProject, res.Number), res.Environment)
+	stacktest.AssertForgeRun(t, res.ForgeRun, render.EnvironmentName("hello", "gitlab:"+stack.GitLabProject, res.Number))
 	require.Len(t, res.Statuses, 2)
 	for i, s := range res.Statuses {
 		assert.Equal(t, "success", s.Status, "status on %s", res.SHAs[i])
 		assert.True(t, strings.HasPrefix(s.TargetURL, st.IngressURL+"/"+res.Environment), "target URL %s", s.TargetURL)
 	}
 	assert.Equal(t, 1, res.SyncNotes, "one note, edited in place")
-	require.Len(t, res.Revisions, 3)
-	assert.Equal(t, []int{res.Revisions[0], res.Revisions[0] + 1, res.Revisions[0] + 2}, res.Revisions, "push and command upgraded the release in place")
 	assert.Equal(t, "thumbsdown", res.Refused, "a Guest is refused")
 	assert.Equal(t, "thumbsup", res.Honoured, "a Developer is honoured")
 	assert.Contains(t, res.Note, "deleted")

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -108,4 +109,16 @@ func RegisterInputs(t *testing.T) {
 	inputs.Do(func() {
 		require.NoError(t, controlplane.RegisterInputs("api", "cmd", "controllers", "deployer", "sync", "config", "charts", "examples", "local", "tests", "go.mod", "go.sum"))
 	})
+}
+
+// AssertForgeRun checks what every forge's demo scenario must have seen of
+// Petri: the opened and the pushed commit deployed into environment, the
+// release upgraded in place by the push and by the honoured command.
+func AssertForgeRun(t *testing.T, run stack.ForgeRun, environment string) {
+	t.Helper()
+	require.Len(t, run.SHAs, 2)
+	assert.NotEqual(t, run.SHAs[0], run.SHAs[1])
+	assert.Equal(t, environment, run.Environment)
+	require.Len(t, run.Revisions, 3)
+	assert.Equal(t, []int{run.Revisions[0], run.Revisions[0] + 1, run.Revisions[0] + 2}, run.Revisions, "push and command upgraded the release in place")
 }
