@@ -266,7 +266,7 @@ func (h *hostile) checkLiteral(ctx context.Context, pr *hostilePR) {
 	if raw, ok := env.Spec.Values["app"]; !ok || json.Unmarshal(raw.Raw, &got) != nil {
 		h.violate8(fmt.Sprintf("values/%d", pr.number), "pull request #%d (%s): environment %s has no readable values for app", pr.number, pr.attack, pr.env)
 	} else if !reflect.DeepEqual(got, want) {
-		h.violate8(fmt.Sprintf("values/%d", pr.number), "pull request #%d (%s): environment %s's values do not hold the text literally: %s", pr.number, pr.attack, pr.env, valuesDiff(got, want))
+		h.violate8(fmt.Sprintf("values/%d", pr.number), "pull request #%d (%s): environment %s's values do not hold the text literally: %s", pr.number, pr.attack, pr.env, ValuesDiff(got, want))
 	}
 	if env.Spec.Source == nil || env.Spec.Source.Branch != branch {
 		h.violate8(fmt.Sprintf("branch/%d", pr.number), "pull request #%d (%s): environment %s's spec.source.branch is not the branch as written", pr.number, pr.attack, pr.env)
@@ -288,9 +288,10 @@ func (h *hostile) checkLiteral(ctx context.Context, pr *hostilePR) {
 	}
 }
 
-// valuesDiff names the keys whose values differ, with their lengths (the
-// texts are long and hostile: never printed whole).
-func valuesDiff(got, want map[string]any) string {
+// ValuesDiff names the keys whose values differ, with their lengths (the
+// texts are long and hostile: never printed whole); "" when none do. The
+// hostile-author tests of every forge read rendered values with it.
+func ValuesDiff(got, want map[string]any) string {
 	var out []string
 	g, _ := json.Marshal(got)
 	w, _ := json.Marshal(want)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/local/chaos"
 	"github.com/petri-dev/petri/local/gitea"
 	"github.com/petri-dev/petri/local/stack"
 	"github.com/petri-dev/petri/sync/config"
@@ -265,7 +266,7 @@ func (h *hostileRun) checkLiteral(n int, held giteaPull, sha string) {
 	e := h.env(n)
 	require.NotNil(h.t, e)
 	got := valuesOf(h.t, e, "app")
-	assert.Empty(h.t, differing(got, want), "the values hold the text literally")
+	assert.Empty(h.t, chaos.ValuesDiff(got, want), "the values hold the text literally")
 	require.NotNil(h.t, e.Spec.Source)
 	assert.Equal(h.t, held.Head.Ref, e.Spec.Source.Branch)
 	assert.Equal(h.t, sha, e.Spec.Source.SHA)

@@ -328,36 +328,3 @@ func valuesOf(t *testing.T, e *petriv1.EphemeralEnvironment, component string) m
 	return m
 }
 
-// differing names the keys whose values differ, with their lengths: the
-// texts are long and hostile, never printed whole.
-func differing(got, want map[string]any) []string {
-	flat := func(m map[string]any) map[string]string {
-		f := map[string]string{}
-		var walk func(prefix string, v any)
-		walk = func(prefix string, v any) {
-			if mm, ok := v.(map[string]any); ok {
-				for k, x := range mm {
-					walk(prefix+"."+k, x)
-				}
-				return
-			}
-			f[prefix] = fmt.Sprint(v)
-		}
-		walk("", m)
-		return f
-	}
-	gm, wm := flat(got), flat(want)
-	var out []string
-	for k, wv := range wm {
-		if gv, ok := gm[k]; !ok || gv != wv {
-			out = append(out, fmt.Sprintf("%s (%d bytes, want %d)", k, len(gm[k]), len(wv)))
-		}
-	}
-	for k := range gm {
-		if _, ok := wm[k]; !ok {
-			out = append(out, k+" (not templated)")
-		}
-	}
-	slices.Sort(out)
-	return out
-}
