@@ -327,4 +327,3 @@ func valuesOf(t *testing.T, e *petriv1.EphemeralEnvironment, component string) m
 	require.NoError(t, json.Unmarshal(raw.Raw, &m))
 	return m
 }
-
