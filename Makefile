@@ -296,19 +296,21 @@ bench: controlplane ## Measure sync, the operator's overhead, the deployer, 100 
 
 ##@ Images
 
+# The images come from one recipe, hack/images (cmd/petri-images): static Go
+# programs on an empty base, run as 65532:65532, built with the Go toolchain
+# alone (no Docker engine, no base image). docs/images.md says what each holds.
 IMAGE_REGISTRY ?= ghcr.io/petri-dev
 IMAGE_TAG      ?= v0.1.0
-IMAGES         := petri-operator petri-sync petri-deployer
+IMAGES_FLAGS   ?=
 
-.PHONY: docker-build
-docker-build: ## Build the operator, sync and deployer images (needs a Docker engine).
-	@for i in $(IMAGES); do \
-	  docker build --target $$i -t $(IMAGE_REGISTRY)/$$i:$(IMAGE_TAG) . ; \
-	done
+.PHONY: images
+images: ## Build Petri's images (operator, sync, deployer, example application, pause) into bin/images (an OCI layout) and bin/images.tar (docker load).
+	@rm -rf $(BIN)/images
+	go run ./cmd/petri-images -registry $(IMAGE_REGISTRY) -tag $(IMAGE_TAG) -o $(BIN)/images -tar $(BIN)/images.tar $(IMAGES_FLAGS)
 
-.PHONY: docker-push
-docker-push: ## Push the images built by docker-build.
-	@for i in $(IMAGES); do docker push $(IMAGE_REGISTRY)/$$i:$(IMAGE_TAG); done
+.PHONY: images-push
+images-push: ## Build the images and push them to IMAGE_REGISTRY with IMAGE_TAG (credentials from docker login; IMAGES_FLAGS=-insecure for plain HTTP).
+	go run ./cmd/petri-images -push $(IMAGE_REGISTRY) -tag $(IMAGE_TAG) $(IMAGES_FLAGS)
 
 .PHONY: help
 help:

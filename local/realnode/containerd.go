@@ -25,7 +25,8 @@ const (
 // restrict_oom_score_adj (the bounding set lacks CAP_SYS_RESOURCE, so
 // lowering oom_score_adj fails even as root), netns_mounts_under_state_dir
 // (the pods' network namespaces live under the state dir, not /run/netns),
-// no AppArmor; and the node's own CNI configuration.
+// no AppArmor; the node's own CNI configuration; and registry hosts under
+// certs.d (the node's registry, over plain HTTP, when it has one).
 const containerdConfig = `version = 2
 root = "{{dir}}/containerd/root"
 state = "{{dir}}/containerd/state"
@@ -56,6 +57,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         BinaryName = "{{runc}}"
         Root = "{{dir}}/containerd/runc"
         SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{{dir}}/containerd/certs.d"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{{cnibin}}"
     conf_dir = "{{dir}}/cni"
@@ -116,7 +119,7 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	}, p); err != nil {
 		return err
 	}
-	pause, err := Image(map[string]File{"/pause": {Source: filepath.Join(n.bin, "petri-pause"), Mode: 0o755}}, "/pause")
+	pause, err := n.pauseImage()
 	if err != nil {
 		return fmt.Errorf("pause image: %w", err)
 	}

@@ -1,114 +1,39 @@
 package realnode
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/petri-dev/petri/hack/images"
 )
 
 // File is one file of an image built by Image.
-type File struct {
-	// Source is the file on this machine; Data is used when it is empty.
-	Source string
-	Data   []byte
-	Mode   int64
-}
+type File = images.File
 
 // Image builds a single-layer linux/amd64 image from files (path in the
 // image to the file) with the given entrypoint, run as user 65532 and
 // without a shell: what a static Go program needs to run as a container.
+// It assembles the image as Petri's own images are (hack/images).
 func Image(files map[string]File, entrypoint ...string) (v1.Image, error) {
-	data, err := layerTar(files)
-	if err != nil {
-		return nil, err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(data)), nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", "amd64"
-	cfg.Config.Entrypoint = entrypoint
-	cfg.Config.User = "65532:65532"
-	cfg.Config.Env = []string{"PATH=/"}
-	return mutate.ConfigFile(img, cfg)
+	return images.Assemble(files, images.Config{Entrypoint: entrypoint})
 }
 
-// layerTar is the layer of files: each file, then the directories every
-// container expects (the runtime mounts over some) and the files' parents,
-// all owned by root.
-func layerTar(files map[string]File) ([]byte, error) {
-	dirs := map[string]bool{"tmp": true, "etc": true, "dev": true, "proc": true, "sys": true}
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-		for d := filepath.Dir(strings.TrimPrefix(filepath.Clean(p), "/")); d != "." && d != "/"; d = filepath.Dir(d) {
-			dirs[d] = true
-		}
-	}
-	sort.Strings(paths)
-	dirList := make([]string, 0, len(dirs))
-	for d := range dirs {
-		dirList = append(dirList, d)
-	}
-	sort.Strings(dirList) // parents before their children
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, d := range dirList {
-		mode := int64(0o755)
-		if d == "tmp" {
-			mode = 0o1777
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: d + "/", Mode: mode, Typeflag: tar.TypeDir}); err != nil {
-			return nil, err
-		}
-	}
-	for _, p := range paths {
-		f := files[p]
-		data := f.Data
-		if f.Source != "" {
-			var err error
-			if data, err = os.ReadFile(f.Source); err != nil {
-				return nil, fmt.Errorf("image file %s: %w", p, err)
-			}
-		}
-		if f.Mode == 0 {
-			f.Mode = 0o644
-		}
-		rel := strings.TrimPrefix(filepath.Clean(p), "/")
-		if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: f.Mode, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(data); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
+// pauseImage is the recipe's pause image (hack/images) of the petri-pause
+// binary make node built from the same package.
+func (n *Node) pauseImage() (v1.Image, error) {
+	spec, err := images.Lookup("pause")
+	if err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return spec.Image(filepath.Join(n.bin, "petri-pause"), "", images.Options{})
 }
 
 // LoadImage makes img available to the node's pods as ref (a tagged name

@@ -15,7 +15,9 @@
 // removes everything; a run that was killed is cleaned up by the next
 // Start (see Sweep), and Leftovers says what of a run is still on the host.
 //
-// It needs root, and images given to LoadImage: nothing is pulled.
+// It needs root. Images are given to LoadImage (imported, nothing pulled)
+// or, with Options.Registry, pushed to the node's registry and pulled by
+// containerd as in a cluster.
 package realnode
 
 import (
@@ -24,6 +26,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,6 +57,12 @@ type Options struct {
 	// ControlPlane configures the control plane started for the node; Start
 	// sets its Dir and APIServerAddress.
 	ControlPlane controlplane.Options
+	// Registry runs an OCI registry for the node (in this process, in
+	// memory) on the host end of its link; containerd pulls from it over
+	// plain HTTP. Node.Registry is its address: push to it with
+	// go-containerregistry's remote.Write and name.Insecure
+	// (hack/images.Push), and name images <Node.Registry>/<name>:<tag>.
+	Registry bool
 }
 
 // Node is a running real node and the control plane it is registered to.
@@ -71,17 +80,22 @@ type Node struct {
 	HostIP, NodeIP, HostLink string
 	// NetNSInode identifies the node's network namespace ("net:[...]").
 	NetNSInode string
+	// Registry is the address (host:port) of the node's registry, empty
+	// unless Options.Registry asked for one.
+	Registry string
 
 	bin                                           string
 	holder, containerd, kubelet, scheduler, proxy *process
 	procs                                         []*process
 	stopOnce                                      sync.Once
+	withRegistry                                  bool
+	registry                                      *http.Server
 }
 
 // Start sweeps leftovers of earlier runs, then starts the node's
 // namespaces, a control plane listening on the host end of the node's link,
-// containerd, kubelet (until its Node is Ready), kube-scheduler, kube-proxy
-// and CoreDNS (until available). On error everything started is removed.
+// the node's registry (Options.Registry), containerd, kubelet (until its
+// Node is Ready), kube-scheduler, kube-proxy and CoreDNS (until available). On error everything started is removed.
 func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the real node needs root (network namespace, cgroups, mounts)")
@@ -104,7 +118,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	id := make([]byte, 4)
 	_, _ = rand.Read(id)
-	n := &Node{Marker: markerPrefix + hex.EncodeToString(id), bin: bin}
+	n := &Node{Marker: markerPrefix + hex.EncodeToString(id), bin: bin, withRegistry: opts.Registry}
 	n.Name, n.HostLink = n.Marker, "prn-"+hex.EncodeToString(id)
 	n.Dir = filepath.Join(parent, n.Marker)
 	if err := n.makeDirs(); err != nil {
@@ -135,7 +149,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := n.recordControlPlane(); err != nil {
 		return nil, err
 	}
-	steps := []func(context.Context) error{n.startContainerd, n.startKubelet, n.startScheduler, n.startKubeProxy, n.startCoreDNS}
+	steps := []func(context.Context) error{n.startRegistry, n.startContainerd, n.startKubelet, n.startScheduler, n.startKubeProxy, n.startCoreDNS}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return nil, err
@@ -187,6 +201,7 @@ func (n *Node) Stop() {
 		for i := len(n.procs) - 1; i >= 0; i-- {
 			n.procs[i].stop(10 * time.Second)
 		}
+		n.stopRegistry()
 		if n.Cluster != nil {
 			n.Cluster.Stop()
 		}

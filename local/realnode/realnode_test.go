@@ -46,7 +46,7 @@ func run(m *testing.M) int {
 	hostBefore = readHost()
 	start := time.Now()
 	var err error
-	node, err = realnode.Start(ctx, realnode.Options{})
+	node, err = realnode.Start(ctx, realnode.Options{Registry: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start the real node:", err)
 		return 1
