@@ -289,10 +289,11 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("index environments by deployer identity: %w", err)
 	}
 	if err := (&SharedWorkloadReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("petri-operator"),
-		Options:   o,
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		NamespaceCache: mgr.GetCache(),
+		Recorder:       mgr.GetEventRecorder("petri-operator"),
+		Options:        o,
 	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up SharedWorkload controller: %w", err)
 	}

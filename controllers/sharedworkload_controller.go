@@ -48,8 +48,11 @@ const sharedDeployer = "petri-shared-deployer"
 type SharedWorkloadReconciler struct {
 	client.Client
 	APIReader client.Reader
-	Recorder  events.EventRecorder
-	Options   Options
+	// NamespaceCache reads the namespaces the operator created (the shared
+	// namespace among them) from the manager's cache.
+	NamespaceCache client.Reader
+	Recorder       events.EventRecorder
+	Options        Options
 }
 
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=sharedworkloads,verbs=get;list;watch;update;patch

@@ -24,7 +24,17 @@ import (
 // verification going.
 func (r *SharedWorkloadReconciler) checkRelease(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus) (string, reconcile.Result, error) {
 	ns := &corev1.Namespace{}
-	err := r.Get(ctx, client.ObjectKey{Name: r.Options.SharedNamespace}, ns)
+	key := client.ObjectKey{Name: r.Options.SharedNamespace}
+	if r.NamespaceCache != nil && sw.Status.NamespaceUID != "" && r.NamespaceCache.Get(ctx, key, ns) == nil &&
+		string(ns.UID) == sw.Status.NamespaceUID && ns.DeletionTimestamp.IsZero() {
+		// The cache of the namespaces the operator created shows the one
+		// the release was deployed in: no request on this pass, which
+		// every event of every bound environment brings. Anything else is
+		// decided on the API server's answer.
+		r.summarize(sw, petriv1.ReasonDeploySucceeded, "deployed in "+r.Options.SharedNamespace)
+		return r.verifyRelease(ctx, sw, rel)
+	}
+	err := r.Get(ctx, key, ns)
 	switch {
 	case apierrors.IsNotFound(err):
 		return fmt.Sprintf("shared namespace %s was deleted, and the release %s with it", r.Options.SharedNamespace, sw.Name), reconcile.Result{}, nil
