@@ -60,6 +60,10 @@ type Options struct {
 	// RateLimit is the requests per hour the server allows (answers other
 	// than 304 spend it); GitHub's 5,000 of a personal token when zero.
 	RateLimit int
+	// Address is where the server listens (host:port); a free port on
+	// 127.0.0.1 when empty. The real node's pods reach the host at the
+	// host end of the node's link.
+	Address string
 }
 
 type repo struct {
@@ -107,6 +111,14 @@ func New(opts Options) *Server {
 		s.tokens[t] = time.Time{}
 	}
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	if opts.Address != "" {
+		l, err := net.Listen("tcp", opts.Address)
+		if err != nil {
+			panic(fmt.Sprintf("githubapi: listen on %s: %v", opts.Address, err))
+		}
+		_ = s.srv.Listener.Close()
+		s.srv.Listener = l
+	}
 	s.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
 			s.conns.Add(1)

@@ -15,11 +15,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/petri-dev/petri/local/internal/ingress"
 )
 
 // AnnotationPorts records on a pod where its container ports are on this
@@ -338,120 +339,10 @@ func (n *Node) ProxyURL() string {
 }
 
 // Ingress serves the cluster's Ingress objects the way an ingress
-// controller does: a request is matched by host and path against every
-// Ingress rule (any class), and proxied to a ready pod behind the rule's
-// Service. Exact paths win over prefixes, longer prefixes over shorter.
+// controller does (local/internal/ingress), proxying to a ready pod of this
+// node behind the rule's Service.
 func (n *Node) Ingress() http.Handler {
-	proxy := &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) {
-			r.Out.URL.Scheme = "http"
-			r.Out.URL.Host = r.In.Context().Value(upstreamKey{}).(string)
-			r.SetXForwarded()
-			r.Out.Host = r.In.Host
-		},
-		ErrorHandler: proxyError,
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		backend, ns, err := n.matchIngress(r.Context(), r.Host, r.URL.Path)
-		if err != nil {
-			http.Error(w, "local ingress: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		if backend == nil {
-			http.Error(w, fmt.Sprintf("local ingress: no Ingress rule for host %q path %q", r.Host, r.URL.Path), http.StatusNotFound)
-			return
-		}
-		port := intstr.FromInt32(backend.Port.Number)
-		if backend.Port.Name != "" {
-			port = intstr.FromString(backend.Port.Name)
-		}
-		addr, err := n.ServiceAddress(r.Context(), ns, backend.Name, port)
-		if err != nil {
-			http.Error(w, "local ingress: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), upstreamKey{}, addr)))
-	})
-}
-
-// matchIngress finds the Service backend of the best rule for host and path.
-func (n *Node) matchIngress(ctx context.Context, host, path string) (*networkingv1.IngressServiceBackend, string, error) {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	list, err := n.client.NetworkingV1().Ingresses("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, "", fmt.Errorf("list ingresses: %w", err)
-	}
-	type candidate struct {
-		backend *networkingv1.IngressServiceBackend
-		ns      string
-		score   int
-		uid     types.UID
-	}
-	var best *candidate
-	consider := func(c candidate) {
-		if best == nil || c.score > best.score || c.score == best.score && c.uid < best.uid {
-			best = &c
-		}
-	}
-	for i := range list.Items {
-		ing := &list.Items[i]
-		if ing.DeletionTimestamp != nil {
-			continue
-		}
-		for _, rule := range ing.Spec.Rules {
-			hostScore, ok := matchHost(rule.Host, host)
-			if !ok || rule.HTTP == nil {
-				continue
-			}
-			for _, p := range rule.HTTP.Paths {
-				pathScore, ok := matchPath(p, path)
-				if !ok || p.Backend.Service == nil {
-					continue
-				}
-				consider(candidate{backend: p.Backend.Service, ns: ing.Namespace, score: hostScore*100000 + pathScore, uid: ing.UID})
-			}
-		}
-		if len(ing.Spec.Rules) == 0 && ing.Spec.DefaultBackend != nil && ing.Spec.DefaultBackend.Service != nil {
-			consider(candidate{backend: ing.Spec.DefaultBackend.Service, ns: ing.Namespace, score: 0, uid: ing.UID})
-		}
-	}
-	if best == nil {
-		return nil, "", nil
-	}
-	return best.backend, best.ns, nil
-}
-
-// matchHost scores an Ingress rule host: exact 3, wildcard 2, any 1.
-func matchHost(rule, host string) (int, bool) {
-	switch {
-	case rule == "":
-		return 1, true
-	case strings.EqualFold(rule, host):
-		return 3, true
-	case strings.HasPrefix(rule, "*."):
-		first, rest, ok := strings.Cut(host, ".")
-		return 2, ok && first != "" && strings.EqualFold(rest, rule[2:])
-	}
-	return 0, false
-}
-
-// matchPath scores an Ingress path: an exact match beats any prefix, and a
-// longer prefix beats a shorter one. Prefix matching is element-wise.
-func matchPath(p networkingv1.HTTPIngressPath, path string) (int, bool) {
-	want := p.Path
-	if want == "" {
-		want = "/"
-	}
-	if p.PathType != nil && *p.PathType == networkingv1.PathTypeExact {
-		return 2*len(want) + 1, path == want
-	}
-	prefix := strings.TrimSuffix(want, "/")
-	if prefix == "" || path == prefix || strings.HasPrefix(path, prefix+"/") {
-		return 2 * len(prefix), true
-	}
-	return 0, false
+	return ingress.Handler(n.client, n.ServiceAddress)
 }
 
 // annotatePorts records the pod's port mapping where Services, the ingress
