@@ -8,12 +8,19 @@
 //	petri-example-app store [--listen=:8080]
 //	    a shared store (it plays a database server): databases are created and
 //	    dropped over HTTP with the admin password from ADMIN_PASSWORD.
+//	petri-example-app get URL
+//	    a client: prints what URL answers (how a pod checks a Service by
+//	    its cluster DNS name); fails unless it answers 200.
 //	petri-example-app provision|deprovision [--termination-log=PATH] [--timeout=2m]
 //	    the shared workload's provision and deprovision steps: create or drop
 //	    the database DATABASE on the store at STORE_URL with ADMIN_PASSWORD,
 //	    the keys of the binding Secret.
 //
 // Every part serves /healthz. The store keeps its databases in memory.
+// Two settings make the application misbehave on purpose, for showing how
+// a failing workload is reported: FAIL_ON_START makes serve print it and
+// exit 1 at once (a container that crashes), READY=false makes /healthz
+// answer 503 (a readiness probe that never passes).
 package main
 
 import (
@@ -51,7 +58,13 @@ func main() {
 	var err error
 	switch cmd {
 	case "serve":
+		if msg := os.Getenv("FAIL_ON_START"); msg != "" {
+			err = errors.New(msg)
+			break
+		}
 		err = listenAndServe(ctx, *listen, appHandler(appConfigFromEnv()))
+	case "get":
+		err = fetch(ctx, os.Stdout, fs.Args())
 	case "store":
 		password := os.Getenv("ADMIN_PASSWORD")
 		if password == "" {
@@ -70,7 +83,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "cannot write termination log:", werr)
 		}
 	default:
-		err = fmt.Errorf("unknown command %q: want serve, store, provision or deprovision", cmd)
+		err = fmt.Errorf("unknown command %q: want serve, store, get, provision or deprovision", cmd)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "petri-example-app:", err)
@@ -100,14 +113,17 @@ type appConfig struct {
 	// StoreURL and Database come from the binding Secret when the
 	// environment binds the shared store.
 	StoreURL, Database string
-	Client             *http.Client
+	// Unready makes /healthz answer 503.
+	Unready bool
+	Client  *http.Client
 }
 
 func appConfigFromEnv() appConfig {
 	return appConfig{
 		Message: os.Getenv("MESSAGE"), Commit: os.Getenv("COMMIT"),
 		StoreURL: os.Getenv("STORE_URL"), Database: os.Getenv("DATABASE"),
-		Client: &http.Client{Timeout: 5 * time.Second},
+		Unready: os.Getenv("READY") == "false",
+		Client:  &http.Client{Timeout: 5 * time.Second},
 	}
 }
 
@@ -115,7 +131,13 @@ func appConfigFromEnv() appConfig {
 // prefix to it.
 func appHandler(cfg appConfig) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if cfg.Unready {
+			http.Error(w, "not ready (READY=false)", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "%s\n", orDefault(cfg.Message, "Hello from Petri"))
@@ -125,6 +147,33 @@ func appHandler(cfg appConfig) http.Handler {
 		}
 	})
 	return mux
+}
+
+// fetch prints what the one URL in args answers (the get command).
+func fetch(ctx context.Context, out io.Writer, args []string) error {
+	if len(args) != 1 {
+		return errors.New("get takes one URL")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args[0], nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	_, _ = out.Write(body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", args[0], resp.Status)
+	}
+	return nil
 }
 
 func databaseState(ctx context.Context, cfg appConfig) string {

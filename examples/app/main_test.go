@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,4 +68,17 @@ func TestProvisionWaitsForTheStore(t *testing.T) {
 
 	_, err = provision(context.Background(), http.DefaultClient, true, "", "db", "pw")
 	require.ErrorContains(t, err, "STORE_URL is empty")
+}
+
+// get prints the page a URL answers and fails on any other status; READY=false
+// makes /healthz answer 503 while pages are still served.
+func TestGetAndUnready(t *testing.T) {
+	app := httptest.NewServer(appHandler(appConfig{Message: "hi", Commit: "abc1234", Unready: true}))
+	defer app.Close()
+	var out strings.Builder
+	require.NoError(t, fetch(context.Background(), &out, []string{app.URL + "/x"}))
+	assert.Equal(t, "hi\ncommit: abc1234\n", out.String())
+	err := fetch(context.Background(), io.Discard, []string{app.URL + "/healthz"})
+	require.ErrorContains(t, err, "503")
+	require.ErrorContains(t, fetch(context.Background(), io.Discard, nil), "one URL")
 }
