@@ -2,6 +2,7 @@ package deployer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -28,10 +29,10 @@ import (
 // those documents in CPU, and the API server in serving them.
 const skipClientValidation = true
 
-func (d *Deployer) install(ctx context.Context, req DeployRequest) (*release.Release, error) {
-	in := action.NewInstall(d.cfg)
+func install(ctx context.Context, cfg *action.Configuration, namespace string, req DeployRequest) (*release.Release, error) {
+	in := action.NewInstall(cfg)
 	in.ReleaseName = req.Release
-	in.Namespace = d.namespace
+	in.Namespace = namespace
 	in.Wait = req.Wait
 	in.Timeout = req.Timeout
 	// Replace lets an install reuse the name of a release uninstalled with
@@ -42,9 +43,9 @@ func (d *Deployer) install(ctx context.Context, req DeployRequest) (*release.Rel
 	return rel, deployError("install", req, err)
 }
 
-func (d *Deployer) upgrade(ctx context.Context, req DeployRequest) (*release.Release, error) {
-	up := action.NewUpgrade(d.cfg)
-	up.Namespace = d.namespace
+func upgrade(ctx context.Context, cfg *action.Configuration, namespace string, req DeployRequest) (*release.Release, error) {
+	up := action.NewUpgrade(cfg)
+	up.Namespace = namespace
 	up.Wait = req.Wait
 	up.Timeout = req.Timeout
 	up.MaxHistory = MaxHistory
@@ -172,6 +173,11 @@ func helmError(op, name string, timeout time.Duration, err error) error {
 		// so that the values it quotes cannot leak through errors.Unwrap.
 		msg := schemaValue.ReplaceAllString(err.Error(), "the value $1")
 		return fmt.Errorf("%w: %s %s: %s", ErrValuesInvalid, op, name, msg)
+	}
+	var pods *PodsError
+	if errors.As(err, &pods) {
+		// It names the timeout and what was not ready itself.
+		return fmt.Errorf("%s %s: %w", op, name, err)
 	}
 	if Classify(err) == contract.ReasonTimeout {
 		return fmt.Errorf("%s %s: not ready within %s: %w", op, name, timeout, err)

@@ -11,9 +11,11 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
 )
 
 // DefaultTimeout bounds hooks and, with Wait, readiness, when the caller
@@ -30,6 +32,7 @@ const MaxHistory = 5
 // same clients and storage.
 type Deployer struct {
 	cfg       *action.Configuration
+	cs        kubernetes.Interface
 	namespace string
 }
 
@@ -40,7 +43,11 @@ func New(getter genericclioptions.RESTClientGetter, namespace string, log logr.L
 	if err != nil {
 		return nil, err
 	}
-	return &Deployer{cfg: cfg, namespace: namespace}, nil
+	cs, err := NewClientset(getter)
+	if err != nil {
+		return nil, err
+	}
+	return &Deployer{cfg: cfg, cs: cs, namespace: namespace}, nil
 }
 
 // DeployRequest is one component's desired release.
@@ -53,7 +60,11 @@ type DeployRequest struct {
 	// previous revision's values instead of merging with them, so the release
 	// always equals the environment's spec.
 	Values map[string]any
-	// Wait waits for the release's workloads to be ready.
+	// Wait waits for the release's workloads to be ready, reading their
+	// pods meanwhile: a problem no wait cures (an image that cannot be
+	// pulled, a container that keeps crashing, pods the namespace's Pod
+	// Security level refuses) fails the deploy at once, and a wait that
+	// times out names what was not ready (PodsError).
 	Wait bool
 	// Timeout bounds hooks and the wait; DefaultTimeout when zero.
 	Timeout time.Duration
@@ -105,17 +116,18 @@ func (d *Deployer) Deploy(ctx context.Context, req DeployRequest) (*release.Rele
 	}
 
 	var rel *release.Release
+	cfg := d.watched(ctx)
 	switch act {
 	case ActionInstall:
-		rel, err = d.install(ctx, req)
+		rel, err = install(ctx, cfg, d.namespace, req)
 	case ActionUnlockUpgrade:
 		if err = d.unlock(latest); err != nil {
 			return nil, err
 		}
 		log.Info("Unlocked release left pending by an interrupted deployer", "revision", latest.Version)
-		rel, err = d.upgrade(ctx, req)
+		rel, err = upgrade(ctx, cfg, d.namespace, req)
 	default:
-		rel, err = d.upgrade(ctx, req)
+		rel, err = upgrade(ctx, cfg, d.namespace, req)
 	}
 	if err != nil {
 		return rel, err
@@ -153,6 +165,18 @@ func (d *Deployer) Undeploy(ctx context.Context, name string, timeout time.Durat
 	}
 	log.Info("Undeployed", "revision", latest.Version)
 	return nil
+}
+
+// watched is the Helm configuration of one deploy: its waits watch the
+// release's pods (podWatch), with ctx for their reads.
+func (d *Deployer) watched(ctx context.Context) *action.Configuration {
+	kc, ok := d.cfg.KubeClient.(*kube.Client)
+	if !ok {
+		return d.cfg
+	}
+	cfg := *d.cfg
+	cfg.KubeClient = &podWatch{Client: kc, ctx: ctx, pods: NewPodDiagnosis(d.cs, d.namespace)}
+	return &cfg
 }
 
 // latest is the release's newest record, nil when it has none.

@@ -197,7 +197,7 @@ func TestDeployWait(t *testing.T) {
 	_, err := d.Deploy(ctx, deployer.DeployRequest{Release: "slow", Chart: ch, Values: map[string]any{"replicas": 1}, Wait: true, Timeout: time.Second})
 	require.Error(t, err)
 	assert.Equal(t, contract.ReasonTimeout, deployer.Classify(err), err.Error())
-	assert.Contains(t, err.Error(), "install slow: not ready within 1s")
+	assert.Contains(t, err.Error(), "install slow: release.timeout 1s elapsed; ", "the wait names its timeout and what was not ready")
 	assert.Less(t, time.Since(start), 30*time.Second)
 	last, err := actionConfig(t, ns).Releases.Last("slow")
 	require.NoError(t, err)

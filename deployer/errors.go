@@ -71,6 +71,11 @@ func Classify(err error) contract.Reason {
 			return s.reason
 		}
 	}
+	// What the release's pods showed says more than that the wait ended.
+	var pods *PodsError
+	if errors.As(err, &pods) {
+		return pods.Reason
+	}
 	if errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err) ||
 		apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
 		strings.Contains(err.Error(), "context deadline exceeded") ||

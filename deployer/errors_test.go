@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -40,6 +41,8 @@ func TestClassify(t *testing.T) {
 		{"wait interrupted", wait.ErrorInterrupted(errors.New("x")), contract.ReasonTimeout},
 		{"deadline flattened", errors.New("release r failed: context deadline exceeded"), contract.ReasonTimeout},
 		{"server timeout", apierrors.NewServerTimeout(schema.GroupResource{Resource: "configmaps"}, "create", 1), contract.ReasonTimeout},
+		{"pods at a timeout", fmt.Errorf("install r: %w", &deployer.PodsError{Reason: contract.ReasonUnschedulable, Timeout: time.Minute}), contract.ReasonUnschedulable},
+		{"pods given up at once", fmt.Errorf("upgrade r: %w", &deployer.PodsError{Reason: contract.ReasonImagePullFailed}), contract.ReasonImagePullFailed},
 		{"sentinel wins over cause", fmt.Errorf("%w: %w", deployer.ErrChartNotFound, context.DeadlineExceeded), contract.ReasonChartNotFound},
 		{"kube version incompatible", fmt.Errorf("%w: install r: chart requires kubeVersion: <1.20.0 which is incompatible with Kubernetes v1.37.2", deployer.ErrKubeVersionIncompatible), contract.ReasonKubeVersionIncompatible},
 		{"required value missing", fmt.Errorf("%w: install r: execution error at (c/templates/x.yaml:3:11): host is required", deployer.ErrRequiredValueMissing), contract.ReasonRequiredValueMissing},
@@ -64,6 +67,12 @@ func TestReasonFinal(t *testing.T) {
 		contract.ReasonKubeVersionIncompatible: true,
 		contract.ReasonRequiredValueMissing:    true,
 		contract.ReasonRenderFailed:            true,
+		// The release's pods: another Job deploys them unchanged while the
+		// kubelet keeps pulling and restarting them by itself.
+		contract.ReasonImagePullFailed:  true,
+		contract.ReasonContainerCrashed: true,
+		// A cluster may add nodes.
+		contract.ReasonUnschedulable: false,
 		// A chart or version may be published a moment later, a refusal may
 		// be an RBAC binding not yet in effect, a timeout a slow cluster.
 		contract.ReasonChartNotFound:     false,

@@ -25,8 +25,26 @@ const (
 	// ReasonKubernetesRefused: the API server rejected a request (RBAC,
 	// admission, validation).
 	ReasonKubernetesRefused Reason = "KubernetesRefused"
-	// ReasonTimeout: the release did not become ready within --timeout.
+	// ReasonTimeout: the release did not become ready within --timeout
+	// (release.timeout); the message names the pods that were not ready
+	// and why (a readiness probe failing, a container still waiting).
 	ReasonTimeout Reason = "Timeout"
+	// ReasonImagePullFailed: a container of the release's pods cannot get
+	// its image (ErrImagePull, ImagePullBackOff, InvalidImageName); the
+	// message names the pod, the container, the image and the error the
+	// kubelet reported. The deploy fails as soon as it is seen.
+	ReasonImagePullFailed Reason = "ImagePullFailed"
+	// ReasonContainerCrashed: a container of the release's pods keeps
+	// exiting (CrashLoopBackOff); the message names the pod, the
+	// container, its exit code and the last line it logged. The deploy
+	// fails once the container has been restarted CrashRestarts times, or
+	// when the wait ends while it crashes.
+	ReasonContainerCrashed Reason = "ContainerCrashed"
+	// ReasonUnschedulable: the wait ended while a pod of the release could
+	// not be scheduled (PodScheduled False, Unschedulable); the message
+	// names the pod and the scheduler's message. The deploy waits for the
+	// whole timeout first, since a cluster may add nodes meanwhile.
+	ReasonUnschedulable Reason = "Unschedulable"
 	// ReasonDigestMismatch: the downloaded archive is not the one the
 	// repository index describes.
 	ReasonDigestMismatch Reason = "DigestMismatch"
@@ -62,19 +80,35 @@ var reasons = map[Reason]bool{
 	ReasonKubernetesRefused: true, ReasonTimeout: true, ReasonDigestMismatch: true,
 	ReasonInvalidArguments: true, ReasonKubeVersionIncompatible: true, ReasonRequiredValueMissing: true,
 	ReasonRenderFailed: true, ReasonFailed: true, ReasonReleaseMissing: true, ReasonRevisionMismatch: true,
+	ReasonImagePullFailed: true, ReasonContainerCrashed: true, ReasonUnschedulable: true,
 }
 
-// Final reports whether a failure with this reason is certain to repeat
-// when the same Job runs again: its cause is the chart, the values, the
-// cluster's version or the Job's own arguments, which a retry does not change.
+// CrashRestarts is how many restarts of a crashing container a deploy that
+// waits sees before it fails with ReasonContainerCrashed: a container that
+// exits once, while what it needs comes up, is given the time of a few
+// kubelet back-offs to recover by itself.
+const CrashRestarts = 3
+
+// Final reports whether running the same Job again cannot change the
+// outcome by itself. Either its cause is the chart, the values, the
+// cluster's version or the Job's own arguments, which a retry does not
+// change; or it is the release's own pods that cannot run
+// (ImagePullFailed, ContainerCrashed), which a new Job of the same spec
+// deploys unchanged while the kubelet already keeps pulling and restarting
+// them by itself: another Job would only watch them fail again. (An image
+// pushed later, or a dependency that comes up, lets those pods run without
+// any Job; the environment says so after its next deploy.)
 // A final failure ends its Job at once instead of costing backoffLimit more
-// pods; a new generation of the environment (other values, another chart
-// version) is what fixes it. Everything else (API refusals, timeouts,
-// unreachable repositories, charts not yet published) may pass on a retry.
+// pods, and the operator starts no new Job for it; a new generation of the
+// environment (other values, another image, another chart version) or a
+// redeploy is what moves it. Everything else (API refusals, timeouts, pods
+// that cannot be scheduled yet, unreachable repositories, charts not yet
+// published) may pass on a retry.
 func (r Reason) Final() bool {
 	switch r {
 	case ReasonInvalidArguments, ReasonValuesInvalid, ReasonKubeVersionIncompatible,
-		ReasonRequiredValueMissing, ReasonRenderFailed:
+		ReasonRequiredValueMissing, ReasonRenderFailed,
+		ReasonImagePullFailed, ReasonContainerCrashed:
 		return true
 	}
 	return false

@@ -43,6 +43,11 @@ func TestDecodeRejectsWhatIsNotAResult(t *testing.T) {
 }
 
 func TestDecodeClosesTheReasons(t *testing.T) {
+	for _, known := range []Reason{ReasonImagePullFailed, ReasonContainerCrashed, ReasonUnschedulable} {
+		r, ok := Decode(Encode(Result{Action: ActionDeploy, Outcome: OutcomeFailed, Reason: known}))
+		require.True(t, ok)
+		assert.Equal(t, known, r.Reason, "a reason of the set is kept")
+	}
 	r, ok := Decode(`{"action":"deploy","outcome":"Failed","reason":"SomethingNew","retryable":true,"future":1}`)
 	require.True(t, ok)
 	assert.Equal(t, ReasonFailed, r.Reason, "a reason outside the set")
@@ -77,7 +82,8 @@ func TestEncodeStaysWithinTheTerminationMessageLimit(t *testing.T) {
 }
 
 func TestReasons(t *testing.T) {
-	final := []Reason{ReasonInvalidArguments, ReasonValuesInvalid, ReasonKubeVersionIncompatible, ReasonRequiredValueMissing, ReasonRenderFailed}
+	final := []Reason{ReasonInvalidArguments, ReasonValuesInvalid, ReasonKubeVersionIncompatible, ReasonRequiredValueMissing, ReasonRenderFailed,
+		ReasonImagePullFailed, ReasonContainerCrashed}
 	for _, r := range final {
 		assert.True(t, r.Final(), r)
 		assert.False(t, r.Retryable(), r)
@@ -86,7 +92,7 @@ func TestReasons(t *testing.T) {
 		assert.False(t, r.Final(), "the Job retries it with another pod: %s", r)
 		assert.False(t, r.Retryable(), "the operator starts no new Job for it: %s", r)
 	}
-	for _, r := range []Reason{ReasonKubernetesRefused, ReasonTimeout, ReasonDigestMismatch, ReasonFailed} {
+	for _, r := range []Reason{ReasonKubernetesRefused, ReasonTimeout, ReasonUnschedulable, ReasonDigestMismatch, ReasonFailed} {
 		assert.False(t, r.Final(), r)
 		assert.True(t, r.Retryable(), r)
 	}

@@ -38,12 +38,21 @@
 // (with --wait it then waits until the namespace's workloads are ready).
 // Both are idempotent; a workload without the annotation is left alone.
 //
+// With --wait a deploy reads the release's pods while Helm waits: an image
+// that cannot be pulled (ImagePullFailed), a container that crashed
+// contract.CrashRestarts times (ContainerCrashed, with its last log line)
+// or pods the namespace's Pod Security level refuses (KubernetesRefused)
+// end it at once; a wait that times out names the pods that were not ready
+// and why (Timeout, Unschedulable).
+//
 // Exit codes: 0 success; 1 a failure that a retry may fix (the API server
-// refused or timed out, a repository was unreachable); 2 invalid arguments;
-// 3 a failure no retry can fix (the chart's kubeVersion excludes the cluster,
-// the templates do not render, a required value is missing, the values break
-// the chart's schema). The operator's Jobs fail at once on 2 and 3 instead of
-// starting another pod (controllers/internal/jobs.DeployerFinalExitCodes).
+// refused or timed out, a repository was unreachable, pods not scheduled);
+// 2 invalid arguments; 3 a failure no retry can fix (the chart's
+// kubeVersion excludes the cluster, the templates do not render, a
+// required value is missing, the values break the chart's schema, the
+// release's image cannot be pulled or its container keeps crashing). The
+// operator's Jobs fail at once on 2 and 3 instead of starting another pod
+// (controllers/internal/jobs.DeployerFinalExitCodes).
 package main
 
 import (

@@ -32,7 +32,8 @@ const (
 
 // DeployerFinalExitCodes are the deployer's exit codes for failures that no
 // retry can fix (cmd/petri-deployer: 2 invalid arguments, 3 the chart's
-// kubeVersion, templates, required values or schema refused). A Job whose
+// kubeVersion, templates, required values or schema refused, the release's
+// image not pullable or its container crashing). A Job whose
 // pod exits with one of them fails at once, without the backoffLimit more
 // pods that would only repeat the refusal.
 var DeployerFinalExitCodes = []int32{2, 3}
