@@ -1,5 +1,6 @@
 // Command petri-local runs Petri end to end on this machine: a real local
-// control plane, a local node that runs pods as processes, Petri installed
+// control plane, a local node that runs pods as processes (or, with -node
+// real, a kubelet running Petri's images in containers), Petri installed
 // from config/ as in a cluster, a git config repository and a stand-in for
 // the GitHub API.
 //
@@ -66,7 +67,7 @@ func main() {
 
 // common are the flags of demo and run.
 type common struct {
-	dir, bin, ingress, config, install, database, forge string
+	dir, bin, ingress, config, install, database, forge, node string
 }
 
 func (c *common) bind(fs *flag.FlagSet, dirName string) {
@@ -77,6 +78,7 @@ func (c *common) bind(fs *flag.FlagSet, dirName string) {
 	fs.StringVar(&c.database, "database", "store", "the shared workload the demo application binds to: store (the example application's stand-in) or postgres (a PostgreSQL server, examples/postgres; needs PostgreSQL installed)")
 	fs.StringVar(&c.install, "install", stack.InstallKustomize, "how Petri is installed: "+stack.InstallKustomize+" (kubectl apply -k config/default) or "+stack.InstallChart+" (helm install charts/petri)")
 	fs.StringVar(&c.forge, "forge", stack.ForgeGitHub, "where the demo's pull request is: "+stack.ForgeGitHub+" (the GitHub API stand-in) or "+stack.ForgeGitea+" (a real Gitea; make gitea builds it)")
+	fs.StringVar(&c.node, "node", stack.NodeProcess, "what runs the pods: "+stack.NodeProcess+" (every pod a process of this machine) or "+stack.NodeReal+" (kubelet, containerd and runc with Petri's images; root, make node)")
 	c.config = filepath.Join(root, "examples", "app", "config-repo")
 }
 
@@ -97,7 +99,7 @@ func (c *common) start(ctx context.Context, report *stack.Report) (*stack.Stack,
 	for _, b := range []string{stack.BinOperator, stack.BinSync, stack.BinDeployer, stack.BinExampleApp, stack.BinKubectl} {
 		bins[b] = filepath.Join(c.bin, b)
 	}
-	opts := stack.Options{Dir: c.dir, Binaries: bins, IngressAddress: c.ingress, ConfigSource: c.config, Install: c.install, Report: report, Forge: c.forge}
+	opts := stack.Options{Dir: c.dir, Binaries: bins, IngressAddress: c.ingress, ConfigSource: c.config, Install: c.install, Report: report, Forge: c.forge, Node: c.node}
 	switch c.database {
 	case "store":
 	case "postgres":

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/petri-dev/petri/local/controlplane"
 )
 
 const cgroupFS = "/sys/fs/cgroup"
@@ -107,8 +109,16 @@ func (n *Node) setupLink(ctx context.Context) error {
 		{nsenterPath, "--target", pid, "--net", "--", ipPath, "link", "set", "eth0", "up"},
 		{nsenterPath, "--target", pid, "--net", "--", ipPath, "route", "add", "default", "via", n.HostIP, "dev", "eth0", "onlink"},
 	}
+	if n.withRoutes {
+		for _, cidr := range []string{controlplane.ServiceClusterIPRange, PodCIDR} {
+			steps = append(steps, []string{ipPath, "route", "add", cidr, "via", n.NodeIP, "dev", n.HostLink})
+		}
+	}
 	for _, s := range steps {
 		if out, err := command(ctx, s[0], s[1:]...).CombinedOutput(); err != nil {
+			if s[1] == "route" && strings.Contains(string(out), "File exists") {
+				return fmt.Errorf("node network: %s: the host routes %s already (another real node with Options.Routes runs?)", strings.Join(s, " "), s[3])
+			}
 			return fmt.Errorf("node network: %s: %w: %s", strings.Join(s, " "), err, strings.TrimSpace(string(out)))
 		}
 	}

@@ -63,6 +63,13 @@ type Options struct {
 	// go-containerregistry's remote.Write and name.Insecure
 	// (hack/images.Push), and name images <Node.Registry>/<name>:<tag>.
 	Registry bool
+	// Routes routes the node's Service range (controlplane's
+	// ServiceClusterIPRange) and pod range (PodCIDR) from the host to the
+	// node, as a cluster's network reaches both from its nodes: the host
+	// then reaches cluster IPs (through kube-proxy's rules in the node) and
+	// pods. The routes go with the host end of the link; one node with
+	// routes runs on a machine at a time.
+	Routes bool
 }
 
 // Node is a running real node and the control plane it is registered to.
@@ -88,7 +95,7 @@ type Node struct {
 	holder, containerd, kubelet, scheduler, proxy *process
 	procs                                         []*process
 	stopOnce                                      sync.Once
-	withRegistry                                  bool
+	withRegistry, withRoutes                      bool
 	registry                                      *http.Server
 }
 
@@ -118,7 +125,7 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 	}
 	id := make([]byte, 4)
 	_, _ = rand.Read(id)
-	n := &Node{Marker: markerPrefix + hex.EncodeToString(id), bin: bin, withRegistry: opts.Registry}
+	n := &Node{Marker: markerPrefix + hex.EncodeToString(id), bin: bin, withRegistry: opts.Registry, withRoutes: opts.Routes}
 	n.Name, n.HostLink = n.Marker, "prn-"+hex.EncodeToString(id)
 	n.Dir = filepath.Join(parent, n.Marker)
 	if err := n.makeDirs(); err != nil {

@@ -84,13 +84,14 @@ func (s *Stack) chartValues() map[string]any {
 	for _, p := range s.stepImages() {
 		stepImages = append(stepImages, p)
 	}
-	return map[string]any{
-		"operator": map[string]any{
-			// The example shared workload provisions with the example application.
-			"stepImages": stepImages,
-		},
+	operator := map[string]any{
+		// The example shared workload provisions with the example application.
+		"stepImages": stepImages,
+	}
+	values := map[string]any{
+		"operator": operator,
 		"sync": map[string]any{
-			"configRepo": map[string]any{"url": "file://" + s.ConfigRepo},
+			"configRepo": map[string]any{"url": s.ConfigRepoURL},
 			"github":     map[string]any{"apiURL": s.GitHub.URL},
 			"secret": map[string]any{
 				"create": true,
@@ -103,6 +104,13 @@ func (s *Stack) chartValues() map[string]any {
 			"ingress": map[string]any{"enabled": true, "api": true, "ui": true},
 		},
 	}
+	if s.RealNode != nil {
+		// The images pushed to the node's registry, at the chart's appVersion.
+		operator["image"] = map[string]any{"repository": s.Image("petri-operator")}
+		operator["deployerImage"] = map[string]any{"repository": s.Image("petri-deployer")}
+		values["sync"].(map[string]any)["image"] = map[string]any{"repository": s.Image("petri-sync")}
+	}
+	return values
 }
 
 // writeChartValues keeps the values beside the overlay, for a person to

@@ -208,7 +208,7 @@ func (sc *Scenario) leftovers(ctx context.Context, ns, uid string) ([]string, er
 
 // storeGet asks the shared store, through its Service, as a pod would.
 func (sc *Scenario) storeGet(ctx context.Context, path string) (int, string, error) {
-	addr, err := sc.Stack.Node.ServiceAddress(ctx, SharedNamespace, demoSharedWorkload, intstr.FromInt32(80))
+	addr, err := sc.Stack.ServiceAddress(ctx, SharedNamespace, demoSharedWorkload, intstr.FromInt32(80))
 	if err != nil {
 		return 0, "", fmt.Errorf("shared store: %w", err)
 	}
@@ -238,7 +238,7 @@ func (s *Stack) releases(ctx context.Context, ns string) ([]*release.Release, er
 	return out, nil
 }
 
-var pageClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
+var pageClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
 
 func httpGet(ctx context.Context, url string) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

@@ -34,6 +34,9 @@ func (s *Stack) makeConfigRepo() error {
 			return err
 		}
 		data = bytes.ReplaceAll(data, []byte(DefaultIngressAddress), []byte(addr))
+		if s.RealNode != nil {
+			data = realNodeConfig(data, s.RealNode.Registry)
+		}
 		switch s.opts.Forge {
 		case ForgeGitea:
 			data = giteaConfig(data)

@@ -75,11 +75,15 @@ func (s *Stack) OpenPullRequest(ctx context.Context, number int, title string) (
 	if title == "" {
 		title = fmt.Sprintf("Change number %d", number)
 	}
+	sha := newSHA(number)
+	if err := s.pushCommitImage(ctx, sha); err != nil {
+		return githubapi.PullRequest{}, err
+	}
 	pr := s.GitHub.OpenPullRequest(DemoRepository, githubapi.PullRequest{
 		Number:  number,
 		Title:   title,
 		HeadRef: fmt.Sprintf("feature/change-%d", number),
-		HeadSHA: newSHA(number),
+		HeadSHA: sha,
 		Labels:  []string{DemoLabel},
 	})
 	return pr, s.deliver(ctx, number, "opened")
@@ -91,7 +95,11 @@ func (s *Stack) PushCommit(ctx context.Context, number int) (githubapi.PullReque
 	if !s.pullExists(number) {
 		return githubapi.PullRequest{}, fmt.Errorf("no pull request #%d", number)
 	}
-	pr := s.GitHub.UpdatePullRequest(DemoRepository, number, func(p *githubapi.PullRequest) { p.HeadSHA = newSHA(number) })
+	sha := newSHA(number)
+	if err := s.pushCommitImage(ctx, sha); err != nil {
+		return githubapi.PullRequest{}, err
+	}
+	pr := s.GitHub.UpdatePullRequest(DemoRepository, number, func(p *githubapi.PullRequest) { p.HeadSHA = sha })
 	return pr, s.deliver(ctx, number, "synchronize")
 }
 
@@ -111,6 +119,19 @@ func (s *Stack) PullRequest(number int) (githubapi.PullRequest, bool) {
 		return githubapi.PullRequest{}, false
 	}
 	return s.GitHub.PullRequest(DemoRepository, number), true
+}
+
+// pushCommitImage pushes the example application's image tagged with the
+// commit's short id on the real node, as the pull request's CI would
+// (examples/app/config-repo deploys that tag); nothing on the process node.
+func (s *Stack) pushCommitImage(ctx context.Context, sha string) error {
+	if s.RealNode == nil {
+		return nil
+	}
+	if err := s.PushAppImage(ctx, short(sha)); err != nil {
+		return fmt.Errorf("push the example application's image for commit %s: %w", short(sha), err)
+	}
+	return nil
 }
 
 // newSHA makes a fresh commit id.

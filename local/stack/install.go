@@ -31,10 +31,13 @@ func (s *Stack) manifests(ctx context.Context, r *Report) (map[string]string, st
 	opts := s.opts
 	step := r.Begin("Petri's manifests: " + map[string]string{InstallKustomize: "kubectl kustomize", InstallChart: "helm template charts/petri"}[opts.Install])
 	s.token = randomHex(20)
-	s.GitHub = githubapi.New(githubapi.Options{Tokens: []string{s.token}})
+	s.GitHub = githubapi.New(githubapi.Options{Tokens: []string{s.token}, Address: s.hostAddress()})
 	s.WebhookSecret = []byte(randomHex(32))
 	s.ConfigRepo = filepath.Join(opts.Dir, "config-repo")
 	if err := s.makeConfigRepo(); err != nil {
+		return nil, "", step.Fail(err)
+	}
+	if err := s.serveConfigRepo(); err != nil {
 		return nil, "", step.Fail(err)
 	}
 	if err := s.writeOverlay(); err != nil {
@@ -62,7 +65,7 @@ func (s *Stack) manifests(ctx context.Context, r *Report) (map[string]string, st
 	}
 	step.Done(fmt.Sprintf("%d objects", len(objs)))
 	rel, _ := filepath.Rel(s.root, opts.ConfigSource)
-	r.Event("config repository: %s (git, made from %s)", s.ConfigRepo, rel)
+	r.Event("config repository: %s (git, made from %s), read at %s", s.ConfigRepo, rel, s.ConfigRepoURL)
 	r.Event("GitHub API stand-in: %s", s.GitHub.URL)
 	return images, deployerImage, nil
 }
@@ -245,14 +248,14 @@ configMapGenerator:
     namespace: %s
     behavior: merge
     literals:
-      - config-repo=file://%s
+      - config-repo=%s
       - github-api-url=%s
   # The example shared workload provisions with the example application.
   - name: petri-operator
     namespace: %s
     behavior: merge
     literals:
-      - "step-images=%s"
+      - "step-images=%s"%s
 secretGenerator:
   - name: petri-sync
     namespace: %s
@@ -261,7 +264,7 @@ secretGenerator:
     files:
       - webhook-secret
       - github-token
-%s%s%s`, base, SyncNamespace, s.ConfigRepo, s.GitHub.URL, ManagementNamespace, strings.Join(s.stepImages(), ","), SyncNamespace, secretFiles, patches, order),
+%s%s%s%s`, base, SyncNamespace, s.ConfigRepoURL, s.GitHub.URL, ManagementNamespace, strings.Join(s.stepImages(), ","), s.overlayDeployerImage(), SyncNamespace, secretFiles, patches, s.overlayImages(), order),
 		"webhook-ingress.yaml": fmt.Sprintf(webhookIngress, SyncNamespace),
 		"webhook-secret":       string(s.WebhookSecret),
 		"github-token":         s.token,

@@ -9,8 +9,14 @@ import (
 )
 
 // LogDir holds one log file per container of every pod the node ran:
-// <namespace>_<pod>_<container>.log.
-func (s *Stack) LogDir() string { return s.Node.LogDir() }
+// <namespace>_<pod>_<container>.log on the process node; on the real node,
+// the node's logs (containerd, kubelet; the pods' logs are kubectl logs').
+func (s *Stack) LogDir() string {
+	if s.RealNode != nil {
+		return filepath.Join(s.RealNode.Dir, "logs")
+	}
+	return s.Node.LogDir()
+}
 
 // ControlPlaneLog is kube-controller-manager's log.
 func (s *Stack) ControlPlaneLog() string {

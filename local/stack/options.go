@@ -6,7 +6,7 @@ import "path/filepath"
 // the example application (the example shared workload's steps) and
 // Options.StepImages.
 func (s *Stack) stepImages() []string {
-	return append([]string{ExampleAppImage + ":"}, s.opts.StepImages...)
+	return append([]string{s.Image("example-app") + ":"}, s.opts.StepImages...)
 }
 
 // deployerFiles are the directories the deployer image carries, here:

@@ -276,7 +276,7 @@ func (ps *PostgresScenario) server(ctx context.Context, e PostgresEnvironment) (
 	if err != nil {
 		return b, err
 	}
-	addr, err := ps.Stack.Node.ServiceAddress(ctx, SharedNamespace, postgresWorkload, intstr.FromInt32(5432))
+	addr, err := ps.Stack.ServiceAddress(ctx, SharedNamespace, postgresWorkload, intstr.FromInt32(5432))
 	if err != nil {
 		return b, err
 	}

@@ -33,7 +33,9 @@ import (
 
 	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/githubapi"
+	"github.com/petri-dev/petri/hack/images"
 	"github.com/petri-dev/petri/local/node"
+	"github.com/petri-dev/petri/local/realnode"
 )
 
 // Names of the binaries a Stack runs; Options.Binaries maps them to files.
@@ -100,6 +102,10 @@ type Options struct {
 	// sync to serve too (ForgeGitea, ForgeGitLab): the applications on
 	// them come from ConfigSource.
 	Forges []string
+	// Node runs the pods: NodeProcess (local/node, the default) or
+	// NodeReal (local/realnode: real containers from Petri's images; root,
+	// GitHub only).
+	Node string
 }
 
 // Stack is Petri running on this machine.
@@ -111,8 +117,10 @@ type Stack struct {
 	Cluster *controlplane.Cluster
 	// Client is Cluster.Client.
 	Client client.WithWatch
-	// Node runs the pods.
+	// Node runs the pods on the process node; nil on the real node.
 	Node *node.Node
+	// RealNode runs them on the real node; nil on the process node.
+	RealNode *realnode.Node
 	// GitHub is the GitHub API stand-in.
 	GitHub *githubapi.Server
 	// Gitea is the Gitea server and what the stack made on it, when
@@ -121,8 +129,10 @@ type Stack struct {
 	// GitLab is the GitLab stand-in and what the stack made on it, when
 	// Options.Forge or Options.Forges name ForgeGitLab; nil otherwise.
 	GitLab *GitLabForge
-	// ConfigRepo is the git config repository sync reads.
-	ConfigRepo string
+	// ConfigRepo is the git config repository sync reads, and
+	// ConfigRepoURL where sync reads it (a file:// URL on the process node,
+	// the stack's git server on the real node).
+	ConfigRepo, ConfigRepoURL string
 	// IngressURL serves the cluster's Ingress rules: the environments' URLs
 	// and sync's webhook endpoint.
 	IngressURL string
@@ -141,6 +151,10 @@ type Stack struct {
 	ingressListener net.Listener
 	stopNode        context.CancelFunc
 	nodeDone        chan error
+	// appImage is the example application's image, gitServer serves the
+	// config repository: the real node only.
+	appImage  images.Built
+	gitServer *http.Server
 }
 
 // Dir is the run's directory.
@@ -174,7 +188,12 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.listenIngress(r); err != nil {
 		return nil, err
 	}
-	if err := s.startControlPlane(r); err != nil {
+	if opts.Node == NodeReal {
+		err = s.startRealNode(ctx, r)
+	} else {
+		err = s.startControlPlane(r)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if opts.serves(ForgeGitea) {
@@ -191,7 +210,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.startNode(r, images, deployerImage); err != nil {
+	if opts.Node == NodeReal {
+		s.startRealIngress()
+	} else if err := s.startNode(r, images, deployerImage); err != nil {
 		return nil, err
 	}
 	if err := s.install(ctx, r); err != nil {
@@ -199,6 +220,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	step := r.Begin("Operator and sync ready (Deployments in " + ManagementNamespace + " and " + SyncNamespace + ")")
 	if err := s.waitDeployments(ctx, 3*time.Minute, ManagementNamespace+"/petri-operator", SyncNamespace+"/petri-sync"); err != nil {
+		return nil, step.Fail(err)
+	}
+	if err := s.waitServed(ctx); err != nil {
 		return nil, step.Fail(err)
 	}
 	step.Done("")
@@ -235,6 +259,17 @@ func (opts *Options) complete() error {
 	}
 	if opts.Forge == "" {
 		opts.Forge = ForgeGitHub
+	}
+	switch opts.Node {
+	case "":
+		opts.Node = NodeProcess
+	case NodeProcess:
+	case NodeReal:
+		if opts.Forge != ForgeGitHub || len(opts.Forges) > 0 || len(opts.Images) > 0 || len(opts.DeployerFiles) > 0 {
+			return fmt.Errorf("node %s plays GitHub's pull requests with the example application only (no other forge, images or deployer files)", NodeReal)
+		}
+	default:
+		return fmt.Errorf("node %q: want %q or %q", opts.Node, NodeProcess, NodeReal)
 	}
 	for _, f := range append([]string{opts.Forge}, opts.Forges...) {
 		switch f {
@@ -332,7 +367,12 @@ func (s *Stack) Stop() {
 		s.stopNode()
 		<-s.nodeDone
 	}
-	if s.Cluster != nil {
+	if s.gitServer != nil {
+		_ = s.gitServer.Close()
+	}
+	if s.RealNode != nil {
+		s.RealNode.Stop() // the control plane with it
+	} else if s.Cluster != nil {
 		s.Cluster.Stop()
 	}
 	if s.GitHub != nil {
@@ -388,11 +428,16 @@ func (s *Stack) podSummary(ctx context.Context, ns string) string {
 		for _, cs := range p.Status.ContainerStatuses {
 			fmt.Fprintf(&b, " (container %s ready=%t restarts=%d)", cs.Name, cs.Ready, cs.RestartCount)
 		}
-		if p.Spec.NodeName == "" {
+		if p.Spec.NodeName == "" && s.Node != nil {
 			b.WriteString(" (not scheduled: the local node does not know its image)")
 		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil {
+				fmt.Fprintf(&b, " (%s: %s %s)", cs.Name, w.Reason, w.Message)
+			}
+		}
 	}
-	fmt.Fprintf(&b, "\n  logs: %s", s.Node.LogDir())
+	fmt.Fprintf(&b, "\n  logs: %s", s.LogDir())
 	return b.String()
 }
 
