@@ -275,15 +275,18 @@ chaos: controlplane build ## Inject faults into Petri on this machine at full si
 # DEMO_FLAGS and RUN_FLAGS pass flags to petri-local (bin/petri-local demo -h).
 # FORGE=gitea plays the demo's pull request on a real Gitea server instead of
 # the GitHub stand-in (make gitea builds Gitea first, once per version).
+# NODE=real plays it on the real node (kubelet, containerd, Petri's images;
+# make node builds and installs it, as root) instead of the process node.
 FORGE ?= github
+NODE ?= process
 
 .PHONY: demo
-demo: controlplane build $(if $(filter gitea,$(FORGE)),gitea) ## Run Petri end to end on this machine: one pull request's life, every step checked (FORGE=gitea: on a real Gitea).
-	$(BIN)/petri-local demo $(if $(filter-out github,$(FORGE)),-forge $(FORGE)) $(DEMO_FLAGS)
+demo: controlplane build $(if $(filter gitea,$(FORGE)),gitea) $(if $(filter real,$(NODE)),node) ## Run Petri end to end on this machine: one pull request's life, every step checked (FORGE=gitea: on a real Gitea; NODE=real: in real containers).
+	$(BIN)/petri-local demo $(if $(filter-out github,$(FORGE)),-forge $(FORGE)) $(if $(filter-out process,$(NODE)),-node $(NODE)) $(DEMO_FLAGS)
 
 .PHONY: run
-run: controlplane build ## Start Petri on this machine and keep it running (kubectl, webhooks, pull requests).
-	$(BIN)/petri-local run $(RUN_FLAGS)
+run: controlplane build $(if $(filter real,$(NODE)),node) ## Start Petri on this machine and keep it running (kubectl, webhooks, pull requests; NODE=real: in real containers).
+	$(BIN)/petri-local run $(if $(filter-out process,$(NODE)),-node $(NODE)) $(RUN_FLAGS)
 
 # BENCH_FLAGS passes flags to petri-bench (go run ./cmd/petri-bench -h), e.g.
 # BENCH_FLAGS="-only scale -scale-noop 1000 -scale-real=" or

@@ -27,6 +27,12 @@ func (s *Stack) ControlPlaneLog() string {
 func (s *Stack) WriteLogIndex(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Logs")
+	if s.RealNode != nil {
+		fmt.Fprintf(w, "  the real node (containerd, kubelet, kube-scheduler, kube-proxy): %s\n", s.LogDir())
+		fmt.Fprintf(w, "  every pod's containers: kubectl --kubeconfig %s logs -n NAMESPACE POD (while the node runs)\n", s.Kubeconfig())
+		s.writeInstallLog(w)
+		return
+	}
 	fmt.Fprintf(w, "  every pod's containers (operator, sync, every Job, the applications): %s\n", s.LogDir())
 	fmt.Fprintln(w, "  one file per container, <namespace>_<pod>_<container>.log:")
 	entries, _ := os.ReadDir(s.LogDir())
@@ -59,6 +65,12 @@ func (s *Stack) WriteLogIndex(w io.Writer) {
 			fmt.Fprintf(w, "      %s\n", f)
 		}
 	}
+	s.writeInstallLog(w)
+}
+
+// writeInstallLog tells where the control plane's log and the
+// installation are.
+func (s *Stack) writeInstallLog(w io.Writer) {
 	fmt.Fprintf(w, "  kube-controller-manager: %s\n", s.ControlPlaneLog())
 	if s.opts.Install == InstallChart {
 		fmt.Fprintf(w, "  the installation (helm release %s of charts/petri, values): %s\n", ChartRelease, filepath.Join(s.Overlay, "values.yaml"))

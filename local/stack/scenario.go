@@ -60,6 +60,8 @@ type Result struct {
 	BindingKeys []string
 	// Sleep is what the sleep and wake steps measured.
 	Sleep SleepResult
+	// Real is what the real node showed (empty on the process node).
+	Real RealResult
 }
 
 // StepResult is one step's outcome.
@@ -145,6 +147,9 @@ func (sc *Scenario) open(ctx context.Context, res *Result) error {
 		return err
 	}
 	res.Pages = append(res.Pages, page)
+	if err := sc.checkRealNode(ctx, res, pr.HeadSHA); err != nil {
+		return err
+	}
 	return sc.checkFeedback(ctx, pr.Number, pr.HeadSHA, res.URL)
 }
 
@@ -191,6 +196,9 @@ func (sc *Scenario) push(ctx context.Context, res *Result) error {
 		return err
 	}
 	res.Pages = append(res.Pages, page)
+	if err := sc.checkRealNode(ctx, res, pr.HeadSHA); err != nil {
+		return err
+	}
 	return sc.checkFeedback(ctx, pr.Number, pr.HeadSHA, res.URL)
 }
 
@@ -242,6 +250,9 @@ func (sc *Scenario) close(ctx context.Context, res *Result) error {
 		return err
 	}
 	r.Event("namespace %s is gone; no Job, pod, Secret or ServiceAccount of the environment is left in %s", res.Namespace, ManagementNamespace)
+	if err := sc.checkRealNodeGone(ctx, res.Namespace); err != nil {
+		return err
+	}
 	if res.Database != "" {
 		if err := poll(ctx, sc.StepTimeout, func() (bool, error) {
 			code, _, err := sc.storeGet(ctx, "/databases/"+res.Database)
