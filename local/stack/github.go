@@ -30,7 +30,12 @@ var webhookClient = &http.Client{Transport: &http.Transport{Proxy: nil}}
 // deliver sends a webhook to sync the way GitHub does: signed, to the
 // webhook URL (through the ingress and sync's Service).
 func (s *Stack) deliver(ctx context.Context, number int, action string) error {
-	d, err := s.GitHub.PullRequestEvent(DemoRepository, number, action)
+	return s.deliverOn(ctx, DemoRepository, number, action)
+}
+
+// deliverOn sends a repository's pull_request webhook.
+func (s *Stack) deliverOn(ctx context.Context, repo string, number int, action string) error {
+	d, err := s.GitHub.PullRequestEvent(repo, number, action)
 	if err != nil {
 		return err
 	}
@@ -111,6 +116,20 @@ func (s *Stack) ClosePullRequest(ctx context.Context, number int) (githubapi.Pul
 	}
 	pr := s.GitHub.UpdatePullRequest(DemoRepository, number, func(p *githubapi.PullRequest) { p.State = "closed" })
 	return pr, s.deliver(ctx, number, "closed")
+}
+
+// OpenPullRequestOn opens a pull request labelled DemoLabel on another
+// repository of the stand-in (one an application of Options.ConfigSource
+// watches) and delivers its "opened" webhook. It pushes no image.
+func (s *Stack) OpenPullRequestOn(ctx context.Context, repo string, number int, title string) (githubapi.PullRequest, error) {
+	pr := s.GitHub.OpenPullRequest(repo, githubapi.PullRequest{
+		Number:  number,
+		Title:   title,
+		HeadRef: fmt.Sprintf("feature/change-%d", number),
+		HeadSHA: githubapi.SHA(fmt.Sprintf("%s#%d@%s", repo, number, randomHex(8))),
+		Labels:  []string{DemoLabel},
+	})
+	return pr, s.deliverOn(ctx, repo, number, "opened")
 }
 
 // PullRequest returns the stand-in's state of a pull request.
