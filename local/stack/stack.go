@@ -31,9 +31,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/petri-dev/petri/hack/images"
 	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/githubapi"
-	"github.com/petri-dev/petri/hack/images"
 	"github.com/petri-dev/petri/local/node"
 	"github.com/petri-dev/petri/local/realnode"
 )

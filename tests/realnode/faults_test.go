@@ -95,7 +95,9 @@ func waitFailed(t *testing.T, s *stack.Stack, prefix string, want []string) *pet
 			}
 		}
 		return false
-	}, func() string { return fmt.Sprintf("the environment %s* never said %q; its status: %s", prefix, want, last) })
+	}, func() string {
+		return fmt.Sprintf("the environment %s* never said %q; its status: %s", prefix, want, last)
+	})
 	return found
 }
 
