@@ -23,6 +23,7 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/graph"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/summary"
 	"github.com/petri-dev/petri/controllers/internal/values"
 )
 
@@ -109,6 +110,10 @@ func (r *EphemeralEnvironmentReconciler) observeDeploys(ctx context.Context, env
 			cs.Phase = petriv1.ComponentPending
 		case st.done && st.succeeded:
 			cs.Phase, cs.FinishedAt, cs.LastError, cs.Message = petriv1.ComponentDeployed, st.finished, "", ""
+			if c := findComponent(env, cs.Name); c != nil && !c.Release.Waits() {
+				// Deployed is all it says: its pods may not run.
+				cs.Message = petriv1.NotWaitedFor
+			}
 			cs.Revision = int32(st.result.Revision)
 			recordJob(contract.ActionDeploy, st)
 			r.pruneComponentValues(ctx, env, cs)
@@ -238,8 +243,11 @@ func summarizeComponents(env *petriv1.EphemeralEnvironment, states map[string]gr
 		}
 		setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployFailed, msg)
 	default:
-		setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionTrue, petriv1.ReasonDeploySucceeded,
-			fmt.Sprintf("%d components deployed", len(env.Spec.Components)))
+		msg := fmt.Sprintf("%d components deployed", len(env.Spec.Components))
+		if names := notWaitedFor(env); len(names) > 0 {
+			msg += "; " + summary.NotWaitedFor(names)
+		}
+		setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionTrue, petriv1.ReasonDeploySucceeded, msg)
 	}
 }
 
@@ -394,7 +402,7 @@ func busyMessage(job string) string {
 // releaseArgs are the deployer flags for chart access and Helm options.
 func releaseArgs(o Options, chart petriv1.ChartReference, rel petriv1.ReleaseOptions) []string {
 	var args []string
-	if rel.Wait {
+	if rel.Waits() {
 		args = append(args, "--wait")
 	}
 	if rel.Timeout != nil {

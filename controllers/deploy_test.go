@@ -31,9 +31,17 @@ func jsonValues(v map[string]any) *apiextensionsv1.JSON {
 	return &apiextensionsv1.JSON{Raw: data}
 }
 
+// component is a component of a chart the deployer image carries or a test
+// repository serves. Its pods run nowhere here (the local node does not
+// know the example charts' image), so it opts out of the wait for them;
+// the tests of the wait (wait_test.go) use charts whose pods run.
 func component(name, repository, chart, version string, dependsOn ...string) petriv1.Component {
-	return petriv1.Component{Name: name, Chart: petriv1.ChartReference{Repository: repository, Name: chart, Version: version}, DependsOn: dependsOn}
+	return petriv1.Component{Name: name, Chart: petriv1.ChartReference{Repository: repository, Name: chart, Version: version}, DependsOn: dependsOn,
+		Release: noWait()}
 }
+
+// noWait is the release options of a component whose pods run nowhere here.
+func noWait() petriv1.ReleaseOptions { return petriv1.ReleaseOptions{Wait: new(false)} }
 
 func ready(e *petriv1.EphemeralEnvironment) bool {
 	return e.Status.ObservedGeneration == e.Generation && conditionIs(e, petriv1.ConditionReady, metav1.ConditionTrue, petriv1.ReasonSucceeded)
@@ -283,7 +291,7 @@ func TestKilledDeployIsRecoveredByTheNextJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := component("slow", imageCharts, "greeter", "0.1.0")
-	c.Release = petriv1.ReleaseOptions{Wait: true, Timeout: &metav1.Duration{Duration: 10 * time.Minute}}
+	c.Release = petriv1.ReleaseOptions{Wait: new(true), Timeout: &metav1.Duration{Duration: 10 * time.Minute}}
 	// One attempt: the failure of the killed Job stays, for the next
 	// generation to recover from.
 	c.Retry = &petriv1.RetryPolicy{Attempts: ptr.To[int32](1)}
@@ -307,7 +315,7 @@ func TestKilledDeployIsRecoveredByTheNextJob(t *testing.T) {
 	assert.Equal(t, map[int]string{1: "pending-install"}, helmReleases(t, ns)["slow"], "the killed pod left the release locked")
 
 	// The next Job (a new generation that no longer waits) recovers it.
-	e.Spec.Components[0].Release = petriv1.ReleaseOptions{}
+	e.Spec.Components[0].Release = noWait()
 	require.NoError(t, env.Client.Update(ctx, e))
 	waitFor(t, "killed", "ready", ready)
 	rels := helmReleases(t, ns)["slow"]
@@ -379,7 +387,7 @@ func TestOlderJobUnknownToTheCacheHoldsTheNextGeneration(t *testing.T) {
 	c := greeter("app")
 	// The example app's pod never becomes ready here: Helm waits the whole
 	// timeout, and the Job runs that long.
-	c.Release = petriv1.ReleaseOptions{Wait: true, Timeout: &metav1.Duration{Duration: 8 * time.Second}}
+	c.Release = petriv1.ReleaseOptions{Wait: new(true), Timeout: &metav1.Duration{Duration: 8 * time.Second}}
 	require.NoError(t, env.Client.Create(ctx, newEnv("inflight", c)))
 	e := waitFor(t, "inflight", "deploying", func(e *petriv1.EphemeralEnvironment) bool {
 		cs := componentNamed(e, "app")
@@ -391,7 +399,7 @@ func TestOlderJobUnknownToTheCacheHoldsTheNextGeneration(t *testing.T) {
 	delete(job.Labels, petriv1.LabelManagedBy)
 	require.NoError(t, env.Client.Patch(ctx, job, patch))
 
-	updateEnv(t, "inflight", func(e *petriv1.EphemeralEnvironment) { e.Spec.Components[0].Release = petriv1.ReleaseOptions{} })
+	updateEnv(t, "inflight", func(e *petriv1.EphemeralEnvironment) { e.Spec.Components[0].Release = noWait() })
 	waitFor(t, "inflight", "ready at generation 2", func(e *petriv1.EphemeralEnvironment) bool { return e.Generation == 2 && ready(e) })
 	_, oldDone := je.get("deploy/app/1")
 	newCreated, _ := je.get("deploy/app/2")

@@ -32,7 +32,7 @@ import (
 func TestJobDeadlineCoversTheReleaseTimeout(t *testing.T) {
 	ctx := context.Background()
 	slow := greeter("slow")
-	slow.Release = petriv1.ReleaseOptions{Wait: true, Timeout: &metav1.Duration{Duration: 20 * time.Minute}}
+	slow.Release = petriv1.ReleaseOptions{Wait: new(true), Timeout: &metav1.Duration{Duration: 20 * time.Minute}}
 	e := newEnv("deadline", slow, greeter("quick"))
 	require.NoError(t, env.Client.Create(ctx, e))
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })

@@ -24,12 +24,14 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/naming"
 )
 
-// greeter is a component that deploys the example chart from its path.
+// greeter is a component that deploys the example chart from its path,
+// without waiting for its pods, which run nowhere here (see component).
 func greeter(name string, dependsOn ...string) petriv1.Component {
 	return petriv1.Component{
 		Name:      name,
 		Chart:     petriv1.ChartReference{Repository: imageCharts, Name: "greeter", Version: "0.1.0"},
 		DependsOn: dependsOn,
+		Release:   noWait(),
 	}
 }
 

@@ -31,7 +31,7 @@ func (r *SharedWorkloadReconciler) checkRelease(ctx context.Context, sw *petriv1
 		// the release was deployed in: no request on this pass, which
 		// every event of every bound environment brings. Anything else is
 		// decided on the API server's answer.
-		r.summarize(sw, petriv1.ReasonDeploySucceeded, "deployed in "+r.Options.SharedNamespace)
+		r.summarize(sw, petriv1.ReasonDeploySucceeded, r.deployedIn(sw))
 		return r.verifyRelease(ctx, sw, rel)
 	}
 	err := r.Get(ctx, key, ns)
@@ -47,8 +47,18 @@ func (r *SharedWorkloadReconciler) checkRelease(ctx context.Context, sw *petriv1
 		return fmt.Sprintf("shared namespace %s was deleted and created again (uid %s, now %s): the release %s is gone", ns.Name, sw.Status.NamespaceUID, ns.UID, sw.Name), reconcile.Result{}, nil
 	}
 	sw.Status.NamespaceUID = string(ns.UID)
-	r.summarize(sw, petriv1.ReasonDeploySucceeded, "deployed in "+r.Options.SharedNamespace)
+	r.summarize(sw, petriv1.ReasonDeploySucceeded, r.deployedIn(sw))
 	return r.verifyRelease(ctx, sw, rel)
+}
+
+// deployedIn is the message of a deployed shared workload: where, and
+// whether its deploy waited for its workloads.
+func (r *SharedWorkloadReconciler) deployedIn(sw *petriv1.SharedWorkload) string {
+	msg := "deployed in " + r.Options.SharedNamespace
+	if !sw.Spec.Release.Waits() {
+		msg += "; " + petriv1.NotWaitedFor
+	}
+	return msg
 }
 
 // verifyRelease follows the release's verify Job, or starts the periodic

@@ -109,6 +109,9 @@ func (r *SharedWorkloadReconciler) observeRelease(ctx context.Context, sw *petri
 		rel.Phase = petriv1.ComponentPending
 	case st.succeeded:
 		rel.Phase, rel.FinishedAt, rel.LastError, rel.Message = petriv1.ComponentDeployed, st.finished, "", ""
+		if !sw.Spec.Release.Waits() {
+			rel.Message = petriv1.NotWaitedFor
+		}
 		rel.Revision = int32(st.result.Revision)
 		recordJob(contract.ActionDeploy, st)
 		if err := pruneOlderValues(ctx, r.Client, sw.Namespace, client.MatchingLabels{LabelSharedWorkload: naming.LabelValue(sw.Name)}, rel.Generation); err != nil {

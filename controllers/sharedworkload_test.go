@@ -46,7 +46,9 @@ func sharedWorkload(name, dir string) *petriv1.SharedWorkload {
 	return &petriv1.SharedWorkload{
 		ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: name},
 		Spec: petriv1.SharedWorkloadSpec{
-			Chart:          petriv1.ChartReference{Repository: imageCharts, Name: "greeter", Version: "0.1.0"},
+			Chart: petriv1.ChartReference{Repository: imageCharts, Name: "greeter", Version: "0.1.0"},
+			// Its pods run nowhere here (see component).
+			Release:        noWait(),
 			InstanceSecret: &petriv1.InstanceSecretSpec{Keys: []string{"ADMIN_PASSWORD"}, Length: 24},
 			Binding: map[string]string{
 				"DATABASE": "db_{{ .Hash }}",

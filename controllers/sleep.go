@@ -283,7 +283,7 @@ func (r *SleepReconciler) startSleepJob(ctx context.Context, env *petriv1.Epheme
 func wakeWaitArgs(env *petriv1.EphemeralEnvironment) []string {
 	var timeout time.Duration
 	for _, c := range env.Spec.Components {
-		if !c.Release.Wait {
+		if !c.Release.Waits() {
 			continue
 		}
 		t := 5 * time.Minute

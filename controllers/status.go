@@ -78,6 +78,7 @@ func (r *EphemeralEnvironmentReconciler) summarize(env *petriv1.EphemeralEnviron
 		ReadyBefore:    readyAtThisGeneration(env),
 		Namespace:      env.Status.TargetNamespace,
 		NamespaceBound: apimeta.IsStatusConditionTrue(env.Status.Conditions, petriv1.ConditionNamespaceBound),
+		NotWaitedFor:   notWaitedFor(env),
 	})
 	switch v.Stalled {
 	case summary.StalledSet:
@@ -152,6 +153,18 @@ func (r *EphemeralEnvironmentReconciler) recordTransitions(before, after *petriv
 		}
 		r.Recorder.Eventf(after, nil, typ, c.Reason, c.Type, "%s", note)
 	}
+}
+
+// notWaitedFor names the components whose deploys do not wait for their
+// workloads (release.wait false).
+func notWaitedFor(env *petriv1.EphemeralEnvironment) []string {
+	var out []string
+	for _, c := range env.Spec.Components {
+		if !c.Release.Waits() {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }
 
 // readyAtThisGeneration: the environment was Ready for its current

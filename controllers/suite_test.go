@@ -36,6 +36,11 @@ const (
 	sharedNS      = "petri-shared"
 	deployerImage = "petri.dev/deployer"
 	helperImage   = "petri.dev/testhelper"
+	// appImage runs the example application (examples/app) on the local
+	// node. The example charts' own image, petri.dev/example-app, is left
+	// unknown to it, so their pods stay Pending as on a cluster without a
+	// node for them.
+	appImage = "petri.dev/app"
 	// hashPrefix starts every workload namespace hash in these tests, so two
 	// environments with the same name prefix collide on the first characters.
 	hashPrefix = "c0ffee"
@@ -70,7 +75,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(scratch)
-	bins, err = controlplane.Build(filepath.Join(scratch, "bin"), "./cmd/petri-deployer", "./tests/cmd/petri-testhelper")
+	bins, err = controlplane.Build(filepath.Join(scratch, "bin"), "./cmd/petri-deployer", "./tests/cmd/petri-testhelper", "./examples/app")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -79,6 +84,7 @@ func run(m *testing.M) int {
 		Images: map[string]string{
 			deployerImage: bins["petri-deployer"],
 			helperImage:   bins["petri-testhelper"],
+			appImage:      bins["app"],
 		},
 		// The deployer image carries the example charts under /charts.
 		ImageFiles: map[string]map[string]string{deployerImage: {imageCharts: chartsDir()}},
@@ -315,7 +321,7 @@ var inputs sync.Once
 // the deployer loads as this package's test inputs.
 func newEnv(name string, components ...petriv1.Component) *petriv1.EphemeralEnvironment {
 	inputs.Do(func() {
-		if err := controlplane.RegisterInputs("deployer", "cmd/petri-deployer", "tests/cmd", "local/node", "examples/charts"); err != nil {
+		if err := controlplane.RegisterInputs("deployer", "cmd/petri-deployer", "tests/cmd", "local/node", "examples/charts", "examples/app"); err != nil {
 			panic(err)
 		}
 	})

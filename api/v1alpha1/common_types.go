@@ -57,10 +57,26 @@ type ContainerTemplate struct {
 
 // ReleaseOptions tune how a Helm release is deployed.
 type ReleaseOptions struct {
-	// Wait makes the deploy Job wait until the release's workloads are ready.
+	// Wait makes the deploy Job wait until the release's workloads are
+	// ready (their pods running and passing their readiness probes) before
+	// the release counts as deployed; true when unset. While it waits, the
+	// deploy reads the release's pods: an image that cannot be pulled, a
+	// container that keeps crashing or pods the namespace refuses fail it
+	// at once, and a wait that runs out of time names the pods that were
+	// not ready and why. false deploys without waiting: the environment can
+	// be Ready while its pods do not run, and its status says it was not
+	// waited for.
 	// +optional
-	Wait bool `json:"wait,omitempty"`
+	Wait *bool `json:"wait,omitempty"`
 	// Timeout bounds one Helm operation, waiting included. Defaults to 5m.
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
+
+// Waits reports whether a deploy of the release waits for its workloads:
+// unless Wait is false.
+func (o ReleaseOptions) Waits() bool { return o.Wait == nil || *o.Wait }
+
+// NotWaitedFor is what the status says of a release deployed with
+// wait: false.
+const NotWaitedFor = "not waited for: release.wait is false"

@@ -134,9 +134,10 @@ type Chart struct {
 	Version    string `json:"version"`
 }
 
-// Release tunes the Helm operation.
+// Release tunes the Helm operation. Wait is true when unset: the deploy
+// waits for the release's workloads to be ready; false opts out.
 type Release struct {
-	Wait    bool      `json:"wait"`
+	Wait    *bool     `json:"wait"`
 	Timeout *Duration `json:"timeout"`
 }
 

@@ -134,7 +134,9 @@ func Environment(app *config.Application, pr provider.PullRequest, namespace str
 			Chart:     petriv1.ChartReference{Repository: c.Chart.Repository, Name: c.Chart.Name, Version: v},
 			DependsOn: slices.Clone(c.DependsOn),
 			Uses:      slices.Clone(c.Uses),
-			Release:   petriv1.ReleaseOptions{Wait: c.Release.Wait},
+		}
+		if c.Release.Wait != nil {
+			comp.Release.Wait = new(*c.Release.Wait)
 		}
 		if c.Release.Timeout != nil {
 			comp.Release.Timeout = &metav1.Duration{Duration: c.Release.Timeout.Duration}

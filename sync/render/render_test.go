@@ -78,6 +78,31 @@ func TestEnvironment(t *testing.T) {
 	assert.Error(t, err)
 }
 
+// A component waits for its workloads unless its release says wait: false;
+// what the config file leaves unset stays unset in the environment, where
+// the operator reads it as true.
+func TestEnvironmentReleaseWait(t *testing.T) {
+	for release, want := range map[string]*bool{
+		"":                             nil,
+		"    release: {wait: true}\n":  new(true),
+		"    release: {wait: false}\n": new(false),
+	} {
+		cfg := config.Load(map[string][]byte{"a.yaml": []byte(`kind: Application
+name: shop
+repository: acme/shop
+components:
+  - name: api
+    chart: {repository: "oci://r.example.com/charts", name: api, version: "1.4.2"}
+` + release)})
+		require.Empty(t, cfg.Errors)
+		e, err := render.Environment(cfg.Applications[0], pr(7), "petri-system", map[string]string{"api": "1.4.2"})
+		require.NoError(t, err)
+		rel := e.Spec.Components[0].Release
+		assert.Equal(t, want, rel.Wait, "%q", release)
+		assert.Equal(t, want == nil || *want, rel.Waits(), "%q", release)
+	}
+}
+
 func TestOwned(t *testing.T) {
 	assert.True(t, render.Owned(map[string]string{petriv1.LabelManagedBy: "petri-sync", render.LabelApplication: "a"}))
 	assert.False(t, render.Owned(map[string]string{petriv1.LabelManagedBy: "petri-sync"}))

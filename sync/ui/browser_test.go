@@ -166,6 +166,7 @@ func TestBrowserScreenshots(t *testing.T) {
 			Labels: map[string]string{petriv1.LabelManagedBy: render.ManagedBy, render.LabelApplication: render.SharedWorkloadOwner}},
 		Spec: petriv1.SharedWorkloadSpec{
 			Chart:          petriv1.ChartReference{Repository: imageCharts, Name: "greeter", Version: "0.1.0"},
+			Release:        petriv1.ReleaseOptions{Wait: new(false)},
 			InstanceSecret: &petriv1.InstanceSecretSpec{Keys: []string{"PASSWORD"}},
 			Binding:        map[string]string{"DATABASE": "app_{{ .Hash }}"},
 			Provision:      &petriv1.ContainerTemplate{Image: helperImage, Command: []string{"/petri-testhelper"}, Args: []string{"succeed"}},
@@ -181,7 +182,7 @@ func TestBrowserScreenshots(t *testing.T) {
 	failed := syncEnvironment("shop-pr-43-8b21d4", 43, greeter("web"), strict)
 	failed.Spec.Values = map[string]apiextensionsv1.JSON{"api": values(`{"replicas": 0}`)}
 	slow := greeter("web")
-	slow.Release = petriv1.ReleaseOptions{Wait: true, Timeout: &metav1.Duration{Duration: 5 * time.Minute}}
+	slow.Release = petriv1.ReleaseOptions{Wait: new(true), Timeout: &metav1.Duration{Duration: 5 * time.Minute}}
 	deploying := syncEnvironment("shop-pr-44-c07e55", 44, slow)
 	for _, e := range []*petriv1.EphemeralEnvironment{ready, failed, deploying} {
 		create(t, e)

@@ -206,8 +206,11 @@ func syncEnvironment(name string, number int, components ...petriv1.Component) *
 	}
 }
 
+// greeter is a component of the example chart. No node here runs its
+// pods, so it does not wait for them.
 func greeter(name string, dependsOn ...string) petriv1.Component {
-	return petriv1.Component{Name: name, Chart: petriv1.ChartReference{Repository: imageCharts, Name: "greeter", Version: "0.1.0"}, DependsOn: dependsOn}
+	return petriv1.Component{Name: name, Chart: petriv1.ChartReference{Repository: imageCharts, Name: "greeter", Version: "0.1.0"}, DependsOn: dependsOn,
+		Release: petriv1.ReleaseOptions{Wait: new(false)}}
 }
 
 func create(t *testing.T, obj client.Object) {
@@ -265,7 +268,7 @@ func TestPageShowsEnvironmentsAndNoSecrets(t *testing.T) {
 	sw := &petriv1.SharedWorkload{
 		ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: "postgres-page",
 			Labels: map[string]string{petriv1.LabelManagedBy: render.ManagedBy, render.LabelApplication: render.SharedWorkloadOwner}},
-		Spec: petriv1.SharedWorkloadSpec{Chart: petriv1.ChartReference{Repository: imageCharts, Name: "greeter", Version: "0.1.0"}},
+		Spec: petriv1.SharedWorkloadSpec{Chart: petriv1.ChartReference{Repository: imageCharts, Name: "greeter", Version: "0.1.0"}, Release: petriv1.ReleaseOptions{Wait: new(false)}},
 	}
 	create(t, sw)
 	t.Cleanup(func() {

@@ -7,6 +7,7 @@ package summary
 
 import (
 	"errors"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -129,6 +130,9 @@ type Observations struct {
 	// ReadyBefore: the environment was Ready for this generation when the
 	// pass began.
 	ReadyBefore bool
+	// NotWaitedFor names the components deployed without waiting for their
+	// workloads (release.wait false): Ready says so.
+	NotWaitedFor []string
 }
 
 // Condition is one condition's status, reason and message.
@@ -193,7 +197,7 @@ func Decide(o Observations) Verdict {
 	case out.Failed == "" && out.Final() && o.Err == nil:
 		return Verdict{
 			Phase:       petriv1.EnvironmentReady,
-			Ready:       Condition{metav1.ConditionTrue, petriv1.ReasonSucceeded, "environment is deployed in " + o.Namespace},
+			Ready:       Condition{metav1.ConditionTrue, petriv1.ReasonSucceeded, deployedIn(o)},
 			Reconciling: Condition{metav1.ConditionFalse, petriv1.ReasonSucceeded, ""},
 			Stalled:     StalledRemoved, Observed: true,
 		}
@@ -205,7 +209,7 @@ func Decide(o Observations) Verdict {
 		// pull request.
 		return Verdict{
 			Phase:       petriv1.EnvironmentReady,
-			Ready:       Condition{metav1.ConditionTrue, petriv1.ReasonSucceeded, "environment is deployed in " + o.Namespace},
+			Ready:       Condition{metav1.ConditionTrue, petriv1.ReasonSucceeded, deployedIn(o)},
 			Reconciling: Condition{metav1.ConditionTrue, petriv1.ReasonProgressing, "retrying: " + o.Err.Error()},
 			Stalled:     StalledRemoved, Observed: true,
 		}
@@ -266,6 +270,22 @@ func asleep(o Observations) Verdict {
 		v.Observed = true
 	}
 	return v
+}
+
+// deployedIn is the message of Ready True: where the environment is, and
+// which components it did not wait for.
+func deployedIn(o Observations) string {
+	msg := "environment is deployed in " + o.Namespace
+	if len(o.NotWaitedFor) > 0 {
+		msg += "; " + NotWaitedFor(o.NotWaitedFor)
+	}
+	return msg
+}
+
+// NotWaitedFor says which components were deployed without waiting for
+// their workloads: "not waited for (release.wait is false): web, api".
+func NotWaitedFor(components []string) string {
+	return "not waited for (release.wait is false): " + strings.Join(components, ", ")
 }
 
 func notReady(reason, msg string) Condition {

@@ -148,8 +148,11 @@ func kubectlPetri(t *testing.T, kubeconfig string, args ...string) (string, stri
 	return out.String(), errOut.String(), err
 }
 
+// greeter is a component of the example chart. No node here runs its
+// pods, so it does not wait for them.
 func greeter(name string, dependsOn ...string) petriv1.Component {
-	return petriv1.Component{Name: name, Chart: petriv1.ChartReference{Repository: imageCharts, Name: "greeter", Version: "0.1.0"}, DependsOn: dependsOn}
+	return petriv1.Component{Name: name, Chart: petriv1.ChartReference{Repository: imageCharts, Name: "greeter", Version: "0.1.0"}, DependsOn: dependsOn,
+		Release: petriv1.ReleaseOptions{Wait: new(false)}}
 }
 
 // prEnvironment is an environment as sync writes it for pull request 42.
@@ -199,6 +202,7 @@ func sharedWorkload(name string) *petriv1.SharedWorkload {
 		ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: name},
 		Spec: petriv1.SharedWorkloadSpec{
 			Chart:          petriv1.ChartReference{Repository: imageCharts, Name: "greeter", Version: "0.1.0"},
+			Release:        petriv1.ReleaseOptions{Wait: new(false)},
 			InstanceSecret: &petriv1.InstanceSecretSpec{Keys: []string{"PASSWORD"}},
 			Binding:        map[string]string{"DATABASE": "db_{{ .Hash }}"},
 			Provision:      step, Deprovision: step,
