@@ -105,6 +105,8 @@ func (s *Stack) chartValues() map[string]any {
 		},
 	}
 	if s.RealNode != nil {
+		// The Secret is made by the command docs/install.md gives.
+		delete(values["sync"].(map[string]any), "secret")
 		// The images pushed to the node's registry, at the chart's appVersion.
 		operator["image"] = map[string]any{"repository": s.Image("petri-operator")}
 		operator["deployerImage"] = map[string]any{"repository": s.Image("petri-deployer")}

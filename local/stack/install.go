@@ -76,6 +76,9 @@ func (s *Stack) install(ctx context.Context, r *Report) error {
 	var step *Step
 	var out string
 	var err error
+	if s.RealNode != nil {
+		return s.installAsDocumented(ctx, r)
+	}
 	if s.opts.Install == InstallChart {
 		step = r.Begin("Install Petri: helm install " + ChartRelease + " charts/petri (+ this machine's values)")
 		out, err = s.installChart(ctx)
@@ -271,6 +274,12 @@ secretGenerator:
 	}
 	for name, data := range forgeFiles {
 		files[name] = data
+	}
+	if s.RealNode != nil {
+		// The Secret is made by the command docs/install.md gives.
+		k := files["kustomization.yaml"]
+		i, j := strings.Index(k, "secretGenerator:\n"), strings.Index(k, "      - github-token\n")
+		files["kustomization.yaml"] = k[:i] + k[j+len("      - github-token\n"):]
 	}
 	for name, data := range files {
 		mode := os.FileMode(0o644)

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -248,4 +250,41 @@ func (s *Stack) waitServed(ctx context.Context) error {
 		last = fmt.Sprint(code, err)
 		return err == nil && code == http.StatusOK, nil
 	}, func() string { return "sync's page through the ingress: " + last })
+}
+
+// installAsDocumented installs Petri on the real node with the commands of
+// docs/install.md: helm install (or, for the kustomization, kubectl create
+// namespace first), sync's Secret by kubectl create secret from the
+// files, then kubectl rollout status of both Deployments.
+func (s *Stack) installAsDocumented(ctx context.Context, r *Report) error {
+	secret := []string{"-n", SyncNamespace, "create", "secret", "generic", "petri-sync",
+		"--from-file=webhook-secret=" + filepath.Join(s.Overlay, "webhook-secret"),
+		"--from-file=github-token=" + filepath.Join(s.Overlay, "github-token")}
+	var cmds [][]string
+	var step *Step
+	if s.opts.Install == InstallChart {
+		step = r.Begin("Install Petri as docs/install.md does: helm install " + ChartRelease + " charts/petri -f values.yaml; kubectl create secret; kubectl rollout status")
+		out, err := s.installChart(ctx)
+		if err != nil {
+			return step.Fail(err)
+		}
+		r.Detail(out)
+		cmds = [][]string{secret}
+	} else {
+		step = r.Begin("Install Petri as docs/install.md does: kubectl create namespace; kubectl create secret; kubectl apply -k; kubectl rollout status")
+		cmds = [][]string{{"create", "namespace", SyncNamespace}, secret, {"apply", "-k", s.Overlay}}
+	}
+	cmds = append(cmds,
+		[]string{"-n", ManagementNamespace, "rollout", "status", "deploy/petri-operator", "--timeout=3m"},
+		[]string{"-n", SyncNamespace, "rollout", "status", "deploy/petri-sync", "--timeout=3m"})
+	for _, c := range cmds {
+		out, err := s.kubectl(ctx, c...)
+		if err != nil {
+			return step.Fail(err)
+		}
+		r.Event("$ kubectl %s", strings.Join(c, " "))
+		r.Detail(out)
+	}
+	step.Done("")
+	return nil
 }
