@@ -30,7 +30,7 @@ var FencePolicies = []string{"petri-operator-namespaces", "petri-operator-rolebi
 
 // FenceParams is the ConfigMap in the management namespace that the fences
 // read their settings from: the deployer image, the step images, the shared
-// namespace.
+// namespace, the workloads' Pod Security level.
 const FenceParams = "petri-operator"
 
 // ErrFencesMissing means the API server would not refuse what the fences
@@ -41,8 +41,9 @@ var ErrFencesMissing = errors.New("admission fences missing")
 
 // VerifyFences checks that the fences are installed, enforcing, and agree with
 // the operator's settings: every policy and its binding exist, the bindings
-// deny, and the ConfigMap they read names the operator's deployer image and
-// shared namespace (a different image would make every Job refused).
+// deny, and the ConfigMap they read names the operator's deployer image,
+// shared namespace and workload Pod Security level (a different image would
+// make every Job refused).
 // On a cluster without ValidatingAdmissionPolicy (Kubernetes before 1.30) it
 // says so.
 func VerifyFences(ctx context.Context, c client.Reader, o Options) error {
@@ -77,6 +78,15 @@ func VerifyFences(ctx context.Context, c client.Reader, o Options) error {
 	}
 	if got := cm.Data["shared-namespace"]; got != o.SharedNamespace {
 		return fmt.Errorf("ConfigMap %s/%s names shared-namespace %q but the operator uses %q: the fences would refuse the shared deployer's RoleBinding; set one value in both", o.ManagementNamespace, FenceParams, got, o.SharedNamespace)
+	}
+	got, ok := cm.Data["workload-pod-security"]
+	if !ok {
+		// An installation from before the setting: the fences assume the
+		// default.
+		got = DefaultWorkloadPodSecurity
+	}
+	if got != o.WorkloadPodSecurity {
+		return fmt.Errorf("ConfigMap %s/%s names workload-pod-security %q but the operator uses %q: the fences would refuse every namespace it creates; set one value in both", o.ManagementNamespace, FenceParams, got, o.WorkloadPodSecurity)
 	}
 	return nil
 }

@@ -64,6 +64,11 @@ type Options struct {
 	// verified by a Job running as its deployer identity; 0 turns the
 	// periodic check off (a lost RoleBinding still triggers one).
 	VerifyInterval time.Duration
+	// WorkloadPodSecurity is the Pod Security Standards level (privileged,
+	// baseline, restricted) that every environment's namespace and the
+	// shared namespace enforce; an installation setting the fences read too
+	// (podsecurity.go).
+	WorkloadPodSecurity string
 	// DeployerAuthorizationTimeout is how long a new deployer RoleBinding
 	// may take to be honoured by the API server's authorizer before the
 	// environment is Stalled with DeployerNotAuthorized; it is asked again
@@ -102,6 +107,7 @@ func DefaultOptions() Options {
 		TeardownBackoff:              2 * time.Second,
 		VerifyInterval:               10 * time.Minute,
 		DeployerAuthorizationTimeout: 2 * time.Minute,
+		WorkloadPodSecurity:          DefaultWorkloadPodSecurity,
 		MetricsAddr:                  ":8080",
 		ProbeAddr:                    ":8081",
 		LeaderElection:               true,
@@ -159,6 +165,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.TeardownBackoff, "teardown-backoff", o.TeardownBackoff, "first retry delay of a failed teardown step")
 	fs.DurationVar(&o.VerifyInterval, "verify-interval", o.VerifyInterval, "how often a deployed environment's releases are verified by a Job (0 disables the periodic check)")
 	fs.DurationVar(&o.DeployerAuthorizationTimeout, "deployer-authorization-timeout", o.DeployerAuthorizationTimeout, "how long a deployer's new RoleBinding may take to take effect before its environment is Stalled (it is checked again after, less often)")
+	fs.StringVar(&o.WorkloadPodSecurity, "workload-pod-security", o.WorkloadPodSecurity, "Pod Security Standards level (privileged, baseline, restricted) enforced in every environment's namespace and the shared namespace; the fences read the same value from the ConfigMap petri-operator (workload-pod-security)")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint (0 disables)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "address of the healthz and readyz endpoints")
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", o.PprofAddr, "address of the net/http/pprof endpoints (empty disables)")
@@ -183,6 +190,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--verify-interval must not be negative")
 	case o.DeployerAuthorizationTimeout <= 0:
 		return fmt.Errorf("--deployer-authorization-timeout must be positive")
+	case !validPodSecurityLevel(o.WorkloadPodSecurity):
+		return fmt.Errorf("--workload-pod-security must be one of %s, not %q", strings.Join(PodSecurityLevels, ", "), o.WorkloadPodSecurity)
 	}
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		req, hasReq := o.JobResources.Requests[name]

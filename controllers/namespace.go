@@ -39,6 +39,9 @@ func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env 
 		}
 	}
 	if ns, ok := r.boundInCache(ctx, env); ok {
+		if err := ensurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
+			return err
+		}
 		return r.noticeNamespace(ctx, env, ns)
 	}
 	var ns *corev1.Namespace
@@ -76,6 +79,9 @@ func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env 
 		setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, petriv1.ReasonProgressing, "namespace "+name+" is terminating; it is created again once gone")
 		p.stop = true
 		return nil
+	}
+	if err := ensurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
+		return err
 	}
 	if !apimeta.IsStatusConditionTrue(env.Status.Conditions, petriv1.ConditionNamespaceBound) || conditionGeneration(env, petriv1.ConditionNamespaceBound) != env.Generation {
 		setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionTrue, petriv1.ReasonNamespaceBindSucceeded, "bound to namespace "+name)
@@ -164,7 +170,7 @@ func (r *EphemeralEnvironmentReconciler) getOrCreateNamespace(ctx context.Contex
 			return nil, err
 		}
 	}
-	ns = newOwnedNamespace(env, key)
+	ns = withPodSecurity(newOwnedNamespace(env, key), r.Options.WorkloadPodSecurity)
 	err = r.Create(ctx, ns)
 	switch {
 	case err == nil:
@@ -236,7 +242,8 @@ func (r *EphemeralEnvironmentReconciler) chooseNamespace(ctx context.Context, en
 // newOwnedNamespace is the namespace Petri creates for an environment: the
 // ownership marks of ownedNamespace, the annotation naming the deployer
 // identity that the admission fences allow to be bound to admin there, and
-// the ownership proof made with key.
+// the ownership proof made with key. Its Pod Security level is added where
+// it is created (withPodSecurity).
 func newOwnedNamespace(env *petriv1.EphemeralEnvironment, key []byte) *corev1.Namespace {
 	ns := ownedNamespace(env)
 	ns.Annotations[petriv1.AnnotationDeployerServiceAccount] = naming.DeployerServiceAccount(env.Name)

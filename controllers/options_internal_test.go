@@ -53,3 +53,20 @@ func TestJobResourcesFlags(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, "--job-memory-request (2Gi) must not exceed --job-memory-limit (1Gi)", err.Error())
 }
+
+// The workloads' Pod Security level is one of the three of the standards,
+// baseline unless the installation says otherwise.
+func TestWorkloadPodSecurityFlag(t *testing.T) {
+	o, err := parseOptions()
+	require.NoError(t, err)
+	assert.Equal(t, "baseline", o.WorkloadPodSecurity)
+	for _, level := range []string{"privileged", "baseline", "restricted"} {
+		o, err = parseOptions("--workload-pod-security=" + level)
+		require.NoError(t, err)
+		assert.Equal(t, level, o.WorkloadPodSecurity)
+	}
+	for _, bad := range []string{"strict", "", "Baseline"} {
+		_, err = parseOptions("--workload-pod-security=" + bad)
+		assert.ErrorContains(t, err, "--workload-pod-security must be one of privileged, baseline, restricted", bad)
+	}
+}

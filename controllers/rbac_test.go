@@ -59,6 +59,9 @@ func TestLeastPrivilege(t *testing.T) {
 		{"get", "", "secrets", a, false},
 		{"create", "", "namespaces", "", true},
 		{"delete", "", "namespaces", "", true},
+		// Its Pod Security level only: the fences refuse any other change
+		// (tests/security).
+		{"patch", "", "namespaces", "", true},
 		{"create", "rbac.authorization.k8s.io", "rolebindings", a, true},
 		{"create", "batch", "jobs", mgmtNS, true},
 		{"create", "", "secrets", mgmtNS, true},
@@ -77,5 +80,35 @@ func TestLeastPrivilege(t *testing.T) {
 		{"get", "", "secrets", mgmtNS, false},
 		{"create", "batch", "jobs", mgmtNS, false},
 		{"create", "", "namespaces", "", false},
+		// What a deploy's wait reads of the release's pods, in its own
+		// namespace only; its namespace's labels (the Pod Security level)
+		// are the installation's, not its to change.
+		{"list", "", "pods", a, true},
+		{"list", "", "events", a, true},
+		{"list", "apps", "replicasets", a, true},
+		{"list", "", "pods", b, false},
+		{"list", "", "events", mgmtNS, false},
+		{"patch", "", "namespaces", "", false},
+		{"update", "", "namespaces", "", false},
 	})
+	// A crashed container's last log line (pods/log), in the deployer's
+	// namespace only; the operator reads no workload's log.
+	for _, c := range []struct {
+		user, namespace string
+		allowed         bool
+	}{
+		{deployer, a, true},
+		{deployer, b, false},
+		{deployer, mgmtNS, false},
+		{deployer, sharedNS, false},
+		{"system:serviceaccount:" + mgmtNS + ":petri-operator", a, false},
+	} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: c.user, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: c.namespace},
+		}}
+		res, err := env.Clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, c.allowed, res.Status.Allowed, "%s get pods/log in %q", c.user, c.namespace)
+	}
 }

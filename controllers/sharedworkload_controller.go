@@ -143,7 +143,7 @@ func (r *SharedWorkloadReconciler) users(ctx context.Context, sw *petriv1.Shared
 // for: its deletion brings the shared workload back.
 func (r *SharedWorkloadReconciler) ensureSharedNamespace(ctx context.Context, sw *petriv1.SharedWorkload) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.Options.SharedNamespace, Labels: map[string]string{petriv1.LabelManagedBy: petriv1.ManagedByOperator}}}
-	err := r.Create(ctx, ns)
+	err := r.Create(ctx, withPodSecurity(ns, r.Options.WorkloadPodSecurity))
 	if apierrors.IsAlreadyExists(err) {
 		err = r.Get(ctx, client.ObjectKeyFromObject(ns), ns)
 	}
@@ -152,6 +152,9 @@ func (r *SharedWorkloadReconciler) ensureSharedNamespace(ctx context.Context, sw
 	}
 	if !ns.DeletionTimestamp.IsZero() {
 		return fmt.Errorf("shared namespace %s is being deleted; deploying once it is gone", ns.Name)
+	}
+	if err := ensurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
+		return err
 	}
 	sw.Status.NamespaceUID = string(ns.UID)
 	return nil

@@ -31,6 +31,9 @@ func (r *SharedWorkloadReconciler) checkRelease(ctx context.Context, sw *petriv1
 		// the release was deployed in: no request on this pass, which
 		// every event of every bound environment brings. Anything else is
 		// decided on the API server's answer.
+		if err := ensurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
+			return "", reconcile.Result{}, err
+		}
 		r.summarize(sw, petriv1.ReasonDeploySucceeded, r.deployedIn(sw))
 		return r.verifyRelease(ctx, sw, rel)
 	}
@@ -47,6 +50,9 @@ func (r *SharedWorkloadReconciler) checkRelease(ctx context.Context, sw *petriv1
 		return fmt.Sprintf("shared namespace %s was deleted and created again (uid %s, now %s): the release %s is gone", ns.Name, sw.Status.NamespaceUID, ns.UID, sw.Name), reconcile.Result{}, nil
 	}
 	sw.Status.NamespaceUID = string(ns.UID)
+	if err := ensurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
+		return "", reconcile.Result{}, err
+	}
 	r.summarize(sw, petriv1.ReasonDeploySucceeded, r.deployedIn(sw))
 	return r.verifyRelease(ctx, sw, rel)
 }

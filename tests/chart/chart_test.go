@@ -361,6 +361,7 @@ func TestSchemaRefusesMistakes(t *testing.T) {
 		{"unknown auth", map[string]any{"sync": map[string]any{"configRepo": map[string]any{"auth": "password"}}}, "/sync/configRepo/auth"},
 		{"bad namespace", map[string]any{"namespaces": map[string]any{"management": "Petri_System"}}, "Petri_System"},
 		{"comma in a step image", map[string]any{"operator": map[string]any{"stepImages": []any{"a:,b:"}}}, "a:,b:"},
+		{"unknown Pod Security level", map[string]any{"operator": map[string]any{"workloadPodSecurity": "strict"}}, "/operator/workloadPodSecurity"},
 		{"unknown Secret key", map[string]any{"sync": map[string]any{"secret": map[string]any{"create": true, "data": map[string]any{"token": "x"}}}}, "token"},
 		{"App without installation", map[string]any{"sync": map[string]any{"github": map[string]any{"app": map[string]any{"id": "1"}}}}, "installationID is required"},
 	} {
@@ -431,6 +432,15 @@ func TestChartOptions(t *testing.T) {
 		assert.Equal(t, "linux", d.Spec.Template.Spec.NodeSelector["kubernetes.io/os"])
 		assert.Len(t, d.Spec.Template.Spec.Tolerations, 1)
 	})
+	t.Run("workload Pod Security level", func(t *testing.T) {
+		// The operator and the fences read it from the one ConfigMap.
+		for want, values := range map[string]map[string]any{"baseline": nil, "restricted": {"operator": map[string]any{"workloadPodSecurity": "restricted"}}} {
+			objs := render(t, values)
+			got, _, _ := unstructured.NestedString(find(t, objs, "ConfigMap", "petri-system", "petri-operator").Object, "data", "workload-pod-security")
+			assert.Equal(t, want, got)
+			assert.Contains(t, args(t, objs, "petri-system", "petri-operator"), "--workload-pod-security=$(WORKLOAD_POD_SECURITY)")
+		}
+	})
 	t.Run("settings roll the pods", func(t *testing.T) {
 		checksum := func(objs []*unstructured.Unstructured, ns, name string) string {
 			a, _, _ := unstructured.NestedString(find(t, objs, "Deployment", ns, name).Object, "spec", "template", "metadata", "annotations", "checksum/config")
@@ -439,6 +449,8 @@ func TestChartOptions(t *testing.T) {
 		before := render(t, nil)
 		after := render(t, map[string]any{"operator": map[string]any{"stepImages": []any{"x:"}}, "sync": map[string]any{"configRepo": map[string]any{"branch": "next"}}})
 		assert.NotEqual(t, checksum(before, "petri-system", "petri-operator"), checksum(after, "petri-system", "petri-operator"))
+		restricted := render(t, map[string]any{"operator": map[string]any{"workloadPodSecurity": "restricted"}})
+		assert.NotEqual(t, checksum(before, "petri-system", "petri-operator"), checksum(restricted, "petri-system", "petri-operator"), "the operator reads its level at start")
 		assert.NotEqual(t, checksum(before, "petri-sync", "petri-sync"), checksum(after, "petri-sync", "petri-sync"))
 	})
 	t.Run("ingress publishes the webhook only", func(t *testing.T) {

@@ -212,6 +212,13 @@ func petriNamespace(name, sa, uid string) *corev1.Namespace {
 	}}
 }
 
+// withLevel gives a namespace the Pod Security labels the operator sets.
+func withLevel(ns *corev1.Namespace, level string) *corev1.Namespace {
+	ns.Labels["pod-security.kubernetes.io/enforce"] = level
+	ns.Labels["pod-security.kubernetes.io/enforce-version"] = "latest"
+	return ns
+}
+
 func adminBinding(ns, sa string) *rbacv1.RoleBinding {
 	return binding(ns, "petri-deployer", "admin", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: mgmtNS, Name: sa})
 }
@@ -346,7 +353,12 @@ func checks() []check {
 	sub := func(ns, name string) rbacv1.Subject {
 		return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}
 	}
-	fresh := petriNamespace("web-pr-9-ef56", "petri-deployer-web-pr-9", "uid-9")
+	fresh := withLevel(petriNamespace("web-pr-9-ef56", "petri-deployer-web-pr-9", "uid-9"), "baseline")
+	unlabelled := petriNamespace("web-pr-8-ef57", "petri-deployer-web-pr-8", "uid-8")
+	privileged := withLevel(petriNamespace("web-pr-7-ef58", "petri-deployer-web-pr-7", "uid-7"), "privileged")
+	level := func(name, level string) func(context.Context, client.Client) error {
+		return mergePatch(ns(name), `{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"`+level+`","pod-security.kubernetes.io/enforce-version":"latest"}}}`)
+	}
 	const (
 		fNS   = "petri-operator-namespaces"
 		fRB   = "petri-operator-rolebindings"
@@ -354,7 +366,9 @@ func checks() []check {
 	)
 	return []check{
 		// The operator: what it needs.
-		{who: operator, what: "create a workload namespace with Petri's marks", allowed: true, do: create(fresh)},
+		{who: operator, what: "create a workload namespace with Petri's marks, at the installation's Pod Security level", allowed: true, do: create(fresh)},
+		{who: operator, what: "set the installation's Pod Security level (workload-pod-security) on a workload namespace", allowed: true, do: level(workloadNS, "baseline")},
+		{who: operator, what: "set the installation's Pod Security level on the shared namespace " + sharedNS, allowed: true, do: level(sharedNS, "baseline")},
 		{who: operator, what: "delete a workload namespace with Petri's marks", allowed: true, do: del(ns(workloadNS))},
 		{who: operator, what: "create the deployer's admin RoleBinding in its workload namespace", allowed: true, do: create(adminBinding(otherWorkloadNS, otherDeployerSA).DeepCopy())},
 		{who: operator, what: "create the shared deployer's admin RoleBinding in " + sharedNS, allowed: true, do: create(adminBinding(sharedNS, "petri-shared-deployer"))},
@@ -367,6 +381,13 @@ func checks() []check {
 		}},
 		// The operator: what the fences refuse although RBAC would allow it.
 		{who: operator, what: "create a namespace without Petri's marks", fence: fNS, do: create(ns("web-pr-4-0000"))},
+		{who: operator, what: "create a workload namespace without a Pod Security level", fence: fNS, do: create(unlabelled)},
+		{who: operator, what: "create a workload namespace at another Pod Security level (privileged)", fence: fNS, do: create(privileged)},
+		{who: operator, what: "set another Pod Security level (privileged) on a workload namespace", fence: fNS, do: level(workloadNS, "privileged")},
+		{who: operator, what: "remove the Pod Security level of a workload namespace", fence: fNS, do: mergePatch(ns(workloadNS), `{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":null}}}`)},
+		{who: operator, what: "change another label of a workload namespace with its Pod Security level", fence: fNS, do: mergePatch(ns(workloadNS),
+			`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"baseline","petri.dev/environment-uid":"uid-2"}}}`)},
+		{who: operator, what: "set the Pod Security level on a namespace Petri did not make (" + foreignNS + ")", fence: fNS, do: level(foreignNS, "baseline")},
 		{who: operator, what: "delete a namespace Petri did not make (" + foreignNS + ")", fence: fNS, do: del(ns(foreignNS))},
 		{who: operator, what: "delete kube-system", do: del(ns("kube-system"))},
 		{who: operator, what: "delete kube-node-lease", fence: fNS, do: del(ns("kube-node-lease"))},
@@ -449,6 +470,9 @@ func checks() []check {
 		{who: deployer, what: "write a pull request's lifecycle state (PullRequestState)", do: create(prState())},
 		{who: deployer, what: "read sync's Secret in " + syncNS, do: get(&corev1.Secret{}, syncNS, "petri-sync")},
 		{who: deployer, what: "delete its own workload namespace", do: del(ns(workloadNS))},
+		{who: deployer, what: "change the Pod Security level of its workload namespace", do: level(workloadNS, "privileged")},
+		{who: deployer, what: "read a pod's log in its workload namespace (a crashed container's last line)", allowed: true, do: readPodLog(deployer, workloadNS)},
+		{who: deployer, what: "read a pod's log in another environment's namespace", do: readPodLog(deployer, otherWorkloadNS)},
 		{who: deployer, what: "create a Deployment in " + sharedNS, do: create(deployment(sharedNS))},
 		// The shared deployer.
 		{who: sharedDeployer, what: "read the shared workloads' Secrets in " + sharedNS, allowed: true, do: get(&corev1.Secret{}, sharedNS, "absent")},
