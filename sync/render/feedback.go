@@ -133,7 +133,7 @@ func EnvState(ee *petriv1.EphemeralEnvironment) (phase string, detail string) {
 	case stalled != nil && stalled.Status == metav1.ConditionTrue:
 		return "Failed", scrub(ee, stalled.Message)
 	case current && ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration >= ee.Generation:
-		return "Ready", "environment ready"
+		return "Ready", "environment ready" + notWaitedFor(ee)
 	case current && (ee.Status.Phase == petriv1.EnvironmentFailed || ee.Status.Phase == petriv1.EnvironmentStalled):
 		for _, c := range ee.Status.Components {
 			if c.Phase == petriv1.ComponentFailed && c.LastError != "" {
@@ -152,6 +152,21 @@ func EnvState(ee *petriv1.EphemeralEnvironment) (phase string, detail string) {
 		}
 	}
 	return "Deploying", fmt.Sprintf("deploying: %d of %d components deployed", deployed, len(ee.Spec.Components))
+}
+
+// notWaitedFor names the components whose deploys did not wait for their
+// workloads (release.wait false): Ready says nothing of their pods.
+func notWaitedFor(ee *petriv1.EphemeralEnvironment) string {
+	var names []string
+	for _, c := range ee.Spec.Components {
+		if !c.Release.Waits() {
+			names = append(names, c.Name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return "; not waited for (release.wait is false): " + strings.Join(names, ", ")
 }
 
 // CommitStatus is the status to post on the head commit; false when there

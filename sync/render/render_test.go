@@ -245,3 +245,28 @@ func TestComment(t *testing.T) {
 	assert.Contains(t, body, ":hourglass: waiting for a free environment")
 	assert.Contains(t, body, "Environment deleted: pull request closed.")
 }
+
+// What the deploy found of the release's pods is what the pull request
+// reads: the comment and the commit status name the pod, the container and
+// the cause, as the environment's status does.
+func TestFeedbackNamesThePodsThatDoNotRun(t *testing.T) {
+	crash := `ContainerCrashed: install web: pod web-7d9c-x2x4z container app crashed (restarted 3 times, exit code 1, Error); last log line: "cannot reach the database at db:5432"`
+	e := env(1, 1, petriv1.EnvironmentFailed, metav1.ConditionFalse,
+		petriv1.ComponentStatus{Name: "api", Phase: petriv1.ComponentDeployed, Generation: 1},
+		petriv1.ComponentStatus{Name: "web", Phase: petriv1.ComponentFailed, Generation: 1, Attempt: 1, LastError: crash})
+	meta.SetStatusCondition(&e.Status.Conditions, metav1.Condition{Type: petriv1.ConditionStalled, Status: metav1.ConditionTrue, Reason: petriv1.ReasonDeployFailed,
+		Message: "failed: web (" + crash + ")", ObservedGeneration: 1})
+	body := render.Comment([]render.PRState{{Application: "shop", Env: e}}, render.State{})
+	assert.Contains(t, body, ":x: **Failed**: failed: web ("+crash+")")
+	assert.Contains(t, body, "| web | web 2.0.1 | Failed | "+crash+" |")
+	st, ok := render.CommitStatus(render.PRState{Application: "shop", HeadSHA: "0123456789", Env: e})
+	require.True(t, ok)
+	assert.Equal(t, "failure", st.State)
+	assert.Contains(t, st.Description, "pod web-7d9c-x2x4z container app crashed")
+
+	// Deployed without waiting: Ready, and it says so.
+	e = env(1, 1, petriv1.EnvironmentReady, metav1.ConditionTrue)
+	e.Spec.Components[1].Release.Wait = new(false)
+	body = render.Comment([]render.PRState{{Application: "shop", Env: e}}, render.State{})
+	assert.Contains(t, body, ":white_check_mark: **Ready**: environment ready; not waited for (release.wait is false): web")
+}
