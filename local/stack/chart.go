@@ -88,6 +88,9 @@ func (s *Stack) chartValues() map[string]any {
 		// The example shared workload provisions with the example application.
 		"stepImages": stepImages,
 	}
+	if s.opts.WorkloadPodSecurity != "" {
+		operator["workloadPodSecurity"] = s.opts.WorkloadPodSecurity
+	}
 	values := map[string]any{
 		"operator": operator,
 		"sync": map[string]any{

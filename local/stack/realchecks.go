@@ -33,6 +33,9 @@ type RealResult struct {
 	Forwarded []string
 	// ReplicaSets are the application's active ReplicaSet after each deploy.
 	ReplicaSets []string
+	// PodSecurity is the Pod Security level the environment's namespace
+	// enforces.
+	PodSecurity string
 }
 
 // checkRealNode checks, on the real node, what only real containers show:
@@ -51,6 +54,12 @@ func (sc *Scenario) checkRealNode(ctx context.Context, res *Result, sha string) 
 	if !slices.ContainsFunc(held, func(c string) bool { return strings.HasPrefix(c, "container ") && strings.Contains(c, " app ") }) {
 		return fmt.Errorf("containerd holds no container app of %s: %v", res.Namespace, held)
 	}
+	var ns corev1.Namespace
+	if err := s.Client.Get(ctx, client.ObjectKey{Name: res.Namespace}, &ns); err != nil {
+		return err
+	}
+	res.Real.PodSecurity = ns.Labels["pod-security.kubernetes.io/enforce"]
+	r.Event("namespace %s enforces Pod Security %q", res.Namespace, res.Real.PodSecurity)
 	url := fmt.Sprintf("http://%s.%s.svc.cluster.local/", demoComponent, res.Namespace)
 	page, err := sc.RunClient(ctx, "get", url)
 	if err != nil {

@@ -211,12 +211,17 @@ func realNodeConfig(data []byte, registry string) []byte {
 }
 
 // overlayDeployerImage is the overlay's deployer-image literal on the real
-// node (config/manager's otherwise).
+// node (config/manager's otherwise), and its workload-pod-security one
+// when Options.WorkloadPodSecurity is set.
 func (s *Stack) overlayDeployerImage() string {
-	if s.RealNode == nil {
-		return ""
+	var out string
+	if s.opts.WorkloadPodSecurity != "" {
+		out = "\n      - workload-pod-security=" + s.opts.WorkloadPodSecurity
 	}
-	return "\n      - deployer-image=" + s.Image("petri-deployer") + ":" + ImageTag
+	if s.RealNode == nil {
+		return out
+	}
+	return out + "\n      - deployer-image=" + s.Image("petri-deployer") + ":" + ImageTag
 }
 
 // overlayImages renames the operator's and sync's images to the node's

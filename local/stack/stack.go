@@ -106,6 +106,11 @@ type Options struct {
 	// NodeReal (local/realnode: real containers from Petri's images; root,
 	// GitHub only).
 	Node string
+	// WorkloadPodSecurity is the installation's Pod Security level of the
+	// namespaces Petri creates (operator.workloadPodSecurity,
+	// workload-pod-security); the installation's default (baseline) when
+	// empty.
+	WorkloadPodSecurity string
 }
 
 // Stack is Petri running on this machine.

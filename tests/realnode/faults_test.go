@@ -32,7 +32,7 @@ type fault struct {
 var faultTable = []fault{
 	{app: "noimage", says: []string{"ImagePullFailed", "example-app:never-pushed-{sha}"}, final: true},
 	{app: "crash", says: []string{"ContainerCrashed", "cannot reach the database at db:5432: connection refused"}, final: true},
-	{app: "unready", says: []string{"40s", "eadiness probe"}},
+	{app: "unready", says: []string{"20s", "eadiness probe"}},
 	{app: "unschedulable", says: []string{"Unschedulable", "node affinity/selector"}},
 }
 
@@ -48,6 +48,8 @@ func faults(t *testing.T, s *stack.Stack) {
 		require.NoError(t, err)
 		shas[f.app] = pr.HeadSHA[:7]
 	}
+	optOut, err := s.OpenPullRequestOn(ctx, "petri-dev/nowait", 100+len(faultTable), "Opt out of waiting")
+	require.NoError(t, err)
 	for i, f := range faultTable {
 		t.Run(f.app, func(t *testing.T) {
 			want := make([]string, len(f.says))
@@ -73,6 +75,15 @@ func faults(t *testing.T, s *stack.Stack) {
 			}
 		})
 	}
+	t.Run("nowait", func(t *testing.T) {
+		// Opted out of waiting, the environment is Ready while its container
+		// crashes, and says it was not waited for.
+		env := waitFailed(t, s, fmt.Sprintf("nowait-pr-%d-", optOut.Number), []string{"not waited for: release.wait is false"})
+		ready := meta.FindStatusCondition(env.Status.Conditions, petriv1.ConditionReady)
+		require.NotNil(t, ready)
+		assert.Equal(t, "True", string(ready.Status))
+		assert.Contains(t, ready.Message, "release.wait is false")
+	})
 }
 
 // waitFailed waits until the environment whose name starts with prefix

@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/stack"
@@ -29,6 +31,7 @@ func TestMain(m *testing.M) {
 		os.Stderr.WriteString("tests/realnode runs the real node, which needs root: run 'sudo make test' (or 'sudo go test ./tests/realnode/' after 'sudo make node')\n")
 		os.Exit(1)
 	}
+	ctrllog.SetLogger(logr.Discard())
 	os.Exit(m.Run())
 }
 
@@ -73,7 +76,7 @@ func start(t *testing.T, install string, setup func(*stack.Options)) *stack.Stac
 
 // play runs the demo's scenario and checks what it saw, on real
 // containers.
-func play(t *testing.T, s *stack.Stack) *stack.Result {
+func play(t *testing.T, s *stack.Stack, podSecurity string) *stack.Result {
 	t.Helper()
 	sc := &stack.Scenario{Stack: s, Report: stack.NewReport(os.Stderr), Number: 1, StepTimeout: 3 * time.Minute}
 	start := time.Now()
@@ -93,6 +96,7 @@ func play(t *testing.T, s *stack.Stack) *stack.Result {
 	assert.Contains(t, res.Pages[1], "database: "+res.Database+" (ready)", "the shared workload was provisioned and bound")
 	assert.Equal(t, "1", res.Sleep.Recorded)
 	assert.NotEqual(t, 200, res.Sleep.AsleepAnswer)
+	assert.Equal(t, podSecurity, res.Real.PodSecurity, "the installation's Pod Security level of workload namespaces")
 	return res
 }
 
@@ -123,11 +127,12 @@ func assertPetriPods(t *testing.T, s *stack.Stack) {
 }
 
 // TestHelmInstall installs charts/petri with helm install (the Helm SDK),
-// the fences on and the workload namespaces at Pod Security restricted,
-// then plays a pull request's life and the faults.
+// the fences on and the workload namespaces at Pod Security restricted
+// (operator.workloadPodSecurity), then plays a pull request's life (the
+// example application runs under restricted) and the faults.
 func TestHelmInstall(t *testing.T) {
-	s := start(t, stack.InstallChart, nil)
-	play(t, s)
+	s := start(t, stack.InstallChart, func(o *stack.Options) { o.WorkloadPodSecurity = "restricted" })
+	play(t, s, "restricted")
 	assertPetriPods(t, s)
 	faults(t, s)
 }
@@ -136,6 +141,6 @@ func TestHelmInstall(t *testing.T) {
 // plays a pull request's life.
 func TestKustomizeInstall(t *testing.T) {
 	s := start(t, stack.InstallKustomize, nil)
-	play(t, s)
+	play(t, s, "baseline")
 	assertPetriPods(t, s)
 }
