@@ -297,6 +297,39 @@ run: controlplane build $(if $(filter real,$(NODE)),node) ## Start Petri on this
 bench: controlplane ## Measure sync, the operator's overhead, the deployer, 100 to 1,000 environments and 1,000 at rest (before and after 8bc6e04) on the local control plane; print a table and rewrite docs/benchmarks.md.
 	go run ./cmd/petri-bench -write docs/benchmarks.md $(BENCH_FLAGS)
 
+# make bench-peers runs Argo CD's ApplicationSet pull-request generator beside
+# Petri on the same control plane and node (local/peers). Argo CD is built
+# from the module proxy once per version into the per-user cache, like the
+# control plane, with the Go toolchain its go.mod asks for (GOTOOLCHAIN, for
+# that build only), and the Helm CLI its repo-server runs from the Helm
+# version of Petri's go.mod (hack/argocd/build.sh). Its repo-server also runs
+# git, and its caches live in Redis: Debian's git and redis-server, installed
+# as root when missing. BENCH_PEERS_FLAGS passes flags to petri-bench-peers
+# (go run ./cmd/petri-bench-peers -h), e.g. BENCH_PEERS_FLAGS="-sizes 10".
+# Not part of make test: its own code's tests (local/peers) are.
+ARGOCD_VERSION   := v3.6.1
+ARGOCD_TOOLCHAIN := go1.27.3
+HELM_VERSION     := $(shell go list -m -f '{{.Version}}' helm.sh/helm/v3 2>/dev/null)
+PEERS_PACKAGES   := git redis-server
+BENCH_PEERS_FLAGS ?=
+
+.PHONY: bench-peers
+bench-peers: controlplane build ## Measure Argo CD's ApplicationSet pull-request generator beside Petri (10 and 100 pull requests opened, pushed, closed) on the local control plane; print a table and write docs/benchmarks.md's section.
+	@missing=; for c in git redis-server; do command -v $$c >/dev/null 2>&1 || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing what Argo CD's components run: apt-get install -y $(PEERS_PACKAGES)"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y --no-install-recommends $(PEERS_PACKAGES) || { apt-get update && apt-get install -y --no-install-recommends $(PEERS_PACKAGES); }; \
+	  else \
+	    echo "make bench-peers runs Argo CD's repo-server (git) and Redis, which are not both installed:"; \
+	    echo "  sudo apt-get install -y $(PEERS_PACKAGES)    (Debian, Ubuntu)"; \
+	    exit 1; \
+	  fi; \
+	fi
+	@hack/argocd/build.sh $(ARGOCD_VERSION) $(ARGOCD_TOOLCHAIN) $(HELM_VERSION) $(CACHE_ROOT) $(BIN)
+	go run ./cmd/petri-bench-peers -bin $(BIN) -write docs/benchmarks.md $(BENCH_PEERS_FLAGS)
+
 ##@ Images
 
 # The images come from one recipe, hack/images (cmd/petri-images): static Go
