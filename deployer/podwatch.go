@@ -169,7 +169,9 @@ func NewPodDiagnosis(cs kubernetes.Interface, namespace string) *PodDiagnosis {
 // timedOut is the failure of a wait that ran out of time: what was not
 // ready then.
 func (r *PodDiagnosis) timedOut(ctx context.Context, objects []ReleaseObject, timeout time.Duration, cause error) error {
-	problems, err := r.Diagnose(ctx, objects, true)
+	read, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
+	defer cancel()
+	problems, err := r.Diagnose(read, objects, true)
 	if err != nil {
 		return fmt.Errorf("release.timeout %s elapsed; the release's pods could not be read (%v): %w", timeout, err, cause)
 	}

@@ -272,7 +272,9 @@ func TestGetShowsTheEnvironmentTree(t *testing.T) {
 	if e.Status.Components[0].Name != "web" {
 		webJob = e.Status.Components[1].Job
 	}
-	assert.Regexp(t, `│  │  └─ job `+webJob+`  pod `+webJob+`-\S+ Succeeded`, out)
+	assert.Regexp(t, `│  │  ├─ job `+webJob+`  pod `+webJob+`-\S+ Succeeded`, out)
+	// These components do not wait for their pods, which run nowhere here.
+	assert.Contains(t, lines, "│  │  └─ not waited for: release.wait is false", "the component's message")
 	assert.Regexp(t, `      └─ job \S+  pod \S+ Succeeded`, out, "the binding's latest Job and pod")
 
 	v := getJSON(t, cluster.Kubeconfig, "shop-pr-42")
