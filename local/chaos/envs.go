@@ -65,7 +65,7 @@ func newEnvironment(name, scenario string, sh shape, revision int) *petriv1.Ephe
 		// so the local node runs it on a port of its own.
 		web.Chart = petriv1.ChartReference{Repository: stack.DeployerCharts, Name: "example-app", Version: "0.1.0"}
 		web.Values = rawJSON(map[string]any{"replicas": 1, "message": "web of " + name})
-		web.Release = petriv1.ReleaseOptions{Wait: true, Timeout: &metav1.Duration{Duration: time.Minute}}
+		web.Release = petriv1.ReleaseOptions{Timeout: &metav1.Duration{Duration: time.Minute}}
 	}
 	env := &petriv1.EphemeralEnvironment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: stack.ManagementNamespace, Name: name, Labels: map[string]string{LabelScenario: scenario}},
