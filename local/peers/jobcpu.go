@@ -116,4 +116,3 @@ func readCounted(acct string) (jobUsage, error) {
 func (u jobUsage) since(before jobUsage) jobUsage {
 	return jobUsage{Processes: u.Processes - before.Processes, CPU: u.CPU - before.CPU, PeakRSS: u.PeakRSS}
 }
-

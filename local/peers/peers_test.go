@@ -146,12 +146,12 @@ func TestRequestsOfFlowSchemas(t *testing.T) {
 		`apiserver_flowcontrol_dispatched_requests_total{flow_schema="peers-argocd",priority_level="workload-low"}`:       5,
 	}
 	after := map[string]float64{
-		`apiserver_flowcontrol_dispatched_requests_total{flow_schema="petri-controllers",priority_level="workload-high"}`:    30,
+		`apiserver_flowcontrol_dispatched_requests_total{flow_schema="petri-controllers",priority_level="workload-high"}`:       30,
 		`apiserver_flowcontrol_dispatched_requests_total{flow_schema="petri-leader-election",priority_level="leader-election"}`: 4,
-		`apiserver_flowcontrol_dispatched_requests_total{flow_schema="peers-petri-deployers",priority_level="workload-low"}`:   6,
-		`apiserver_flowcontrol_dispatched_requests_total{flow_schema="peers-argocd",priority_level="workload-low"}`:           50,
-		`apiserver_flowcontrol_dispatched_requests_total{flow_schema="system-nodes",priority_level="system"}`:                 999,
-		`apiserver_request_total{flow_schema="peers-argocd"}`: 1000,
+		`apiserver_flowcontrol_dispatched_requests_total{flow_schema="peers-petri-deployers",priority_level="workload-low"}`:    6,
+		`apiserver_flowcontrol_dispatched_requests_total{flow_schema="peers-argocd",priority_level="workload-low"}`:             50,
+		`apiserver_flowcontrol_dispatched_requests_total{flow_schema="system-nodes",priority_level="system"}`:                   999,
+		`apiserver_request_total{flow_schema="peers-argocd"}`:                                                                   1000,
 	}
 	assert.Equal(t, 30.0, requestsOf(before, after, PetriFlowSchemas))
 	assert.Equal(t, 45.0, requestsOf(before, after, ArgoCDFlowSchemas))

@@ -193,7 +193,6 @@ func (s *session) namespacesLeft(ctx context.Context, numbers []int) (petriLeft,
 	return petriLeft, argoLeft
 }
 
-
 // forEach runs fn for every item with at most workers at once and returns
 // the first error.
 func forEach[T any](ctx context.Context, items []T, workers int, fn func(T) error) error {
