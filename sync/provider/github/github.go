@@ -60,6 +60,8 @@ type Provider struct {
 	// login is whose comments are sync's own; learnt once (loginOf).
 	login   forge.Login
 	loginOf func(ctx context.Context) (string, error)
+	// posted remembers the commit statuses this process posted.
+	posted postedStatuses
 }
 
 var (

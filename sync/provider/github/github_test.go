@@ -321,3 +321,39 @@ func TestConnectionsAreKeptForConcurrentCalls(t *testing.T) {
 	// Without idle connections kept, 240 calls opened over a hundred.
 	assert.LessOrEqual(t, srv.Connections(), 2*callers, "connections are kept for the callers' next calls")
 }
+
+// Once a provider has posted a commit's status for a context, its next
+// status there is posted without reading the commit's statuses first: the
+// read is made only for a commit and context it has not posted yet.
+func TestSetCommitStatusReadsOnlyWhatItDidNotPost(t *testing.T) {
+	t.Parallel()
+	srv := githubapi.New(githubapi.Options{})
+	defer srv.Close()
+	p := newProvider(t, srv, nil)
+	ctx := context.Background()
+	reads := func() int {
+		n := 0
+		for _, r := range srv.Requests() {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.Path, "/statuses") {
+				n++
+			}
+		}
+		return n
+	}
+	st := provider.CommitStatus{State: "pending", Context: "petri/shop", Description: "Deploying"}
+	require.NoError(t, p.SetCommitStatus(ctx, repo, "abc", st))
+	assert.Equal(t, 1, reads(), "the first status of a commit reads what GitHub shows")
+	st.State, st.Description = "success", "Ready"
+	require.NoError(t, p.SetCommitStatus(ctx, repo, "abc", st))
+	require.NoError(t, p.SetCommitStatus(ctx, repo, "abc", st))
+	assert.Equal(t, 1, reads(), "the next ones do not")
+	require.Len(t, srv.Statuses(repo, "abc"), 2, "each change posted once")
+
+	require.NoError(t, p.SetCommitStatus(ctx, repo, "def", st))
+	assert.Equal(t, 2, reads(), "another commit is read first")
+	p.ForgetRepository(repo)
+	st.State = "failure"
+	require.NoError(t, p.SetCommitStatus(ctx, repo, "abc", st))
+	assert.Equal(t, 3, reads(), "a forgotten repository is read again")
+	require.Len(t, srv.Statuses(repo, "abc"), 3)
+}

@@ -6,6 +6,7 @@ package github
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	gh "github.com/google/go-github/v60/github"
 
@@ -27,30 +28,91 @@ func (p *Provider) SetCommitStatus(ctx context.Context, repository, sha string, 
 	if r := []rune(desc); len(r) > 140 {
 		desc = string(r[:139]) + "…"
 	}
-	// A restarted sync does not repeat the status GitHub already shows:
-	// the latest status of the context is read first (a conditional GET).
-	latest, resp, err := p.client.Repositories.ListStatuses(ctx, owner, name, sha, &gh.ListOptions{PerPage: 100})
-	if err := p.after(resp, err); err != nil {
-		return fmt.Errorf("read commit statuses of %s@%s: %w", repository, sha, err)
+	key := postedKey{repository, sha, st.Context}
+	want := provider.CommitStatus{State: st.State, Context: st.Context, Description: desc, TargetURL: st.TargetURL}
+	last, known := p.posted.get(key)
+	if known && last == want {
+		return nil
 	}
-	for _, l := range latest { // newest first
-		if l.GetContext() != st.Context {
-			continue
+	if !known {
+		// A restarted sync does not repeat the status GitHub already
+		// shows: the latest status of the context is read first. Once this
+		// process has posted the context's status on the commit, the
+		// latest is that one (only the leader posts), and no read is made.
+		same, err := p.latestIs(ctx, repository, owner, name, sha, want)
+		if err != nil || same {
+			if same {
+				p.posted.put(key, want)
+			}
+			return err
 		}
-		if l.GetState() == st.State && l.GetDescription() == desc && l.GetTargetURL() == st.TargetURL {
-			return nil
-		}
-		break
 	}
 	status := &gh.RepoStatus{State: gh.String(st.State), Context: gh.String(st.Context), Description: gh.String(desc)}
 	if st.TargetURL != "" {
 		status.TargetURL = gh.String(st.TargetURL)
 	}
-	_, resp, err = p.client.Repositories.CreateStatus(ctx, owner, name, sha, status)
+	_, resp, err := p.client.Repositories.CreateStatus(ctx, owner, name, sha, status)
 	if err := p.after(resp, err); err != nil {
 		return fmt.Errorf("set commit status %s on %s@%s: %w", st.Context, repository, sha, err)
 	}
+	p.posted.put(key, want)
 	return nil
+}
+
+// latestIs reads the commit's statuses and reports whether the latest of
+// want's context is want.
+func (p *Provider) latestIs(ctx context.Context, repository, owner, name, sha string, want provider.CommitStatus) (bool, error) {
+	latest, resp, err := p.client.Repositories.ListStatuses(ctx, owner, name, sha, &gh.ListOptions{PerPage: 100})
+	if err := p.after(resp, err); err != nil {
+		return false, fmt.Errorf("read commit statuses of %s@%s: %w", repository, sha, err)
+	}
+	for _, l := range latest { // newest first
+		if l.GetContext() == want.Context {
+			return l.GetState() == want.State && l.GetDescription() == want.Description && l.GetTargetURL() == want.TargetURL, nil
+		}
+	}
+	return false, nil
+}
+
+// postedKey names a commit status: repository, commit and context.
+type postedKey struct{ repo, sha, context string }
+
+// maxPosted bounds the statuses remembered; when full the memory starts
+// again (the next status of each commit then reads GitHub first).
+const maxPosted = 8192
+
+// postedStatuses are the statuses this process posted, the latest per
+// commit and context.
+type postedStatuses struct {
+	mu sync.Mutex
+	m  map[postedKey]provider.CommitStatus
+}
+
+func (ps *postedStatuses) get(k postedKey) (provider.CommitStatus, bool) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	st, ok := ps.m[k]
+	return st, ok
+}
+
+func (ps *postedStatuses) put(k postedKey, st provider.CommitStatus) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.m == nil || len(ps.m) >= maxPosted {
+		ps.m = map[postedKey]provider.CommitStatus{}
+	}
+	ps.m[k] = st
+}
+
+// forget drops what is remembered of a repository.
+func (ps *postedStatuses) forget(repository string) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for k := range ps.m {
+		if k.repo == repository {
+			delete(ps.m, k)
+		}
+	}
 }
 
 // UpsertComment keeps exactly one comment carrying marker on the pull
@@ -117,7 +179,10 @@ func (p *Provider) ForgetPullRequest(repository string, number int) {
 }
 
 // ForgetRepository implements provider.Forgetter.
-func (p *Provider) ForgetRepository(repository string) { p.comments.ForgetRepository(repository) }
+func (p *Provider) ForgetRepository(repository string) {
+	p.comments.ForgetRepository(repository)
+	p.posted.forget(repository)
+}
 
 // FindDeployment returns the newest deployment of sha to environment.
 func (p *Provider) FindDeployment(ctx context.Context, repository, sha, environment string) (int64, error) {
