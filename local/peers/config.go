@@ -11,7 +11,9 @@ import (
 
 // Setup is what both systems are configured from: one repository's pull
 // requests carrying a label, each deployed from the same chart of the same
-// chart repository with the same values.
+// chart repository with the same values. The application's pods request
+// 1m of CPU (the chart's default is 10m): the one node has two cores to
+// place by requests, and 100 pull requests on each system are 200 pods.
 type Setup struct {
 	// Repository is the pull requests' GitHub repository, owner/name.
 	Repository string
@@ -104,6 +106,10 @@ spec:
           valuesObject:
             message: 'Hello from pull request #{{ .number }}'
             commit: '{{ .head_sha }}'
+            resources:
+              requests:
+                cpu: 1m
+                memory: 16Mi
       destination:
         server: %[14]s
         namespace: 'argocd-%[10]s-pr-{{ .number }}'
@@ -150,6 +156,11 @@ components:
       repository: %[4]s
       name: %[5]s
       version: %[6]s
+    values:
+      resources:
+        requests:
+          cpu: 1m
+          memory: 16Mi
     pullRequestValues:
       message: "Hello from pull request #{{ .Number }}"
       commit: "{{ .SHA }}"

@@ -57,8 +57,10 @@ func TestBothSystemsDeployTheSameChartWithTheSameValues(t *testing.T) {
 	var appset map[string]any
 	require.NoError(t, yaml.Unmarshal([]byte(ApplicationSetYAML(testSetup)), &appset))
 	argoValues := appset["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["source"].(map[string]any)["helm"].(map[string]any)["valuesObject"].(map[string]any)
-	// The same keys, each system's template syntax for the same fields.
-	assert.ElementsMatch(t, sortedKeys(petriValues), sortedKeys(argoValues))
+	// The same values, each system's template syntax for the same fields.
+	petriFixed := comp["values"].(map[string]any)
+	assert.ElementsMatch(t, append(sortedKeys(petriValues), sortedKeys(petriFixed)...), sortedKeys(argoValues))
+	assert.Equal(t, petriFixed["resources"], argoValues["resources"])
 	assert.Equal(t, "{{ .SHA }}", petriValues["commit"])
 	assert.Equal(t, strings.ReplaceAll(petriValues["message"].(string), "{{ .Number }}", "{{ .number }}"), argoValues["message"])
 }

@@ -114,6 +114,10 @@ func startPetri(ctx context.Context, c *controlplane.Cluster, bins map[string]st
 		"--shared-namespace=" + sharedNamespace,
 		"--deployer-image=" + DeployerImage,
 		"--chart-ca-secret=" + chartCASecret,
+		// A deploy Job's process uses about 70 ms of CPU; at the default
+		// request (100m) the node's two cores place 20 at once and the
+		// application's pods they wait for find no room.
+		"--job-cpu-request=10m",
 		"--leader-elect",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]),
