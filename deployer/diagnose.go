@@ -43,6 +43,7 @@ type PodProblem struct {
 	// of a crashed container, the event of a failing probe.
 	pod      string
 	restarts int32
+	running  bool
 	probe    bool
 }
 
@@ -139,7 +140,7 @@ func DiagnosePod(pod *corev1.Pod) *PodProblem {
 // containerProblem judges one container: nil when it is ready, or an init
 // container that finished.
 func containerProblem(cs corev1.ContainerStatus, spec *corev1.Container, init bool) *PodProblem {
-	p := &PodProblem{Container: cs.Name, Init: init, restarts: cs.RestartCount}
+	p := &PodProblem{Container: cs.Name, Init: init, restarts: cs.RestartCount, running: cs.State.Running != nil}
 	w := cs.State.Waiting
 	if w != nil && imagePullReasons[w.Reason] {
 		p.Reason, p.Now = contract.ReasonImagePullFailed, true

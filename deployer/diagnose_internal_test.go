@@ -44,3 +44,31 @@ func TestProblemsMessage(t *testing.T) {
 		problemsMessage(problems))
 	assert.Equal(t, pull.String(), problemsMessage(problems[:1]))
 }
+
+// A crashed container's line comes from its latest run when it is down
+// (the run before may be gone), from the previous run when it runs again;
+// kubelet's "unable to retrieve container logs" (inside a 200 answer, for a
+// run it no longer has) is no log line: the other run is read instead.
+func TestLastLogLineReadsTheCrashedRun(t *testing.T) {
+	assert.False(t, (&PodProblem{restarts: 3}).crashedRunIsPrevious(), "down after its restarts: its latest run crashed")
+	assert.True(t, (&PodProblem{restarts: 3, running: true}).crashedRunIsPrevious(), "up again: the previous run crashed")
+	assert.False(t, (&PodProblem{running: true}).crashedRunIsPrevious())
+
+	logs := map[bool][]byte{
+		true:  []byte(kubeletLogGone + "containerd://a6b509f1"),
+		false: []byte("listening\npetri-example-app: cannot reach the database\n"),
+	}
+	var asked []bool
+	read := func(previous bool) ([]byte, error) {
+		asked = append(asked, previous)
+		return logs[previous], nil
+	}
+	assert.Equal(t, `last log line: "petri-example-app: cannot reach the database"`, logLineOf(read, false))
+	assert.Equal(t, []bool{false}, asked)
+	asked = nil
+	assert.Equal(t, `last log line: "petri-example-app: cannot reach the database"`, logLineOf(read, true), "the previous run's log is gone: the latest one is read")
+	assert.Equal(t, []bool{true, false}, asked)
+
+	logs[false] = logs[true]
+	assert.Equal(t, "no log line read (kubelet no longer has the container's log)", logLineOf(read, true))
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -189,7 +190,7 @@ func (r *PodDiagnosis) failure(ctx context.Context, problems []PodProblem, timeo
 	p := &problems[0]
 	switch {
 	case p.Reason == contract.ReasonContainerCrashed && p.pod != "":
-		p.Detail += "; " + r.lastLogLine(ctx, p.pod, p.Container, p.restarts > 0)
+		p.Detail += "; " + r.lastLogLine(ctx, p.pod, p.Container, p.crashedRunIsPrevious())
 	case p.probe:
 		if msg := r.probeEvent(ctx, p.pod); msg != "" {
 			p.Detail += ": " + msg
@@ -396,9 +397,22 @@ func behind(obj string, final bool) []PodProblem {
 
 func replicas(n *int32) int32 { return ptr.Deref(n, 1) }
 
-// lastLogLine is "last log line: "..."" of a container, from its previous
-// run when it restarted (pods/log, bounded by logTailLines and
-// logLimitBytes), or why there is none.
+// errLogGone is a run whose log kubelet no longer has.
+var errLogGone = errors.New("log gone")
+
+// crashedRunIsPrevious says which run of a crashed container holds the
+// crash: the previous one when it runs again after a restart, else its
+// latest run, which has exited (kubelet keeps few exited runs: the one
+// before it may be gone).
+func (p *PodProblem) crashedRunIsPrevious() bool { return p.running && p.restarts > 0 }
+
+// kubeletLogGone is how kubelet answers, inside a 200 answer, for a run
+// whose container or log it no longer has.
+const kubeletLogGone = "unable to retrieve container logs for "
+
+// lastLogLine is "last log line: "..."" of a container, from the run
+// previous says (pods/log, bounded by logTailLines and logLimitBytes), or
+// from the other run when that one's log is gone, or why there is none.
 func (r *PodDiagnosis) lastLogLine(ctx context.Context, pod, container string, previous bool) string {
 	read := func(previous bool) ([]byte, error) {
 		return r.cs.CoreV1().Pods(r.namespace).GetLogs(pod, &corev1.PodLogOptions{
@@ -406,10 +420,26 @@ func (r *PodDiagnosis) lastLogLine(ctx context.Context, pod, container string, p
 			TailLines: ptr.To[int64](logTailLines), LimitBytes: ptr.To[int64](logLimitBytes),
 		}).DoRaw(ctx)
 	}
-	data, err := read(previous)
-	if err != nil && previous {
-		// The previous run's log may be gone; the current one may tell.
-		data, err = read(false)
+	return logLineOf(read, previous)
+}
+
+// logLineOf reads the last log line of the run previous says with read,
+// and of the other run when that one's log is gone.
+func logLineOf(read func(previous bool) ([]byte, error), previous bool) string {
+	readRun := func(previous bool) ([]byte, error) {
+		data, err := read(previous)
+		if err == nil && strings.HasPrefix(string(data), kubeletLogGone) {
+			err = errLogGone
+		}
+		return data, err
+	}
+	data, err := readRun(previous)
+	if err != nil {
+		// That run's log may be gone; the other run may tell.
+		data, err = readRun(!previous)
+	}
+	if errors.Is(err, errLogGone) {
+		return "no log line read (kubelet no longer has the container's log)"
 	}
 	if err != nil {
 		why := string(apierrors.ReasonForError(err))
