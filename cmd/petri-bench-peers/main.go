@@ -7,12 +7,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/petri-dev/petri/local/peers"
@@ -34,13 +33,16 @@ func run() error {
 	o := peers.Defaults()
 	bin := flag.String("bin", "bin", "directory holding argocd, helm and argocd-manifests (make bench-peers builds them)")
 	dir := flag.String("dir", "", "keep the control plane, the configuration and every process's log here (default: a temporary directory, removed)")
-	sizes := flag.String("sizes", joinInts(o.Sizes), "pull requests opened at once, comma-separated runs")
+	sizes := flag.String("sizes", peers.FormatCounts(o.Sizes), "pull requests opened at once, comma-separated runs")
 	write := flag.String("write", "", "rewrite this markdown file's section between the peers markers (docs/benchmarks.md) with the figures")
 	flag.DurationVar(&o.Timeout, "timeout", o.Timeout, "longest wait of one phase (opened, pushed, closed) of one size")
 	flag.Parse()
 	var err error
-	if o.Sizes, err = parseInts(*sizes); err != nil {
+	if o.Sizes, err = peers.ParseCounts(*sizes); err != nil {
 		return fmt.Errorf("-sizes: %w", err)
+	}
+	if len(o.Sizes) == 0 {
+		return errors.New("-sizes: no size")
 	}
 	o.Bin, o.Dir, o.Log = *bin, *dir, os.Stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -59,30 +61,4 @@ func run() error {
 		fmt.Fprintf(os.Stderr, "wrote %s\n", *write)
 	}
 	return nil
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ",")
-}
-
-func parseInts(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%q is not a positive number", f)
-		}
-		out = append(out, n)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no size")
-	}
-	return out, nil
 }

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -54,8 +53,8 @@ func run() error {
 	fs.IntVar(&o.Resync.Runs, "resync-runs", o.Resync.Runs, "unchanged resyncs counted")
 	fs.IntVar(&o.OverheadRuns, "overhead-runs", o.OverheadRuns, "environments created one at a time, operator and floor each")
 	fs.IntVar(&o.DeployerRuns, "deployer-runs", o.DeployerRuns, "installs and no-op upgrades, process and in-process each")
-	scaleNoop := fs.String("scale-noop", joinInts(o.ScaleNoop), "environments created at once in no-op mode (comma-separated runs; empty for none)")
-	scaleReal := fs.String("scale-real", joinInts(o.ScaleReal), "environments created at once with the real deployer (comma-separated runs; empty for none)")
+	scaleNoop := fs.String("scale-noop", bench.FormatCounts(o.ScaleNoop), "environments created at once in no-op mode (comma-separated runs; empty for none)")
+	scaleReal := fs.String("scale-real", bench.FormatCounts(o.ScaleReal), "environments created at once with the real deployer (comma-separated runs; empty for none)")
 	fs.BoolVar(&o.ScaleFloor, "scale-floor", o.ScaleFloor, "follow every no-op scale run with a floor run of the same size: the operator's writes issued raw by a client, the same Jobs, no operator")
 	fs.DurationVar(&o.ScaleTimeout, "scale-timeout", o.ScaleTimeout, "longest wait for all Ready, and for all gone, of one scale run")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "the operator's --concurrency (default: the operator's default)")
@@ -68,10 +67,10 @@ func run() error {
 	fs.StringVar(&o.ProfileDir, "profile", "", "write the operator's CPU and heap profiles of every scale run into this directory")
 	flag.Parse()
 	var err error
-	if o.ScaleNoop, err = parseInts(*scaleNoop); err != nil {
+	if o.ScaleNoop, err = bench.ParseCounts(*scaleNoop); err != nil {
 		return fmt.Errorf("-scale-noop: %w", err)
 	}
-	if o.ScaleReal, err = parseInts(*scaleReal); err != nil {
+	if o.ScaleReal, err = bench.ParseCounts(*scaleReal); err != nil {
 		return fmt.Errorf("-scale-real: %w", err)
 	}
 	if *only != "" {
@@ -102,27 +101,4 @@ func run() error {
 		fmt.Fprintf(os.Stderr, "wrote %s\n", *write)
 	}
 	return nil
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ",")
-}
-
-func parseInts(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%q is not a positive number", f)
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }

@@ -20,6 +20,7 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers"
 	"github.com/petri-dev/petri/local/controlplane"
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
 
 // At rest: what idle environments cost.
@@ -203,7 +204,7 @@ func buildOperatorAt(ctx context.Context, rev, dir string) (string, string, erro
 // atRestSide keeps o.Environments idle on a fresh control plane and reads
 // the steady state.
 func atRestSide(ctx context.Context, o AtRestOptions, dir string, bins map[string]string, logf func(string, ...any)) (res AtRestResult, err error) {
-	res.LoadBefore = loadavg()
+	res.LoadBefore = benchkit.LoadAverage()
 	e, err := startEnv(ctx, dir, bins, logf)
 	if err != nil {
 		return res, err
@@ -224,7 +225,7 @@ func atRestSide(ctx context.Context, o AtRestOptions, dir string, bins map[strin
 		names[i] = fmt.Sprintf("atrest-%04d", i)
 	}
 	start := time.Now()
-	if err := forEach(ctx, names, 16, func(n string) error {
+	if err := benchkit.ForEach(ctx, names, 16, func(n string) error {
 		return c.Create(ctx, benchEnvironment(managementNamespace, n))
 	}); err != nil {
 		return res, fmt.Errorf("create environments: %w", err)
@@ -245,7 +246,7 @@ func atRestSide(ctx context.Context, o AtRestOptions, dir string, bins map[strin
 		return res, err
 	}
 	e.readVerifications(ctx, &res)
-	res.LoadAfter = loadavg()
+	res.LoadAfter = benchkit.LoadAverage()
 	return res, nil
 }
 
@@ -361,7 +362,7 @@ func (e *env) readVerifications(ctx context.Context, res *AtRestResult) {
 			res.VerifyMessage = v.Result
 		}
 	}
-	res.VerifyTook = distOf(took)
+	res.VerifyTook = benchkit.DistOf(took)
 }
 
 // pause waits d: a measurement window, not a synchronisation.

@@ -21,9 +21,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
 
 // Options choose the measurements and their sizes.
@@ -136,22 +137,12 @@ func (o Options) runs(name string) bool {
 // each operator it measures, after the others' has stopped.
 func Run(ctx context.Context, o Options) (*Results, error) {
 	start := time.Now()
-	logw := o.Log
-	if logw == nil {
-		logw = io.Discard
+	logf := benchkit.Logger(o.Log)
+	dir, done, err := benchkit.WorkDir(o.Dir, "petri-bench-")
+	if err != nil {
+		return nil, err
 	}
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(logw, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-	}
-	dir := o.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "petri-bench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
-	}
+	defer done()
 	res := &Results{Machine: thisMachine(), Options: o, Smoke: o.Smoke}
 	logf("building petri-operator, petri-deployer and the no-op deployer")
 	bins, err := buildBinaries(dir)
@@ -269,3 +260,11 @@ func runScale(ctx context.Context, e *env, o Options, res *Results, logf func(st
 
 func ms(d time.Duration) string   { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+
+// ParseCounts reads the numbers of environments of a comma-separated flag
+// (-scale-noop, -scale-real); an empty list is none.
+func ParseCounts(s string) ([]int, error) { return benchkit.ParseCounts(s) }
+
+// FormatCounts writes counts as ParseCounts reads them, for a flag's
+// default.
+func FormatCounts(v []int) string { return benchkit.FormatCounts(v) }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
 
 // cpuParts are the processes whose CPU time a scale run splits: the control
@@ -22,7 +24,7 @@ type cpuSample map[string]time.Duration
 func sampleCPU() cpuSample {
 	out := cpuSample{}
 	self := os.Getpid()
-	if t, err := procCPU(self, true); err == nil {
+	if t, err := benchkit.ProcCPU(self, true); err == nil {
 		out["node/pods/benchmark"] = t
 	}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
@@ -55,36 +57,11 @@ func sampleCPU() cpuSample {
 		if name == "" {
 			continue
 		}
-		if t, err := procCPU(pid, false); err == nil {
+		if t, err := benchkit.ProcCPU(pid, false); err == nil {
 			out[name] += t
 		}
 	}
 	return out
-}
-
-// procCPU is a process's user and system CPU time, with that of the
-// children it waited for when children is set.
-func procCPU(pid int, children bool) (time.Duration, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(fields) < 15 {
-		return 0, fmt.Errorf("short /proc stat: %q", s)
-	}
-	var ticks int64
-	n := 2
-	if children {
-		n = 4
-	}
-	for _, f := range fields[11 : 11+n] {
-		v, _ := strconv.ParseInt(f, 10, 64)
-		ticks += v
-	}
-	// USER_HZ is 100 on Linux.
-	return time.Duration(ticks) * 10 * time.Millisecond, nil
 }
 
 // since is the CPU time each part used between two samples.

@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/petri-dev/petri/deployer"
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
 
 // DeployerResult is what one component's Helm operation costs: the deploy
@@ -34,7 +35,7 @@ type DeployerResult struct {
 
 // deployerFloor measures runs installs and no-op upgrades each way.
 func (e *env) deployerFloor(ctx context.Context, runs int) (res DeployerResult, err error) {
-	res.LoadBefore = loadavg()
+	res.LoadBefore = benchkit.LoadAverage()
 	ns, err := e.cluster.CreateNamespace(ctx, "bench-deployer")
 	if err != nil {
 		return res, err
@@ -89,11 +90,11 @@ func (e *env) deployerFloor(ctx context.Context, runs int) (res DeployerResult, 
 			}
 		}
 	}
-	res.ProcessInstall, res.ProcessUpgrade = distOf(pInst), distOf(pUpg)
-	res.ProcessInstallCPU, res.ProcessUpgradeCPU = distOf(pInstCPU), distOf(pUpgCPU)
-	res.InProcessInstall, res.InProcessUpgrade = distOf(iInst), distOf(iUpg)
-	res.InProcessInstallCPU, res.InProcessUpgradeCPU = distOf(iInstCPU), distOf(iUpgCPU)
-	res.LoadAfter = loadavg()
+	res.ProcessInstall, res.ProcessUpgrade = benchkit.DistOf(pInst), benchkit.DistOf(pUpg)
+	res.ProcessInstallCPU, res.ProcessUpgradeCPU = benchkit.DistOf(pInstCPU), benchkit.DistOf(pUpgCPU)
+	res.InProcessInstall, res.InProcessUpgrade = benchkit.DistOf(iInst), benchkit.DistOf(iUpg)
+	res.InProcessInstallCPU, res.InProcessUpgradeCPU = benchkit.DistOf(iInstCPU), benchkit.DistOf(iUpgCPU)
+	res.LoadAfter = benchkit.LoadAverage()
 	return res, nil
 }
 

@@ -5,13 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/petri-dev/petri/local/controlplane"
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
 
 // Images the local node of the benchmarks knows.
@@ -29,8 +25,8 @@ const (
 
 // Namespaces of the installation, as config/default names them.
 const (
-	managementNamespace = "petri-system"
-	sharedNamespace     = "petri-shared"
+	managementNamespace = benchkit.ManagementNamespace
+	sharedNamespace     = benchkit.SharedNamespace
 )
 
 // env is the control plane the benchmarks run against, with Petri's
@@ -65,10 +61,10 @@ func startEnv(ctx context.Context, dir string, bins map[string]string, logf func
 	c, err := controlplane.Start(controlplane.Options{
 		Dir: filepath.Join(dir, "cluster"),
 		Images: map[string]string{
-			imageName(DeployerImage):     bins["petri-deployer"],
-			imageName(NoopDeployerImage): bins["noop-deployer"],
+			benchkit.ImageName(DeployerImage):     bins["petri-deployer"],
+			benchkit.ImageName(NoopDeployerImage): bins["noop-deployer"],
 		},
-		ImageFiles: map[string]map[string]string{imageName(DeployerImage): {imageCharts: filepath.Join(root, "examples", "charts")}},
+		ImageFiles: map[string]map[string]string{benchkit.ImageName(DeployerImage): {imageCharts: filepath.Join(root, "examples", "charts")}},
 	})
 	if err != nil {
 		return nil, err
@@ -92,26 +88,9 @@ func (e *env) stop() { e.cluster.Stop() }
 // operator's ServiceAccount and RBAC, the admission fences with their
 // settings and the FlowSchemas.
 func (e *env) install(ctx context.Context) error {
-	cfg := filepath.Join(e.root, "config")
-	files := []string{
-		filepath.Join(cfg, "default", "namespaces.yaml"),
-		filepath.Join(cfg, "rbac", "service_account.yaml"),
-		filepath.Join(cfg, "rbac", "generated", "role.yaml"),
-		filepath.Join(cfg, "rbac", "cluster_role_binding.yaml"),
-		filepath.Join(cfg, "rbac", "role_binding.yaml"),
-	}
-	fences, err := filepath.Glob(filepath.Join(cfg, "fences", "*.yaml"))
+	files, err := benchkit.ConfigFiles(e.root)
 	if err != nil {
 		return err
-	}
-	flowcontrol, err := filepath.Glob(filepath.Join(cfg, "flowcontrol", "*.yaml"))
-	if err != nil {
-		return err
-	}
-	for _, f := range append(fences, flowcontrol...) {
-		if filepath.Base(f) != "kustomization.yaml" {
-			files = append(files, f)
-		}
 	}
 	if err := e.cluster.Apply(ctx, files...); err != nil {
 		return fmt.Errorf("install Petri's namespaces, RBAC, fences and FlowSchemas: %w", err)
@@ -122,21 +101,5 @@ func (e *env) install(ctx context.Context) error {
 // setDeployerImage writes the ConfigMap petri-operator that the operator and
 // the fences share.
 func (e *env) setDeployerImage(ctx context.Context, image string) error {
-	cm := &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: managementNamespace, Name: "petri-operator"},
-		Data:       map[string]string{"deployer-image": image, "step-images": "", "shared-namespace": sharedNamespace},
-	}
-	if err := e.cluster.Client.Patch(ctx, cm, client.Apply, client.FieldOwner("petri-bench"), client.ForceOwnership); err != nil {
-		return fmt.Errorf("set deployer-image in ConfigMap petri-operator: %w", err)
-	}
-	return nil
-}
-
-// imageName strips the tag from an image reference.
-func imageName(image string) string {
-	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
-		return image[:i]
-	}
-	return image
+	return benchkit.SetDeployerImage(ctx, e.cluster, "petri-bench", image)
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
 
 // Machine describes where the figures were taken.
@@ -21,7 +23,7 @@ type Machine struct {
 }
 
 func thisMachine() Machine {
-	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Date: time.Now().UTC(), LoadAverage: loadavg()}
+	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Date: time.Now().UTC(), LoadAverage: benchkit.LoadAverage()}
 	if f, err := os.Open("/proc/meminfo"); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
@@ -43,17 +45,4 @@ func thisMachine() Machine {
 		f.Close()
 	}
 	return m
-}
-
-// loadavg is the 1, 5 and 15 minute load averages.
-func loadavg() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

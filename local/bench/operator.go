@@ -1,23 +1,21 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/petri-dev/petri/local/controlplane"
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
 
 // operator is petri-operator running as its own process, as its
@@ -44,7 +42,7 @@ func (e *env) startOperator(ctx context.Context, name, deployerImage string, con
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(3)
+	ports, err := benchkit.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -150,29 +148,14 @@ func (o *operator) stop() {
 }
 
 // rss is the process's resident set now (VmRSS).
-func (o *operator) rss() (int64, error) { return procStatusBytes(o.cmd.Process.Pid, "VmRSS:") }
+func (o *operator) rss() (int64, error) { return benchkit.ProcStatusBytes(o.cmd.Process.Pid, "VmRSS:") }
 
 // cpu is the CPU time (user and system) the process has used.
-func (o *operator) cpu() (time.Duration, error) { return procCPU(o.cmd.Process.Pid, false) }
+func (o *operator) cpu() (time.Duration, error) { return benchkit.ProcCPU(o.cmd.Process.Pid, false) }
 
 // peakRSS is the process's resident set high-water mark (VmHWM).
-func (o *operator) peakRSS() (int64, error) { return procStatusBytes(o.cmd.Process.Pid, "VmHWM:") }
-
-// procStatusBytes reads a field in kB of /proc/<pid>/status, in bytes.
-func procStatusBytes(pid int, field string) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb * 1024, err
-		}
-	}
-	return 0, fmt.Errorf("%s not found in /proc status", strings.TrimSuffix(field, ":"))
+func (o *operator) peakRSS() (int64, error) {
+	return benchkit.ProcStatusBytes(o.cmd.Process.Pid, "VmHWM:")
 }
 
 // metrics scrapes the operator's metrics endpoint into "name{labels}" ->
@@ -267,23 +250,4 @@ func fetch(ctx context.Context, url, path string) error {
 		return err
 	}
 	return f.Close()
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
 
 // floorNamespace holds the floor's objects, where the operator does not
@@ -41,7 +42,7 @@ type OverheadResult struct {
 // overhead alternates runs of the operator (no-op mode) and of the floor so
 // that both see the same machine.
 func (e *env) overhead(ctx context.Context, runs, concurrency int) (res OverheadResult, err error) {
-	res.LoadBefore = loadavg()
+	res.LoadBefore = benchkit.LoadAverage()
 	op, err := e.startOperator(ctx, "overhead", NoopDeployerImage, concurrency)
 	if err != nil {
 		return res, err
@@ -92,11 +93,11 @@ func (e *env) overhead(ctx context.Context, runs, concurrency int) (res Overhead
 		floorTimes = append(floorTimes, d)
 		res.FloorWrites = writes
 	}
-	res.Operator, res.Floor, res.Teardown = distOf(opTimes), distOf(floorTimes), distOf(teardown)
+	res.Operator, res.Floor, res.Teardown = benchkit.DistOf(opTimes), benchkit.DistOf(floorTimes), benchkit.DistOf(teardown)
 	if res.Floor.Median > 0 {
 		res.Ratio = float64(res.Operator.Median) / float64(res.Floor.Median)
 	}
-	res.LoadAfter = loadavg()
+	res.LoadAfter = benchkit.LoadAverage()
 	return res, nil
 }
 

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
 
 // Modes of the scale and overhead measurements.
@@ -104,7 +103,7 @@ type ScaleOptions struct {
 
 // scale runs one scale measurement with a fresh operator process.
 func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err error) {
-	res = ScaleResult{Mode: o.Mode, Environments: o.Environments, LoadBefore: loadavg()}
+	res = ScaleResult{Mode: o.Mode, Environments: o.Environments, LoadBefore: benchkit.LoadAverage()}
 	image := DeployerImage
 	if o.Mode == ModeNoop {
 		image = NoopDeployerImage
@@ -147,7 +146,7 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 	}
 	cpuBefore := sampleCPU()
 	start := time.Now()
-	if err := forEach(ctx, names, 16, func(n string) error {
+	if err := benchkit.ForEach(ctx, names, 16, func(n string) error {
 		return c.Create(ctx, benchEnvironment(managementNamespace, n))
 	}); err != nil {
 		return res, fmt.Errorf("create environments: %w", err)
@@ -177,7 +176,7 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 	res.JobLatency = e.jobLatency(ctx, name)
 
 	start = time.Now()
-	if err := forEach(ctx, names, 16, func(n string) error {
+	if err := benchkit.ForEach(ctx, names, 16, func(n string) error {
 		err := c.Delete(ctx, &petriv1.EphemeralEnvironment{ObjectMeta: metav1.ObjectMeta{Namespace: managementNamespace, Name: n}})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -228,7 +227,7 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 	if res.PeakRSS, err = op.peakRSS(); err != nil {
 		return res, err
 	}
-	res.LoadAfter = loadavg()
+	res.LoadAfter = benchkit.LoadAverage()
 	if res.NotGone > 0 {
 		// The next run starts from a clean slate: force what is left.
 		e.forceDeleteAll(ctx, names)
@@ -250,7 +249,7 @@ func (e *env) jobLatency(ctx context.Context, prefix string) Dist {
 		}
 		d = append(d, j.Status.CompletionTime.Sub(j.CreationTimestamp.Time))
 	}
-	return distOf(d)
+	return benchkit.DistOf(d)
 }
 
 // metricSum adds the samples of a metric whose labels contain match
@@ -313,7 +312,7 @@ func (e *env) noopMessage(ctx context.Context, envName string) string {
 // forceDeleteAll releases environments that did not go away in time, with
 // the force-delete annotation.
 func (e *env) forceDeleteAll(ctx context.Context, names []string) {
-	_ = forEach(ctx, names, 16, func(n string) error {
+	_ = benchkit.ForEach(ctx, names, 16, func(n string) error {
 		ee := &petriv1.EphemeralEnvironment{}
 		if err := e.cluster.Client.Get(ctx, client.ObjectKey{Namespace: managementNamespace, Name: n}, ee); err != nil {
 			return nil
@@ -336,53 +335,4 @@ func latest(times map[string]time.Time) time.Time {
 		}
 	}
 	return t
-}
-
-// forEach runs fn for every item with at most workers at once and returns
-// the first error.
-func forEach[T any](ctx context.Context, items []T, workers int, fn func(T) error) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		next  int
-	)
-	for range min(workers, len(items)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				if next >= len(items) || first != nil || ctx.Err() != nil {
-					mu.Unlock()
-					return
-				}
-				it := items[next]
-				next++
-				mu.Unlock()
-				if err := fn(it); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
-	}
-	return first
-}
-
-// sortedKeys returns a map's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/petri-dev/petri/local/controlplane"
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
 
 // ModeFloor is a scale run without the operator: the writes it makes for
@@ -28,7 +29,7 @@ const ModeFloor = "floor: raw writes, no operator"
 // status written; then it removes them (not measured) and waits until
 // their namespaces are gone. template is a deploy Job of the operator's.
 func (e *env) scaleFloor(ctx context.Context, n int, template *batchv1.Job, timeout time.Duration) (res ScaleResult, err error) {
-	res = ScaleResult{Mode: ModeFloor, Environments: n, LoadBefore: loadavg()}
+	res = ScaleResult{Mode: ModeFloor, Environments: n, LoadBefore: benchkit.LoadAverage()}
 	// The operator's client is not rate-limited either (controller-runtime
 	// leaves it to the API server's priority and fairness).
 	cfg := rest.CopyConfig(e.cluster.Config)
@@ -89,13 +90,13 @@ func (e *env) scaleFloor(ctx context.Context, n int, template *batchv1.Job, time
 	res.JobLatency = e.floorJobLatency(ctx, names[0][:len(names[0])-4])
 
 	// Removed outside the measurement, for the next run.
-	if err := forEach(ctx, names, 16, func(name string) error { return floorDelete(ctx, c, name) }); err != nil {
+	if err := benchkit.ForEach(ctx, names, 16, func(name string) error { return floorDelete(ctx, c, name) }); err != nil {
 		return res, fmt.Errorf("delete the floor's objects: %w", err)
 	}
-	if err := forEach(ctx, names, 16, func(name string) error { return e.waitNamespaceGone(ctx, name+"-ws") }); err != nil {
+	if err := benchkit.ForEach(ctx, names, 16, func(name string) error { return e.waitNamespaceGone(ctx, name+"-ws") }); err != nil {
 		return res, err
 	}
-	res.LoadAfter = loadavg()
+	res.LoadAfter = benchkit.LoadAverage()
 	return res, nil
 }
 
@@ -113,7 +114,7 @@ func (e *env) floorJobLatency(ctx context.Context, prefix string) Dist {
 		}
 		d = append(d, j.Status.CompletionTime.Sub(j.CreationTimestamp.Time))
 	}
-	return distOf(d)
+	return benchkit.DistOf(d)
 }
 
 // apiServerLatency is kube-apiserver's mean request duration and its

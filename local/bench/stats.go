@@ -1,42 +1,8 @@
 package bench
 
-import (
-	"slices"
-	"time"
-)
+import "github.com/petri-dev/petri/local/internal/benchkit"
 
-// Dist summarises repeated measurements.
-type Dist struct {
-	N      int
-	Median time.Duration
-	P99    time.Duration
-	Max    time.Duration
-}
-
-// distOf computes the median, the 99th percentile (nearest rank) and the
-// maximum.
-func distOf(samples []time.Duration) Dist {
-	if len(samples) == 0 {
-		return Dist{}
-	}
-	s := slices.Clone(samples)
-	slices.Sort(s)
-	return Dist{N: len(s), Median: quantile(s, 0.5), P99: quantile(s, 0.99), Max: s[len(s)-1]}
-}
-
-// quantile is the nearest-rank quantile of sorted samples; the median of an
-// even count is the mean of the middle two.
-func quantile(sorted []time.Duration, q float64) time.Duration {
-	n := len(sorted)
-	if q == 0.5 {
-		if n%2 == 1 {
-			return sorted[n/2]
-		}
-		return (sorted[n/2-1] + sorted[n/2]) / 2
-	}
-	rank := int(q*float64(n)+0.999999) - 1
-	rank = max(0, min(n-1, rank))
-	return sorted[rank]
-}
-
-func seconds(d time.Duration) float64 { return d.Seconds() }
+// Dist summarises repeated measurements (median, 99th percentile, maximum);
+// local/peers summarises its latencies with the same type, so the two
+// benchmarks' figures are computed alike.
+type Dist = benchkit.Dist

@@ -11,37 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestDistOf(t *testing.T) {
-	ms := func(v ...int) []time.Duration {
-		out := make([]time.Duration, len(v))
-		for i, x := range v {
-			out[i] = time.Duration(x) * time.Millisecond
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		in                []time.Duration
-		median, p99, maxv time.Duration
-	}{
-		{nil, 0, 0, 0},
-		{ms(7), 7 * time.Millisecond, 7 * time.Millisecond, 7 * time.Millisecond},
-		{ms(4, 1, 3, 2), 2500 * time.Microsecond, 4 * time.Millisecond, 4 * time.Millisecond},
-		{ms(5, 1, 3), 3 * time.Millisecond, 5 * time.Millisecond, 5 * time.Millisecond},
-	} {
-		d := distOf(tc.in)
-		assert.Equal(t, len(tc.in), d.N)
-		assert.Equal(t, tc.median, d.Median, "median of %v", tc.in)
-		assert.Equal(t, tc.p99, d.P99, "p99 of %v", tc.in)
-		assert.Equal(t, tc.maxv, d.Max)
-	}
-	// Nearest rank: the 99th percentile of 200 samples is the 198th.
-	var many []time.Duration
-	for i := 1; i <= 200; i++ {
-		many = append(many, time.Duration(i))
-	}
-	assert.Equal(t, time.Duration(198), distOf(many).P99)
-}
-
 func TestPerEnvironment(t *testing.T) {
 	before := map[[2]string]float64{{"create", "jobs"}: 10, {"get", "namespaces"}: 5, {"watch", "jobs"}: 1}
 	after := map[[2]string]float64{{"create", "jobs"}: 70, {"get", "namespaces"}: 25, {"patch", "ephemeralenvironments/status"}: 40, {"watch", "jobs"}: 1}

@@ -13,9 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +20,7 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/githubapi"
+	"github.com/petri-dev/petri/local/internal/benchkit"
 	"github.com/petri-dev/petri/sync/api"
 	"github.com/petri-dev/petri/sync/configrepo"
 	"github.com/petri-dev/petri/sync/metrics"
@@ -99,7 +97,7 @@ ttl: 24h
 		}
 	}
 	gitDir := filepath.Join(dir, "config-repo")
-	if err := commitFiles(gitDir, files); err != nil {
+	if err := benchkit.CommitFiles(gitDir, files, "bench", "bench config"); err != nil {
 		return nil, err
 	}
 	r.m = metrics.New()
@@ -170,31 +168,6 @@ func (r *syncRig) stop() {
 		<-r.done
 	}
 	r.gh.Close()
-}
-
-func commitFiles(dir string, files map[string]string) error {
-	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.Main}})
-	if err != nil {
-		return err
-	}
-	wt, err := repo.Worktree()
-	if err != nil {
-		return err
-	}
-	for p, content := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			return err
-		}
-		if _, err := wt.Add(p); err != nil {
-			return err
-		}
-	}
-	_, err = wt.Commit("bench config", &git.CommitOptions{Author: &object.Signature{Name: "bench", Email: "bench@localhost", When: time.Now()}})
-	return err
 }
 
 // reconciles is the number of finished repository reconciles.
@@ -302,7 +275,7 @@ func (e *env) syncLoad(ctx context.Context, o SyncLoadOptions) (res SyncLoadResu
 	if err := r.quiet(ctx, time.Second, 5*time.Minute); err != nil {
 		return res, err
 	}
-	res.LoadBefore = loadavg()
+	res.LoadBefore = benchkit.LoadAverage()
 
 	var (
 		mu        sync.Mutex
@@ -312,7 +285,7 @@ func (e *env) syncLoad(ctx context.Context, o SyncLoadOptions) (res SyncLoadResu
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	synced := make(chan struct{})
-	go watchLoop(wctx, e.cluster.Client, func() client.ObjectList { return &petriv1.EphemeralEnvironmentList{} },
+	go benchkit.WatchLoop(wctx, e.cluster.Client, func() client.ObjectList { return &petriv1.EphemeralEnvironmentList{} },
 		[]client.ListOption{client.InNamespace(r.ns)}, func(typ watch.EventType, o client.Object) {
 			ee, ok := o.(*petriv1.EphemeralEnvironment)
 			if !ok || typ == watch.Deleted {
@@ -415,7 +388,7 @@ func (e *env) syncLoad(ctx context.Context, o SyncLoadOptions) (res SyncLoadResu
 	for _, l := range pending {
 		res.Lost += len(l)
 	}
-	res.Latency = distOf(latencies)
+	res.Latency = benchkit.DistOf(latencies)
 	res.ByKind = map[string]int{}
 	for _, req := range r.gh.Requests() {
 		res.ByKind[requestShape(req)]++
@@ -429,7 +402,7 @@ func (e *env) syncLoad(ctx context.Context, o SyncLoadOptions) (res SyncLoadResu
 	if res.Reconciles > 0 {
 		res.ReconcileTime = time.Duration((r.histogramSum("petri_sync_reconcile_duration_seconds") - recTimeBefore) / res.Reconciles * float64(time.Second))
 	}
-	res.LoadAfter = loadavg()
+	res.LoadAfter = benchkit.LoadAverage()
 	return res, nil
 }
 
@@ -521,7 +494,7 @@ func countDist(v []float64) Counts {
 	for i, x := range v {
 		d[i] = time.Duration(x)
 	}
-	s := distOf(d)
+	s := benchkit.DistOf(d)
 	return Counts{Median: float64(s.Median), Max: float64(s.Max)}
 }
 
@@ -568,7 +541,7 @@ func (e *env) resync(ctx context.Context, o ResyncOptions) (res ResyncResult, er
 		took = append(took, d)
 	}
 	res.Requests, res.NotModified, res.Charged = countDist(reqs), countDist(nm), countDist(charged)
-	res.Duration = distOf(took)
+	res.Duration = benchkit.DistOf(took)
 	return res, nil
 }
 

@@ -14,55 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
-
-// watchLoop lists and then watches the objects of a namespace until ctx
-// ends, calling handle for every object listed and every event, and lists
-// again when a watch ends; listed receives the names of each list, so that
-// what went away between two watches is seen. ready is closed after the
-// first list.
-func watchLoop(ctx context.Context, c client.WithWatch, newList func() client.ObjectList, opts []client.ListOption, handle func(watch.EventType, client.Object), listed func(map[string]bool), ready chan<- struct{}) {
-	first := true
-	for ctx.Err() == nil {
-		list := newList()
-		if err := c.List(ctx, list, opts...); err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
-			continue
-		}
-		items, _ := apimeta.ExtractList(list)
-		present := map[string]bool{}
-		for _, it := range items {
-			if o, ok := it.(client.Object); ok {
-				present[o.GetName()] = true
-				handle(watch.Added, o)
-			}
-		}
-		if listed != nil {
-			listed(present)
-		}
-		if first {
-			close(ready)
-			first = false
-		}
-		rv := list.(metav1.ListInterface).GetResourceVersion()
-		w, err := c.Watch(ctx, newList(), append(append([]client.ListOption{}, opts...), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})...)
-		if err != nil {
-			continue
-		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Error || ev.Type == watch.Bookmark {
-				continue
-			}
-			if o, ok := ev.Object.(client.Object); ok {
-				handle(ev.Type, o)
-			}
-		}
-		w.Stop()
-	}
-}
 
 // notifier wakes waiters whenever something was recorded.
 type notifier struct {
@@ -102,7 +55,7 @@ type envTracker struct {
 func trackEnvironments(ctx context.Context, c client.WithWatch, namespace string) *envTracker {
 	t := &envTracker{ready: map[string]time.Time{}, gone: map[string]time.Time{}, failed: map[string]string{}, known: map[string]bool{}}
 	synced := make(chan struct{})
-	go watchLoop(ctx, c, func() client.ObjectList { return &petriv1.EphemeralEnvironmentList{} },
+	go benchkit.WatchLoop(ctx, c, func() client.ObjectList { return &petriv1.EphemeralEnvironmentList{} },
 		[]client.ListOption{client.InNamespace(namespace)}, t.observe, t.listed, synced)
 	select {
 	case <-synced:
@@ -241,7 +194,7 @@ type jobTracker struct {
 func trackJobs(ctx context.Context, c client.WithWatch, namespace string) *jobTracker {
 	t := &jobTracker{done: map[string]time.Time{}, failed: map[string]string{}}
 	synced := make(chan struct{})
-	go watchLoop(ctx, c, func() client.ObjectList { return &batchv1.JobList{} },
+	go benchkit.WatchLoop(ctx, c, func() client.ObjectList { return &batchv1.JobList{} },
 		[]client.ListOption{client.InNamespace(namespace)}, t.observe, nil, synced)
 	select {
 	case <-synced:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/githubapi"
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
 
 // argoCD is Argo CD's components as processes of this machine, each as its
@@ -70,7 +71,7 @@ func startArgoCD(ctx context.Context, c *controlplane.Cluster, bin, dir string, 
 			a.stop()
 		}
 	}()
-	ports, err := freePorts(7)
+	ports, err := benchkit.FreePorts(7)
 	if err != nil {
 		return nil, err
 	}

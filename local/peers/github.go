@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/petri-dev/petri/local/githubapi"
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
 
 // githubCounter is a reverse proxy in front of the GitHub stand-in for one
@@ -32,7 +33,7 @@ func newGitHubCounter(target string) (*githubCounter, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(1)
+	ports, err := benchkit.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}

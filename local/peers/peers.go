@@ -27,6 +27,7 @@ import (
 
 	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/githubapi"
+	"github.com/petri-dev/petri/local/internal/benchkit"
 	"github.com/petri-dev/petri/sync/render"
 )
 
@@ -122,22 +123,12 @@ const (
 // Run starts the control plane, both systems, and measures every size.
 func Run(ctx context.Context, o Options) (*Results, error) {
 	start := time.Now()
-	logw := o.Log
-	if logw == nil {
-		logw = io.Discard
+	logf := benchkit.Logger(o.Log)
+	dir, done, err := benchkit.WorkDir(o.Dir, "petri-bench-peers-")
+	if err != nil {
+		return nil, err
 	}
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(logw, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-	}
-	dir := o.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "petri-bench-peers-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
-	}
+	defer done()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -145,7 +136,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Results{Machine: Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Date: time.Now().UTC(), LoadAverage: loadavg()}}
+	res := &Results{Machine: Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Date: time.Now().UTC(), LoadAverage: benchkit.LoadAverage()}}
 	logf("building petri-operator, petri-sync, petri-deployer and the example application")
 	bins, err := controlplane.Build(filepath.Join(dir, "bin"), "./cmd/petri-operator", "./cmd/petri-sync", "./cmd/petri-deployer", "./examples/app")
 	if err != nil {
@@ -193,8 +184,8 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	c, err := controlplane.Start(controlplane.Options{
 		Dir: filepath.Join(dir, "cluster"),
 		Images: map[string]string{
-			imageName(DeployerImage): deployer,
-			ExampleAppImage:          bins["app"],
+			benchkit.ImageName(DeployerImage): deployer,
+			ExampleAppImage:                   bins["app"],
 		},
 	})
 	if err != nil {
@@ -272,24 +263,10 @@ func (s *session) nameNumbers(numbers []int) {
 	}
 }
 
-func imageName(image string) string {
-	for i := len(image) - 1; i >= 0 && image[i] != '/'; i-- {
-		if image[i] == ':' {
-			return image[:i]
-		}
-	}
-	return image
-}
+// ParseCounts reads the numbers of pull requests of a comma-separated flag
+// (-sizes); an empty list is none.
+func ParseCounts(s string) ([]int, error) { return benchkit.ParseCounts(s) }
 
-// loadavg is the 1, 5 and 15 minute load averages.
-func loadavg() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	var a, b, c string
-	if _, err := fmt.Sscan(string(data), &a, &b, &c); err != nil {
-		return "?"
-	}
-	return a + " " + b + " " + c
-}
+// FormatCounts writes counts as ParseCounts reads them, for a flag's
+// default.
+func FormatCounts(v []int) string { return benchkit.FormatCounts(v) }

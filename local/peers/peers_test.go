@@ -212,17 +212,6 @@ func TestTrackerMeasuresFromTheWebhook(t *testing.T) {
 	assert.GreaterOrEqual(t, took[0], time.Duration(0))
 }
 
-func TestParseStatCPU(t *testing.T) {
-	// utime 100, stime 50, cutime 30, cstime 20 ticks; the command name
-	// has a space and a parenthesis.
-	line := "1234 (argocd repo) ) S 1 1234 1234 0 -1 4194560 100 0 0 0 100 50 30 20 20 0 10 0 100 1000 100"
-	cpu, err := parseStatCPU(line)
-	require.NoError(t, err)
-	assert.Equal(t, 2*time.Second, cpu)
-	_, err = parseStatCPU("1234 (x) S 1")
-	assert.Error(t, err)
-}
-
 func TestParseCounted(t *testing.T) {
 	u, err := parseCounted("100000000 52428800\n50000000 62914560\n")
 	require.NoError(t, err)

@@ -7,22 +7,20 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/petri-dev/petri/local/controlplane"
+	"github.com/petri-dev/petri/local/internal/benchkit"
 	"github.com/petri-dev/petri/sync/api"
 )
 
 // Petri's namespaces, as config/default names them, and the deployer
 // image the local node plays.
 const (
-	managementNamespace = "petri-system"
-	sharedNamespace     = "petri-shared"
+	managementNamespace = benchkit.ManagementNamespace
+	sharedNamespace     = benchkit.SharedNamespace
 	syncNamespace       = "petri-sync"
 	DeployerImage       = "petri.dev/deployer:peers"
 	// ExampleAppImage is the example chart's image (its values.yaml).
@@ -44,42 +42,20 @@ type petri struct {
 // Deployments: namespaces, the operator's and sync's ServiceAccounts and
 // RBAC, the fences and FlowSchemas, and the ConfigMap petri-operator.
 func installPetri(ctx context.Context, c *controlplane.Cluster, root string) error {
-	cfg := filepath.Join(root, "config")
-	files := []string{
-		filepath.Join(cfg, "default", "namespaces.yaml"),
-		filepath.Join(cfg, "rbac", "service_account.yaml"),
-		filepath.Join(cfg, "rbac", "generated", "role.yaml"),
-		filepath.Join(cfg, "rbac", "cluster_role_binding.yaml"),
-		filepath.Join(cfg, "rbac", "role_binding.yaml"),
-		filepath.Join(cfg, "sync", "service_account.yaml"),
-		filepath.Join(cfg, "sync", "role.yaml"),
-		filepath.Join(cfg, "sync", "role_binding.yaml"),
-		filepath.Join(cfg, "sync", "leader_election_role.yaml"),
-		filepath.Join(cfg, "sync", "logs_role.yaml"),
-	}
-	for _, dir := range []string{"fences", "flowcontrol"} {
-		more, err := filepath.Glob(filepath.Join(cfg, dir, "*.yaml"))
-		if err != nil {
-			return err
-		}
-		for _, f := range more {
-			if filepath.Base(f) != "kustomization.yaml" {
-				files = append(files, f)
-			}
-		}
+	files, err := benchkit.ConfigFiles(root,
+		"sync/service_account.yaml",
+		"sync/role.yaml",
+		"sync/role_binding.yaml",
+		"sync/leader_election_role.yaml",
+		"sync/logs_role.yaml",
+	)
+	if err != nil {
+		return err
 	}
 	if err := c.Apply(ctx, files...); err != nil {
 		return fmt.Errorf("install Petri's namespaces, RBAC, fences and FlowSchemas: %w", err)
 	}
-	cm := &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: managementNamespace, Name: "petri-operator"},
-		Data:       map[string]string{"deployer-image": DeployerImage, "step-images": "", "shared-namespace": sharedNamespace},
-	}
-	if err := c.Client.Patch(ctx, cm, client.Apply, client.FieldOwner("petri-bench-peers"), client.ForceOwnership); err != nil {
-		return fmt.Errorf("set deployer-image in ConfigMap petri-operator: %w", err)
-	}
-	return nil
+	return benchkit.SetDeployerImage(ctx, c, "petri-bench-peers", DeployerImage)
 }
 
 // startPetri starts the operator with config/manager's flags and sync with
@@ -92,7 +68,7 @@ func startPetri(ctx context.Context, c *controlplane.Cluster, bins map[string]st
 			p.stop()
 		}
 	}()
-	ports, err := freePorts(4)
+	ports, err := benchkit.FreePorts(4)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +116,7 @@ func startPetri(ctx context.Context, c *controlplane.Cluster, bins map[string]st
 		}
 	}
 	repo := filepath.Join(dir, "config-repo")
-	if err := commitFiles(repo, map[string]string{"applications/" + AppName + ".yaml": PetriApplicationYAML(setup)}); err != nil {
+	if err := benchkit.CommitFiles(repo, map[string]string{"applications/" + AppName + ".yaml": PetriApplicationYAML(setup)}, "petri-bench-peers", "config"); err != nil {
 		return nil, err
 	}
 	if kc, err = c.WriteServiceAccountKubeconfig(ctx, syncNamespace, "petri-sync"); err != nil {
@@ -177,29 +153,3 @@ func (p *petri) stop() {
 }
 
 func (p *petri) procs() []*process { return []*process{p.operator, p.sync} }
-
-// commitFiles makes a git repository in dir with one commit of files.
-func commitFiles(dir string, files map[string]string) error {
-	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.Main}})
-	if err != nil {
-		return err
-	}
-	wt, err := repo.Worktree()
-	if err != nil {
-		return err
-	}
-	for p, content := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			return err
-		}
-		if _, err := wt.Add(p); err != nil {
-			return err
-		}
-	}
-	_, err = wt.Commit("config", &git.CommitOptions{Author: &object.Signature{Name: "petri-bench-peers", Email: "bench@localhost", When: time.Now()}})
-	return err
-}

@@ -1,17 +1,16 @@
 package peers
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
 
 // process is one of a system's programs running on this machine, so that
@@ -51,37 +50,38 @@ func startProcess(name, bin, argv0 string, args, env []string, logPath string) (
 // waitHTTP waits until url answers 200, the process exits or timeout
 // passes.
 func (p *process) waitHTTP(ctx context.Context, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+	return p.waitFor(ctx, timeout, "not ready at "+url, func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready at %s within %s; see %s", p.name, url, timeout, p.logPath)
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited at start; see %s", p.name, p.logPath)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 // waitTCP waits until addr accepts connections.
 func (p *process) waitTCP(ctx context.Context, addr string, timeout time.Duration) error {
+	return p.waitFor(ctx, timeout, "not listening on "+addr, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	})
+}
+
+// waitFor tries up every 100ms until it holds, the process exits or
+// timeout passes; notYet says, in the error, what did not hold.
+func (p *process) waitFor(ctx context.Context, timeout time.Duration, notYet string, up func() bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
+		if up() {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not listening on %s within %s; see %s", p.name, addr, timeout, p.logPath)
+			return fmt.Errorf("%s %s within %s; see %s", p.name, notYet, timeout, p.logPath)
 		}
 		select {
 		case <-p.done:
@@ -114,10 +114,10 @@ func (p *process) stop() {
 // resident set high-water mark.
 func (p *process) usage() (cpu time.Duration, peak int64, err error) {
 	pid := p.cmd.Process.Pid
-	if cpu, err = procCPU(pid); err != nil {
+	if cpu, err = benchkit.ProcCPU(pid, true); err != nil {
 		return 0, 0, err
 	}
-	peak, err = procStatusBytes(pid, "VmHWM:")
+	peak, err = benchkit.ProcStatusBytes(pid, "VmHWM:")
 	return cpu, peak, err
 }
 
@@ -125,72 +125,4 @@ func (p *process) usage() (cpu time.Duration, peak int64, err error) {
 // process's resident set now (clear_refs 5), so that each size has its own.
 func (p *process) resetPeak() error {
 	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.cmd.Process.Pid), []byte("5"), 0o200)
-}
-
-// procCPU is a process's user and system CPU time with that of the
-// children it waited for, from /proc/<pid>/stat.
-func procCPU(pid int) (time.Duration, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	return parseStatCPU(string(data))
-}
-
-// parseStatCPU reads utime, stime, cutime and cstime of a /proc stat line.
-func parseStatCPU(s string) (time.Duration, error) {
-	end := strings.LastIndexByte(s, ')')
-	if end < 0 || end+2 > len(s) {
-		return 0, fmt.Errorf("malformed /proc stat: %q", s)
-	}
-	fields := strings.Fields(s[end+2:])
-	if len(fields) < 15 {
-		return 0, fmt.Errorf("short /proc stat: %q", s)
-	}
-	var ticks int64
-	for _, f := range fields[11:15] {
-		v, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc stat field %q: %w", f, err)
-		}
-		ticks += v
-	}
-	// USER_HZ is 100 on Linux.
-	return time.Duration(ticks) * 10 * time.Millisecond, nil
-}
-
-// procStatusBytes reads a field in kB of /proc/<pid>/status, in bytes.
-func procStatusBytes(pid int, field string) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb * 1024, err
-		}
-	}
-	return 0, fmt.Errorf("%s not found in /proc status", strings.TrimSuffix(field, ":"))
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

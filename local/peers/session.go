@@ -11,6 +11,7 @@ import (
 
 	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/githubapi"
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
 
 // session is both systems running, with what follows them.
@@ -88,7 +89,7 @@ func (s *session) size(ctx context.Context, numbers []int) (SizeResult, error) {
 				t.expect(n, shas[n], phase == PhaseClose, start)
 			}
 		}
-		if err := forEach(ctx, numbers, 16, func(n int) error {
+		if err := benchkit.ForEach(ctx, numbers, 16, func(n int) error {
 			d, err := s.gh.PullRequestEvent(repository, n, action)
 			if err != nil {
 				return err
@@ -112,7 +113,7 @@ func (s *session) size(ctx context.Context, numbers []int) (SizeResult, error) {
 			go func() {
 				defer wg.Done()
 				took, last, missing, err := sys.t.wait(ctx, numbers, s.timeout)
-				sys.r.Latency[phase] = distOf(took)
+				sys.r.Latency[phase] = benchkit.DistOf(took)
 				if !last.IsZero() {
 					sys.r.All[phase] = last.Sub(start)
 				}
@@ -191,43 +192,4 @@ func (s *session) namespacesLeft(ctx context.Context, numbers []int) (petriLeft,
 		}
 	}
 	return petriLeft, argoLeft
-}
-
-// forEach runs fn for every item with at most workers at once and returns
-// the first error.
-func forEach[T any](ctx context.Context, items []T, workers int, fn func(T) error) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		next  int
-	)
-	for range min(workers, len(items)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				if next >= len(items) || first != nil || ctx.Err() != nil {
-					mu.Unlock()
-					return
-				}
-				it := items[next]
-				next++
-				mu.Unlock()
-				if err := fn(it); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if first == nil {
-		first = ctx.Err()
-	}
-	return first
 }

@@ -2,44 +2,14 @@ package peers
 
 import (
 	"regexp"
-	"slices"
 	"strings"
-	"time"
+
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
 
-// Dist summarises one latency per pull request.
-type Dist struct {
-	N      int
-	Median time.Duration
-	P99    time.Duration
-	Max    time.Duration
-}
-
-// distOf computes the median, the 99th percentile (nearest rank) and the
-// maximum.
-func distOf(samples []time.Duration) Dist {
-	if len(samples) == 0 {
-		return Dist{}
-	}
-	s := slices.Clone(samples)
-	slices.Sort(s)
-	return Dist{N: len(s), Median: quantile(s, 0.5), P99: quantile(s, 0.99), Max: s[len(s)-1]}
-}
-
-// quantile is the nearest-rank quantile of sorted samples; the median of an
-// even count is the mean of the middle two.
-func quantile(sorted []time.Duration, q float64) time.Duration {
-	n := len(sorted)
-	if q == 0.5 {
-		if n%2 == 1 {
-			return sorted[n/2]
-		}
-		return (sorted[n/2-1] + sorted[n/2]) / 2
-	}
-	rank := int(q*float64(n)+0.999999) - 1
-	rank = max(0, min(n-1, rank))
-	return sorted[rank]
-}
+// Dist summarises one latency per pull request (median, 99th percentile,
+// maximum), computed as local/bench computes its own.
+type Dist = benchkit.Dist
 
 var flowSchemaLabel = regexp.MustCompile(`[{,]flow_schema="([^"]*)"`)
 

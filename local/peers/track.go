@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/local/internal/benchkit"
 )
 
 // observation is what one system shows of one pull request's environment:
@@ -166,55 +167,26 @@ func (t *tracker) describe(numbers []int) string {
 // every object deleted or missing from a later list; it lists again when a
 // watch ends. ready is closed after the first list.
 func watchObjects(ctx context.Context, c client.WithWatch, newList func() client.ObjectList, namespace string, seen func(client.Object), gone func(name string), ready chan<- struct{}) {
-	first := true
+	// Both callbacks run on WatchLoop's goroutine.
 	known := map[string]bool{}
-	for ctx.Err() == nil {
-		list := newList()
-		if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
-			}
-			continue
-		}
-		items, _ := apimeta.ExtractList(list)
-		present := map[string]bool{}
-		for _, it := range items {
-			if o, ok := it.(client.Object); ok {
-				present[o.GetName()] = true
-				seen(o)
-			}
-		}
-		for name := range known {
-			if !present[name] {
-				gone(name)
-			}
-		}
-		known = present
-		if first {
-			close(ready)
-			first = false
-		}
-		rv := list.(metav1.ListInterface).GetResourceVersion()
-		w, err := c.Watch(ctx, newList(), client.InNamespace(namespace), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
-		if err != nil {
-			continue
-		}
-		for ev := range w.ResultChan() {
-			o, ok := ev.Object.(client.Object)
-			if !ok || ev.Type == watch.Error || ev.Type == watch.Bookmark {
-				continue
-			}
-			if ev.Type == watch.Deleted {
+	benchkit.WatchLoop(ctx, c, newList, []client.ListOption{client.InNamespace(namespace)},
+		func(typ watch.EventType, o client.Object) {
+			if typ == watch.Deleted {
 				delete(known, o.GetName())
 				gone(o.GetName())
-				continue
+				return
 			}
 			known[o.GetName()] = true
 			seen(o)
-		}
-		w.Stop()
-	}
+		},
+		func(present map[string]bool) {
+			for name := range known {
+				if !present[name] {
+					gone(name)
+				}
+			}
+			known = present
+		}, ready)
 }
 
 // petriHealthy is the head commit an environment is Ready at: Ready for
