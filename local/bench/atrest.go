@@ -245,7 +245,9 @@ func atRestSide(ctx context.Context, o AtRestOptions, dir string, bins map[strin
 	if err := e.readWindow(ctx, op, o.Window, &res); err != nil {
 		return res, err
 	}
-	e.readVerifications(ctx, &res)
+	if err := e.readVerifications(ctx, &res, 2*o.VerifyInterval+10*time.Second); err != nil {
+		return res, err
+	}
 	res.LoadAfter = benchkit.LoadAverage()
 	return res, nil
 }
@@ -341,8 +343,34 @@ func (e *env) countKept(ctx context.Context) (jobs, pods, secrets int, err error
 
 // readVerifications reads each environment's verification: its releases
 // verified (WorkloadsIntact), how long its latest finished verify Job took,
-// and what the no-op deployer's verify said.
-func (e *env) readVerifications(ctx context.Context, res *AtRestResult) {
+// and what the no-op deployer's verify said. On a loaded machine every
+// environment's latest verify Job may be running at the moment of reading:
+// it reads again, up to wait, until one has finished. The window's figures
+// are taken by then.
+func (e *env) readVerifications(ctx context.Context, res *AtRestResult, wait time.Duration) error {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var got AtRestResult
+		e.readVerificationsOnce(ctx, &got)
+		res.Verified, res.VerifyTook, res.VerifyMessage = got.Verified, got.VerifyTook, got.VerifyMessage
+		if got.VerifyMessage != "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// readVerificationsOnce reads the environments' verifications once.
+func (e *env) readVerificationsOnce(ctx context.Context, res *AtRestResult) {
 	var list petriv1.EphemeralEnvironmentList
 	if err := e.cluster.Client.List(ctx, &list, client.InNamespace(managementNamespace)); err != nil {
 		return
