@@ -74,7 +74,14 @@ func (s *Syncer) observe(ctx context.Context, rs *repoState, apps []*config.Appl
 		rs.putPending(since, hints)
 		return nil, err
 	}
-	o.open = rs.mergeSnapshots(listed, s.clock.Now())
+	var unlistedSnapshots []int
+	o.open, unlistedSnapshots = rs.mergeSnapshots(listed, s.clock.Now())
+	for _, n := range unlistedSnapshots {
+		if hints == nil {
+			hints = map[int]bool{}
+		}
+		hints[n] = true
+	}
 	o.openBy = map[int]provider.PullRequest{}
 	for _, pr := range o.open {
 		o.openBy[pr.Number] = pr
@@ -226,11 +233,14 @@ func snapshotFresh(t, now time.Time) bool {
 
 // mergeSnapshots overlays webhook snapshots that are newer than the
 // listing, while they are fresh. Snapshots the listing caught up with, and
-// stale ones, are dropped.
-func (rs *repoState) mergeSnapshots(listed []provider.PullRequest, now time.Time) []provider.PullRequest {
+// stale ones, are dropped. A fresh snapshot of an open pull request the
+// listing does not show is not taken as open: it may have been closed
+// since (a lost webhook), so its number is returned to be read on its own.
+func (rs *repoState) mergeSnapshots(listed []provider.PullRequest, now time.Time) ([]provider.PullRequest, []int) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	out := make([]provider.PullRequest, 0, len(listed))
+	var unlisted []int
 	seen := map[int]bool{}
 	for _, pr := range listed {
 		seen[pr.Number] = true
@@ -250,14 +260,17 @@ func (rs *repoState) mergeSnapshots(listed []provider.PullRequest, now time.Time
 			continue
 		}
 		// Not listed: an opened pull request the listing does not show yet
-		// is used; a closed one is confirmed through GetPullRequest.
+		// is read on its own (the listing lags; the pull request may also
+		// have been closed since, its webhook lost); a closed one is
+		// confirmed through GetPullRequest.
 		if snap.Open() && snapshotFresh(snap.UpdatedAt, now) {
-			out = append(out, snap)
+			unlisted = append(unlisted, n)
 		} else {
 			delete(rs.snapshots, n)
 		}
 	}
-	return out
+	slices.Sort(unlisted)
+	return out, unlisted
 }
 
 // takePending takes the oldest unprocessed webhook's time and the handed

@@ -27,12 +27,20 @@ func TestSnapshotsOverrideTheListingOnlyWithinTheLagWindow(t *testing.T) {
 		// Newer than the listing but older than the window: the listing
 		// has had time to catch up, so it is stale, not ahead.
 		3: {Number: 3, State: "open", HeadSHA: "stale", UpdatedAt: now.Add(-30 * time.Minute)},
+		// Opened a minute ago and not listed: read on its own, since it
+		// may have been closed since (its closed webhook lost).
+		4: {Number: 4, State: "open", HeadSHA: "opened", UpdatedAt: now.Add(-time.Minute)},
+		// Not listed and older than the window: dropped.
+		5: {Number: 5, State: "open", HeadSHA: "old", UpdatedAt: now.Add(-30 * time.Minute)},
 	}}
 	got := map[int]string{}
-	for _, pr := range rs.mergeSnapshots(listed, now) {
+	merged, unlisted := rs.mergeSnapshots(listed, now)
+	for _, pr := range merged {
 		got[pr.Number] = pr.HeadSHA
 	}
 	assert.Equal(t, map[int]string{1: "pushed", 2: "listed2", 3: "listed3"}, got)
+	assert.Equal(t, []int{4}, unlisted, "an unlisted open snapshot is not taken as open")
+	assert.NotContains(t, rs.snapshots, 5)
 	assert.NotContains(t, rs.snapshots, 2, "the forged snapshot is dropped")
 	assert.NotContains(t, rs.snapshots, 3, "the stale snapshot is dropped")
 }

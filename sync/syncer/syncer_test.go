@@ -211,8 +211,8 @@ func TestNoDeletionWhileGitHubFails(t *testing.T) {
 	h.waitEnv(envName(b.Number), nil)
 
 	// Recovery: everything normal again; a pull request closed meanwhile
-	// goes at a resync. (Once, in a full make test on a loaded machine, the
-	// first resync after the recovery left it for the next one.)
+	// goes at a resync, also when the listing never showed it after its
+	// opened webhook (TestLostCloseOfAnUnlistedPullRequest).
 	h.gh.SetFault(nil)
 	h.gh.UpdatePullRequest(ghRepo, b.Number, func(p *githubapi.PullRequest) { p.State = "closed" })
 	require.Eventually(t, func() bool {
