@@ -21,6 +21,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/petri-dev/petri/local/controlplane"
+	"github.com/petri-dev/petri/local/realnode"
 	"github.com/petri-dev/petri/local/stack"
 	"github.com/petri-dev/petri/tests/internal/stacktest"
 )
@@ -70,7 +71,13 @@ func start(t *testing.T, install string, setup func(*stack.Options)) *stack.Stac
 	defer cancel()
 	s, err := stack.Start(ctx, opts)
 	require.NoError(t, err)
-	t.Cleanup(s.Stop)
+	n := s.RealNode
+	t.Cleanup(func() {
+		s.Stop()
+		// Nothing of the node is left on the host: processes, cgroups,
+		// its network namespace and link (its routes with it), mounts.
+		assert.Empty(t, realnode.Leftovers(n.Dir, n.Marker, n.NetNSInode), "the real node left this on the host")
+	})
 	return s
 }
 
