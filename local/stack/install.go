@@ -267,7 +267,7 @@ secretGenerator:
     files:
       - webhook-secret
       - github-token
-%s%s%s%s`, base, SyncNamespace, s.ConfigRepoURL, s.GitHub.URL, ManagementNamespace, strings.Join(s.stepImages(), ","), s.overlayDeployerImage(), SyncNamespace, secretFiles, patches, s.overlayImages(), order),
+%s%s%s%s`, base, SyncNamespace, s.ConfigRepoURL, s.GitHub.URL, ManagementNamespace, strings.Join(s.stepImages(), ","), s.overlayOperatorSettings(), SyncNamespace, secretFiles, patches, s.overlayImages(), order),
 		"webhook-ingress.yaml": fmt.Sprintf(webhookIngress, SyncNamespace),
 		"webhook-secret":       string(s.WebhookSecret),
 		"github-token":         s.token,

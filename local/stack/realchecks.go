@@ -3,7 +3,6 @@ package stack
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -224,7 +223,7 @@ func (s *Stack) PortForwardGet(ctx context.Context, ns, target string, port int,
 		return "", fmt.Errorf("through kubectl port-forward %s: %w", target, err)
 	}
 	if code != 200 {
-		return "", errors.New("through kubectl port-forward " + target + ": " + fmt.Sprint(code) + " " + body)
+		return "", fmt.Errorf("through kubectl port-forward %s: %d %s", target, code, body)
 	}
 	return body, nil
 }

@@ -210,10 +210,11 @@ func realNodeConfig(data []byte, registry string) []byte {
 	return append(append(append([]byte{}, data[:loc[1]]...), add...), data[loc[1]:]...)
 }
 
-// overlayDeployerImage is the overlay's deployer-image literal on the real
-// node (config/manager's otherwise), and its workload-pod-security one
-// when Options.WorkloadPodSecurity is set.
-func (s *Stack) overlayDeployerImage() string {
+// overlayOperatorSettings are the overlay's literals of the ConfigMap
+// petri-operator beyond step-images: workload-pod-security when
+// Options.WorkloadPodSecurity is set, and deployer-image on the real node
+// (config/manager's otherwise).
+func (s *Stack) overlayOperatorSettings() string {
 	var out string
 	if s.opts.WorkloadPodSecurity != "" {
 		out = "\n      - workload-pod-security=" + s.opts.WorkloadPodSecurity
