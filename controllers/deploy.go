@@ -7,13 +7,10 @@ import (
 	"strings"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -117,7 +114,6 @@ func (r *EphemeralEnvironmentReconciler) observeDeploys(ctx context.Context, env
 			cs.Revision = int32(st.result.Revision)
 			recordJob(contract.ActionDeploy, st)
 			r.pruneComponentValues(ctx, env, cs)
-			r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonDeploySucceeded, "Deploy", "component %s deployed by job %s", cs.Name, cs.Job)
 		case st.done:
 			cs.Phase, cs.FinishedAt, cs.LastError = petriv1.ComponentFailed, st.finished, oneLine(st.message)
 			recordJob(contract.ActionDeploy, st)
@@ -358,41 +354,11 @@ func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *p
 		}
 		return false, nil
 	}
+	r.releaseJobs.created(env, name, jobName)
 	cs.Phase, cs.Job, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.Message, cs.LastError, cs.Attempt, cs.NextRetryAt =
 		petriv1.ComponentDeploying, jobName, gen, &now, nil, "", "", attempt, nil
 	log.FromContext(ctx).Info("Started deploy job", "component", name, "job", jobName, "attempt", attempt)
 	return true, nil
-}
-
-// releaseBusy names a deploy or undeploy Job of the component's release,
-// other than job, that has not finished, as the API server knows it (a Job
-// created a moment ago, or whose start never reached the status because that
-// write failed, is in neither the cache nor the status); "" when there is
-// none. The caller then starts nothing; the environment is looked at again
-// shortly.
-func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *petriv1.EphemeralEnvironment, component, job string, p *pass) (string, error) {
-	sel := labels.SelectorFromSet(labels.Set{
-		petriv1.LabelEnvironmentUID: string(env.UID),
-		contract.LabelComponent:     naming.LabelValue(component),
-	})
-	helm, err := labels.NewRequirement(contract.LabelAction, selection.In, []string{contract.ActionDeploy, contract.ActionUndeploy})
-	if err != nil {
-		return "", err
-	}
-	var list batchv1.JobList
-	if err := r.APIReader.List(ctx, &list, client.InNamespace(r.Options.ManagementNamespace), client.MatchingLabelsSelector{Selector: sel.Add(*helm)}); err != nil {
-		return "", fmt.Errorf("list jobs of release %s: %w", component, err)
-	}
-	for i := range list.Items {
-		other := &list.Items[i]
-		if done, _, _ := jobs.Finished(other); other.Name == job || done {
-			continue
-		}
-		log.FromContext(ctx).Info("Release busy, waiting", "component", component, "job", other.Name)
-		p.requeueAfter(uncachedPoll)
-		return other.Name, nil
-	}
-	return "", nil
 }
 
 func busyMessage(job string) string {

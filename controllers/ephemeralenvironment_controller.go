@@ -48,6 +48,8 @@ type EphemeralEnvironmentReconciler struct {
 	// written remembers the resourceVersion of each environment's last
 	// write by this operator.
 	written writtenVersions
+	// releaseJobs remembers the last Job it created of each release.
+	releaseJobs releaseJobs
 	// locks serialises its passes with the sleep and verify controllers'.
 	locks envLocks
 }
@@ -76,6 +78,7 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 	if err := r.Get(ctx, req.NamespacedName, env); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.written.forget(req.NamespacedName)
+			r.releaseJobs.forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}

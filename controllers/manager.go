@@ -284,6 +284,9 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := metrics.Registry.Register(collector); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
+	if err := indexJobsByRelease(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("index jobs by release: %w", err)
+	}
 	if err := indexPodsByJob(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("index pods by job: %w", err)
 	}

@@ -127,10 +127,14 @@ func stampTransitions(before, after []metav1.Condition, now metav1.Time) {
 // met, or whose progress reason changes while its status stays, is in the
 // status and not repeated as an Event: such Events cost a write each and
 // tell nothing the status does not (docs/benchmarks.md has the figures).
-// The event reason is the condition reason.
+// A component deployed is in status.components and not an Event of its
+// own; ComponentsDeployed turning True in the pass Ready does is told by
+// Ready's. The event reason is the condition reason.
 func (r *EphemeralEnvironmentReconciler) recordTransitions(before, after *petriv1.EphemeralEnvironment) {
+	readyNow := apimeta.IsStatusConditionTrue(after.Status.Conditions, petriv1.ConditionReady) &&
+		!apimeta.IsStatusConditionTrue(before.Status.Conditions, petriv1.ConditionReady)
 	for _, c := range after.Status.Conditions {
-		if c.Type == petriv1.ConditionReconciling {
+		if c.Type == petriv1.ConditionReconciling || readyNow && c.Type == petriv1.ConditionComponentsDeployed && c.Status == metav1.ConditionTrue {
 			continue
 		}
 		old := apimeta.FindStatusCondition(before.Status.Conditions, c.Type)

@@ -210,6 +210,11 @@ func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	if resp := injectedFault(r); resp != nil {
 		return resp, nil
 	}
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/jobs") {
+		operatorWriteLog.Lock()
+		operatorWriteLog.jobLists = append(operatorWriteLog.jobLists, r.URL.Query().Get("labelSelector"))
+		operatorWriteLog.Unlock()
+	}
 	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/rolebindings/") {
 		operatorWriteLog.Lock()
 		operatorWriteLog.roleBindingReads = append(operatorWriteLog.roleBindingReads, r.URL.Path)
@@ -233,6 +238,23 @@ var operatorWriteLog struct {
 	// roleBindingReads are the paths of its RoleBinding GETs: the one
 	// uncached read of a settled environment's pass.
 	roleBindingReads []string
+	// jobLists are the label selectors of its Job lists (the cache's own
+	// list and watch among them).
+	jobLists []string
+}
+
+// jobListsNaming counts the operator's Job lists whose label selector
+// contains part.
+func jobListsNaming(part string) int {
+	operatorWriteLog.Lock()
+	defer operatorWriteLog.Unlock()
+	n := 0
+	for _, sel := range operatorWriteLog.jobLists {
+		if strings.Contains(sel, part) {
+			n++
+		}
+	}
+	return n
 }
 
 // roleBindingReadsIn counts the operator's RoleBinding reads in namespace.

@@ -181,6 +181,7 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 	if err := r.createJob(ctx, env, jobName, r.jobLabels(env, cs.Name, contract.ActionUndeploy, gen), args, ""); err != nil {
 		return false, err
 	}
+	r.releaseJobs.created(env, cs.Name, jobName)
 	now := r.Options.metaNow()
 	cs.Phase, cs.Job, cs.Attempt, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.LastError = petriv1.ComponentUndeploying, jobName, attempt, gen, &now, nil, ""
 	cs.Message = ""

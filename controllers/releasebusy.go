@@ -1,0 +1,135 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/petri-dev/petri/api/contract"
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/jobs"
+	"github.com/petri-dev/petri/controllers/internal/naming"
+)
+
+// releaseBusy names a deploy or undeploy Job of the component's release,
+// other than job, that has not finished; "" when there is none. The caller
+// then starts nothing; the environment is looked at again shortly.
+//
+// The cache shows the release's Jobs but for two: one created a moment ago
+// (its watch event not delivered yet, its start perhaps not in the status
+// because that write failed) and one that no longer matches the cache's
+// label selector. This operator remembers the last Job it created of each
+// release, and the status names the last one started; each of those the
+// cache does not show is read from the API server. A Job created by an
+// earlier run of the operator is in the cache from its first sync on. So no
+// list of every Job goes to the API server before each Helm operation (at a
+// thousand environments it was one of the costliest requests;
+// docs/benchmarks.md has the figures).
+func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *petriv1.EphemeralEnvironment, component, job string, p *pass) (string, error) {
+	var list batchv1.JobList
+	if err := r.List(ctx, &list, client.InNamespace(r.Options.ManagementNamespace), client.MatchingFields{indexReleaseJobs: releaseKey(string(env.UID), naming.LabelValue(component))}); err != nil {
+		return "", fmt.Errorf("list jobs of release %s: %w", component, err)
+	}
+	cached := map[string]bool{}
+	for i := range list.Items {
+		other := &list.Items[i]
+		cached[other.Name] = true
+		if done, _, _ := jobs.Finished(other); other.Name == job || done {
+			continue
+		}
+		return r.busy(ctx, component, other.Name, p), nil
+	}
+	var candidates []string
+	if cs := componentStatus(env, component); cs != nil && cs.Job != "" {
+		candidates = append(candidates, cs.Job)
+	}
+	if last := r.releaseJobs.last(env, component); last != "" {
+		candidates = append(candidates, last)
+	}
+	for _, name := range candidates {
+		if name == job || cached[name] {
+			continue
+		}
+		cached[name] = true
+		st, _, err := observeJobLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, name)
+		if err != nil {
+			return "", err
+		}
+		if st.exists && !st.done {
+			return r.busy(ctx, component, name, p), nil
+		}
+	}
+	return "", nil
+}
+
+// indexReleaseJobs indexes cached deploy and undeploy Jobs by the release
+// they operate on: the environment's UID and the component.
+const indexReleaseJobs = "releaseJobs"
+
+func releaseKey(envUID, component string) string { return envUID + "/" + component }
+
+func indexJobsByRelease(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &batchv1.Job{}, indexReleaseJobs, func(obj client.Object) []string {
+		l := obj.GetLabels()
+		if a := l[contract.LabelAction]; a != contract.ActionDeploy && a != contract.ActionUndeploy || l[petriv1.LabelEnvironmentUID] == "" {
+			return nil
+		}
+		return []string{releaseKey(l[petriv1.LabelEnvironmentUID], l[contract.LabelComponent])}
+	})
+}
+
+func (r *EphemeralEnvironmentReconciler) busy(ctx context.Context, component, job string, p *pass) string {
+	log.FromContext(ctx).Info("Release busy, waiting", "component", component, "job", job)
+	p.requeueAfter(uncachedPoll)
+	return job
+}
+
+// releaseJobs remembers the last deploy or undeploy Job this operator
+// created of each environment's release, until the environment is gone. An
+// environment made again under the same name has another UID, and nothing
+// remembered of the one before.
+type releaseJobs struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]createdJobs
+}
+
+type createdJobs struct {
+	uid  types.UID
+	jobs map[string]string // component -> Job
+}
+
+func (j *releaseJobs) created(env *petriv1.EphemeralEnvironment, component, job string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	key := client.ObjectKeyFromObject(env)
+	if j.m == nil {
+		j.m = map[types.NamespacedName]createdJobs{}
+	}
+	c, ok := j.m[key]
+	if !ok || c.uid != env.UID {
+		c = createdJobs{uid: env.UID, jobs: map[string]string{}}
+		j.m[key] = c
+	}
+	c.jobs[component] = job
+}
+
+func (j *releaseJobs) last(env *petriv1.EphemeralEnvironment, component string) string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	c, ok := j.m[client.ObjectKeyFromObject(env)]
+	if !ok || c.uid != env.UID {
+		return ""
+	}
+	return c.jobs[component]
+}
+
+func (j *releaseJobs) forget(key types.NamespacedName) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.m, key)
+}
