@@ -64,7 +64,7 @@ func run() error {
 	fs.DurationVar(&o.AtRest.Window, "atrest-window", o.AtRest.Window, "how long the steady state at rest is read")
 	fs.StringVar(&o.AtRest.Before, "atrest-before", o.AtRest.Before, "git revision whose operator is measured at rest beside this checkout's (empty for none)")
 	fs.DurationVar(&o.AtRest.Timeout, "atrest-timeout", o.AtRest.Timeout, "longest wait for all Ready at rest")
-	fs.StringVar(&o.ProfileDir, "profile", "", "write the operator's CPU and heap profiles of every scale run into this directory")
+	fs.StringVar(&o.ProfileDir, "profile", "", "write the operator's CPU and heap profiles and kube-apiserver's CPU profile of every scale run (and kube-apiserver's of every floor run) into this directory")
 	flag.Parse()
 	var err error
 	if o.ScaleNoop, err = bench.ParseCounts(*scaleNoop); err != nil {

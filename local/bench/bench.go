@@ -248,7 +248,7 @@ func runScale(ctx context.Context, e *env, o Options, res *Results, logf func(st
 			return fmt.Errorf("scale %d %s: no deploy Job to copy for the floor run", r.n, r.mode)
 		}
 		logf("scale: %d environments, %s", r.n, ModeFloor)
-		fr, err := e.scaleFloor(ctx, r.n, sr.template, o.ScaleTimeout)
+		fr, err := e.scaleFloor(ctx, r.n, sr.template, o.ScaleTimeout, o.ProfileDir)
 		if err != nil {
 			return fmt.Errorf("scale %d %s: %w", r.n, ModeFloor, err)
 		}

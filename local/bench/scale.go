@@ -136,12 +136,15 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 	tracker.forget(names)
 	var profileDone chan error
 	if o.ProfileDir != "" {
-		profileDone = make(chan error, 1)
+		profileDone = make(chan error, 2)
 		// The first minute of the create-to-Ready phase (the run waits for
 		// the profile to be written).
 		d := min(max(o.Timeout/2, 5*time.Second), 60*time.Second)
 		go func() {
 			profileDone <- op.profileCPU(ctx, d, filepath.Join(o.ProfileDir, name+".cpu.pprof"))
+		}()
+		go func() {
+			profileDone <- e.cluster.APIServerCPUProfile(ctx, d, filepath.Join(o.ProfileDir, name+".apiserver.cpu.pprof"))
 		}()
 	}
 	cpuBefore := sampleCPU()
@@ -196,6 +199,7 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 		res.AllGone = time.Since(start)
 	}
 	if profileDone != nil {
+		<-profileDone
 		<-profileDone
 	}
 

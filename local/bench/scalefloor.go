@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"sync"
 	"time"
@@ -28,7 +29,9 @@ const ModeFloor = "floor: raw writes, no operator"
 // and measures until every one of them has its Jobs complete and its
 // status written; then it removes them (not measured) and waits until
 // their namespaces are gone. template is a deploy Job of the operator's.
-func (e *env) scaleFloor(ctx context.Context, n int, template *batchv1.Job, timeout time.Duration) (res ScaleResult, err error) {
+// With profileDir set, kube-apiserver's CPU profile of the first part of
+// the run (as long as the operator's run's) is written there.
+func (e *env) scaleFloor(ctx context.Context, n int, template *batchv1.Job, timeout time.Duration, profileDir string) (res ScaleResult, err error) {
 	res = ScaleResult{Mode: ModeFloor, Environments: n, LoadBefore: benchkit.LoadAverage()}
 	// The operator's client is not rate-limited either (controller-runtime
 	// leaves it to the API server's priority and fairness).
@@ -50,6 +53,16 @@ func (e *env) scaleFloor(ctx context.Context, n int, template *batchv1.Job, time
 	for i := range names {
 		names[i] = fmt.Sprintf("floor-%d-%04d", n, i)
 	}
+	profiled := make(chan error, 1)
+	if profileDir != "" {
+		d := min(max(timeout/2, 5*time.Second), 60*time.Second)
+		go func() {
+			profiled <- e.cluster.APIServerCPUProfile(ctx, d, filepath.Join(profileDir, fmt.Sprintf("scale-floor-%d.apiserver.cpu.pprof", n)))
+		}()
+	} else {
+		profiled <- nil
+	}
+	defer func() { <-profiled }()
 	cpuBefore := sampleCPU()
 	start := time.Now()
 	var (

@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strconv"
+	"time"
 )
 
 var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? ([0-9.eE+-]+)$`)
@@ -39,4 +42,15 @@ func (c *Cluster) APIServerMetrics(ctx context.Context) (map[string]float64, err
 		return nil, err
 	}
 	return ParseMetrics(bytes.NewReader(data))
+}
+
+// APIServerCPUProfile records kube-apiserver's CPU profile for d (its
+// /debug/pprof/profile, served to the cluster's admin) into path.
+func (c *Cluster) APIServerCPUProfile(ctx context.Context, d time.Duration, path string) error {
+	data, err := c.Clientset.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(max(1, int(d.Seconds())))).Timeout(d + time.Minute).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("kube-apiserver CPU profile: %w", err)
+	}
+	return os.WriteFile(path, data, 0o644)
 }
