@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -95,7 +96,9 @@ func (s *Syncer) observe(ctx context.Context, rs *repoState, apps []*config.Appl
 	for _, app := range apps {
 		o.envs[app.Name] = map[int]*petriv1.EphemeralEnvironment{}
 	}
-	var unlisted []int
+	// live are the pull requests not listed as open with an environment
+	// that is not being deleted: only those are read on their own.
+	live := map[int]bool{}
 	for i := range envs.Items {
 		e := &envs.Items[i]
 		by := o.envs[e.Labels[render.LabelApplication]]
@@ -104,11 +107,11 @@ func (s *Syncer) observe(ctx context.Context, rs *repoState, apps []*config.Appl
 		}
 		n, _ := strconv.Atoi(e.Labels[render.LabelPullRequest])
 		by[n] = e
-		if _, isOpen := o.openBy[n]; !isOpen && n != 0 {
-			unlisted = append(unlisted, n)
+		if _, isOpen := o.openBy[n]; !isOpen && n != 0 && e.DeletionTimestamp == nil {
+			live[n] = true
 		}
 	}
-	if err := s.readUnlisted(ctx, o, unlisted, hints); err != nil {
+	if err := s.readUnlisted(ctx, o, slices.Sorted(maps.Keys(live)), hints); err != nil {
 		return nil, err
 	}
 	o.interest = interest(apps, o.openBy, o.envs)
@@ -119,7 +122,12 @@ func (s *Syncer) observe(ctx context.Context, rs *repoState, apps []*config.Appl
 // but is not listed as open (only one read as closed is evidence; a failed
 // read leaves the environment alone), and each one named by an event
 // another replica handed over, whose hand-over carries no payload to stand
-// in for a listing that lags.
+// in for a listing that lags. A pull request whose every environment is
+// being deleted is not read: nothing a read could say changes what is done
+// to them (a plan leaves an environment being deleted alone), and while a
+// teardown of many runs, every pass would read them all again. One
+// reopened meanwhile is seen open by the listing, or read on its own when
+// its webhook's snapshot is not listed yet.
 func (s *Syncer) readUnlisted(ctx context.Context, o *observation, withEnv []int, hints map[int]bool) error {
 	log := s.log.WithValues("repository", o.repo)
 	var rle *provider.RateLimitError

@@ -1,0 +1,91 @@
+package syncer_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/local/githubapi"
+)
+
+// What sync asks GitHub, counted.
+
+// asked counts the requests of a method whose path ends in suffix, whatever
+// they were answered: a conditional one answered 304 costs no rate limit,
+// but a round trip all the same.
+func asked(gh *githubapi.Server, method, suffix string) int {
+	n := 0
+	for _, r := range gh.Requests() {
+		if r.Method == method && strings.HasSuffix(r.Path, suffix) {
+			n++
+		}
+	}
+	return n
+}
+
+// holdEnv keeps an environment while its teardown would run, as the
+// operator's finalizer does; releaseEnv lets it go.
+func (h *harness) holdEnv(name string) {
+	h.t.Helper()
+	patch := []byte(`{"metadata":{"finalizers":["petri.dev/cleanup"]}}`)
+	require.NoError(h.t, h.c.Patch(h.ctx, &petriv1.EphemeralEnvironment{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name}}, client.RawPatch(types.MergePatchType, patch)))
+}
+
+func (h *harness) releaseEnv(name string) {
+	h.t.Helper()
+	patch := []byte(`{"metadata":{"finalizers":null}}`)
+	require.NoError(h.t, h.c.Patch(h.ctx, &petriv1.EphemeralEnvironment{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name}}, client.RawPatch(types.MergePatchType, patch)))
+}
+
+// While the environments of closed pull requests are torn down, no pass
+// reads those pull requests again: each was read once, as closed, before
+// its environment was deleted. (Every pass read every one of them, so a
+// teardown of many cost GitHub requests growing with their square.)
+func TestTeardownReadsNoClosedPullRequestAgain(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{files: shopFiles("")})
+	var prs []githubapi.PullRequest
+	for range 3 {
+		prs = append(prs, h.open(githubapi.PullRequest{Labels: []string{"preview"}}))
+	}
+	for _, pr := range prs {
+		h.waitEnv(envName(pr.Number), nil)
+		h.holdEnv(envName(pr.Number))
+	}
+	for _, pr := range prs {
+		h.gh.UpdatePullRequest(ghRepo, pr.Number, func(p *githubapi.PullRequest) { p.State = "closed" })
+		h.prEvent(pr.Number, "closed")
+	}
+	for _, pr := range prs {
+		h.waitEnv(envName(pr.Number), func(e *petriv1.EphemeralEnvironment) bool { return e.DeletionTimestamp != nil })
+	}
+	h.resync()
+	h.gh.ResetRequests()
+	for range 3 {
+		h.resync()
+	}
+	for _, pr := range prs {
+		assert.Zero(t, asked(h.gh, http.MethodGet, fmt.Sprintf("/pulls/%d", pr.Number)), "#%d read again while its environment is being deleted", pr.Number)
+	}
+
+	// A pull request reopened meanwhile gets its environment back once the
+	// old one is gone; the others stay gone.
+	h.gh.UpdatePullRequest(ghRepo, prs[0].Number, func(p *githubapi.PullRequest) { p.State = "open" })
+	h.prEvent(prs[0].Number, "reopened")
+	h.waitComment(prs[0].Number, "the previous environment of this pull request is still being deleted")
+	for _, pr := range prs {
+		h.releaseEnv(envName(pr.Number))
+	}
+	h.waitEnv(envName(prs[0].Number), func(e *petriv1.EphemeralEnvironment) bool { return e.DeletionTimestamp == nil })
+	for _, pr := range prs[1:] {
+		h.waitGone(envName(pr.Number))
+	}
+}
