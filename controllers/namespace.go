@@ -33,10 +33,14 @@ import (
 // stalls with NamespaceNotOwned as before.
 func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
 	logger := log.FromContext(ctx)
+	// A name reserved in this pass was free a moment ago: it is created
+	// without reading it first.
+	reserved := false
 	if env.Status.TargetNamespace == "" {
 		if err := r.reserveNamespace(ctx, env, ""); err != nil {
 			return err
 		}
+		reserved = true
 	}
 	if ns, ok := r.boundInCache(ctx, env); ok {
 		if err := ensurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
@@ -47,7 +51,7 @@ func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env 
 	var ns *corev1.Namespace
 	for given := 0; ; given++ {
 		var err error
-		if ns, err = r.getOrCreateNamespace(ctx, env); err != nil {
+		if ns, err = r.getOrCreateNamespace(ctx, env, reserved); err != nil {
 			return err
 		}
 		why, err := r.namespaceOwnership(ctx, ns, env)
@@ -70,6 +74,7 @@ func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env 
 		if err := r.reserveNamespace(ctx, env, name); err != nil {
 			return err
 		}
+		reserved = true
 	}
 	name := env.Status.TargetNamespace
 	if !ns.DeletionTimestamp.IsZero() {
@@ -148,17 +153,20 @@ func (r *EphemeralEnvironmentReconciler) rotateNonce(ctx context.Context, env *p
 }
 
 // getOrCreateNamespace reads the target namespace from the API server and
-// creates it when it does not exist. A namespace that appears between the
-// read and the create is read again, for the ownership check.
-func (r *EphemeralEnvironmentReconciler) getOrCreateNamespace(ctx context.Context, env *petriv1.EphemeralEnvironment) (*corev1.Namespace, error) {
+// creates it when it does not exist; one just found free (fresh) is created
+// without the read. A namespace that appears before the create is read
+// then, for the ownership check.
+func (r *EphemeralEnvironmentReconciler) getOrCreateNamespace(ctx context.Context, env *petriv1.EphemeralEnvironment, fresh bool) (*corev1.Namespace, error) {
 	name := env.Status.TargetNamespace
 	ns := &corev1.Namespace{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns)
-	if err == nil {
-		return ns, nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("get namespace %s: %w", name, err)
+	if !fresh {
+		err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns)
+		if err == nil {
+			return ns, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("get namespace %s: %w", name, err)
+		}
 	}
 	key, err := r.ownership.get(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace)
 	if err != nil {

@@ -16,13 +16,15 @@ import (
 // Before each Helm operation the operator checks that no other runs on the
 // release, from its cache and the Jobs it knows of, without listing Jobs on
 // the API server: over an environment's whole life no Job list names it.
-// On its way to Ready it records two Events: the namespace bound, and
-// Ready (which tells of the components deployed with it).
+// On its way to Ready it reads its namespace once (the name is free) and
+// records two Events: the namespace bound, and Ready (which tells of the
+// components deployed with it).
 func TestWayToReadyListsNoJobsAndRecordsTwoEvents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	require.NoError(t, env.Client.Create(ctx, newEnv("nolist", greeter("one"), greeter("two", "one"), greeter("three"))))
 	e := waitFor(t, "nolist", "ready", ready)
+	assert.Equal(t, 1, readsOf("/api/v1/namespaces/"+e.Status.TargetNamespace), "reads of the namespace: the check that its name is free, and none before its create")
 	var reasons []string
 	// Events are written in order, asynchronously: Ready's is the last.
 	require.True(t, eventually(10*time.Second, func() bool {

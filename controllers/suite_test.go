@@ -210,9 +210,12 @@ func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	if resp := injectedFault(r); resp != nil {
 		return resp, nil
 	}
-	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/jobs") {
+	if r.Method == http.MethodGet {
 		operatorWriteLog.Lock()
-		operatorWriteLog.jobLists = append(operatorWriteLog.jobLists, r.URL.Query().Get("labelSelector"))
+		if strings.HasSuffix(r.URL.Path, "/jobs") {
+			operatorWriteLog.jobLists = append(operatorWriteLog.jobLists, r.URL.Query().Get("labelSelector"))
+		}
+		operatorWriteLog.reads = append(operatorWriteLog.reads, r.URL.Path)
 		operatorWriteLog.Unlock()
 	}
 	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/rolebindings/") {
@@ -241,6 +244,21 @@ var operatorWriteLog struct {
 	// jobLists are the label selectors of its Job lists (the cache's own
 	// list and watch among them).
 	jobLists []string
+	// reads are the paths of all its GET requests.
+	reads []string
+}
+
+// readsOf counts the operator's GET requests of path.
+func readsOf(path string) int {
+	operatorWriteLog.Lock()
+	defer operatorWriteLog.Unlock()
+	n := 0
+	for _, p := range operatorWriteLog.reads {
+		if p == path {
+			n++
+		}
+	}
+	return n
 }
 
 // jobListsNaming counts the operator's Job lists whose label selector
