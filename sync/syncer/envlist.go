@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -66,9 +67,11 @@ type ownWrite struct {
 	// server issues; deleted is the UID of a deletion.
 	version uint64
 	deleted types.UID
+	// at is when it was written.
+	at time.Time
 }
 
-func (w *ownWrites) applied(app, name, resourceVersion string) {
+func (w *ownWrites) applied(app, name, resourceVersion string, at time.Time) {
 	v, err := strconv.ParseUint(resourceVersion, 10, 64)
 	if err != nil {
 		return
@@ -78,16 +81,45 @@ func (w *ownWrites) applied(app, name, resourceVersion string) {
 	if w.m == nil {
 		w.m = map[string]ownWrite{}
 	}
-	w.m[name] = ownWrite{app: app, version: v}
+	w.m[name] = ownWrite{app: app, version: v, at: at}
 }
 
-func (w *ownWrites) removed(app, name string, uid types.UID) {
+func (w *ownWrites) removed(app, name string, uid types.UID, at time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.m == nil {
 		w.m = map[string]ownWrite{}
 	}
-	w.m[name] = ownWrite{app: app, deleted: uid}
+	w.m[name] = ownWrite{app: app, deleted: uid, at: at}
+}
+
+// unseenWait bounds how long feedback waits for the cache to show one of
+// sync's writes (unseen): the watch shows it within milliseconds, and a
+// write the cache never shows (the object was replaced meanwhile) must not
+// hold the feedback back for longer.
+const unseenWait = 5 * time.Second
+
+// unseen tells whether the cache's copy of the named environment (nil when
+// the cache has none) is older than sync's last write of it, written less
+// than unseenWait before now: feedback from that copy would show the
+// environment as it was before the write, and be written again a moment
+// later when the watch shows the write. A deletion counts as shown once the
+// copy is marked for deletion.
+func (w *ownWrites) unseen(name string, have *petriv1.EphemeralEnvironment, now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wr, ok := w.m[name]
+	if !ok || now.Sub(wr.at) >= unseenWait {
+		return false
+	}
+	if wr.deleted != "" {
+		return have != nil && have.UID == wr.deleted && have.DeletionTimestamp == nil
+	}
+	if have == nil {
+		return true
+	}
+	v, err := strconv.ParseUint(have.ResourceVersion, 10, 64)
+	return err == nil && v < wr.version
 }
 
 // seen tells whether list (from the cache) shows every write remembered

@@ -181,6 +181,13 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 	if len(states) == 0 {
 		return nil
 	}
+	if s.cacheBehind(key, states) {
+		// The watch shows sync's own write in a moment, and its event
+		// asks for this feedback again; the look after unseenWait is for
+		// a write it never shows.
+		s.feedback.AddAfter(key, unseenWait)
+		return nil
+	}
 	life, err := s.ensureLife(ctx, rs, key)
 	if err != nil {
 		return err
@@ -215,6 +222,26 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 		s.forgetPullRequest(key)
 	}
 	return errors.Join(errs...)
+}
+
+// cacheBehind tells whether the cache does not show yet one of sync's own
+// writes of the pull request's environments (each application's in
+// states, Env the cache's copy). Feedback from that copy would say what
+// the write just changed (the previous commit, a status of "waiting to
+// deploy" the new one), to be written over at once: two commit statuses
+// and two edits of the comment for one push.
+func (s *Syncer) cacheBehind(key prKey, states map[string]render.PRState) bool {
+	now := s.clock.Now()
+	for app, st := range states {
+		name := render.EnvironmentName(app, key.Repo, key.Number)
+		if st.Env != nil {
+			name = st.Env.Name
+		}
+		if s.writes.unseen(name, st.Env, now) {
+			return true
+		}
+	}
+	return false
 }
 
 // commitStatus posts a commit status unless it is the one last posted for

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -87,5 +88,32 @@ func TestTeardownReadsNoClosedPullRequestAgain(t *testing.T) {
 	h.waitEnv(envName(prs[0].Number), func(e *petriv1.EphemeralEnvironment) bool { return e.DeletionTimestamp == nil })
 	for _, pr := range prs[1:] {
 		h.waitGone(envName(pr.Number))
+	}
+}
+
+// A push is reported once the environment shows its commit: one commit
+// status on the new commit, never first a "waiting to deploy" one that the
+// next moment's feedback writes over (feedback from the cache's copy from
+// before sync's own write).
+func TestPushIsReportedOnceTheEnvironmentShowsIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{files: shopFiles("")})
+	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	h.waitEnv(envName(pr.Number), nil)
+	h.waitComment(pr.Number, pr.HeadSHA[:7])
+	for i := range 5 {
+		sha := githubapi.SHA(fmt.Sprintf("push %d", i))
+		h.gh.UpdatePullRequest(ghRepo, pr.Number, func(p *githubapi.PullRequest) { p.HeadSHA = sha })
+		h.prEvent(pr.Number, "synchronize")
+		h.waitComment(pr.Number, "at commit `"+sha[:7]+"`")
+		var states []string
+		require.Eventually(t, func() bool {
+			states = states[:0]
+			for _, st := range h.gh.Statuses(ghRepo, sha) {
+				states = append(states, st.State+": "+st.Description)
+			}
+			return len(states) > 0 && strings.HasPrefix(states[len(states)-1], "pending: Deploying")
+		}, 10*time.Second, 10*time.Millisecond)
+		assert.Len(t, states, 1, "push %d: %q", i, states)
 	}
 }

@@ -55,7 +55,7 @@ func (s *Syncer) annotate(ctx context.Context, e *petriv1.EphemeralEnvironment, 
 	if err := s.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("set %s on environment %s: %w", key, e.Name, err)
 	}
-	s.writes.applied(e.Labels[render.LabelApplication], e.Name, u.GetResourceVersion())
+	s.writes.applied(e.Labels[render.LabelApplication], e.Name, u.GetResourceVersion(), s.clock.Now())
 	if e.Annotations == nil {
 		e.Annotations = map[string]string{}
 	}

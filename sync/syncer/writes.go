@@ -98,7 +98,7 @@ func (s *Syncer) writeEnv(ctx context.Context, rs *repoState, app *config.Applic
 	if err != nil {
 		return false, fmt.Errorf("apply environment %s: %w", ee.Name, err)
 	}
-	s.writes.applied(app.Name, ee.Name, written.GetResourceVersion())
+	s.writes.applied(app.Name, ee.Name, written.GetResourceVersion(), s.clock.Now())
 	op := "update"
 	if existing == nil {
 		op = "create"
@@ -169,7 +169,7 @@ func (s *Syncer) deleteEnv(ctx context.Context, e *petriv1.EphemeralEnvironment,
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete environment %s: %w", e.Name, err)
 	}
-	s.writes.removed(e.Labels[render.LabelApplication], e.Name, uid)
+	s.writes.removed(e.Labels[render.LabelApplication], e.Name, uid, s.clock.Now())
 	s.opts.Metrics.Writes.WithLabelValues("EphemeralEnvironment", "delete").Inc()
 	s.log.Info("Deleted environment", "environment", e.Name, "reason", reason)
 	return nil
