@@ -108,6 +108,20 @@ type Reporter interface {
 	SetDeploymentStatus(ctx context.Context, repository string, id int64, st DeploymentStatus) error
 }
 
+// NewCommits is a Reporter that compares a commit's first status of a
+// context with the latest the forge shows before posting it, so that a
+// restarted sync or a new leader posts no status twice. NewCommit tells it
+// that no other process can have posted one of context on sha: the caller
+// saw the commit become a pull request's head while it led (after another
+// head), so there is nothing to compare with and the read is spared. It
+// changes nothing once a status of that commit and context is known. (The
+// one exception: a head pushed back to a commit that was the head before
+// the caller led, whose status an earlier leader may have posted; the same
+// status is then posted once more, which costs what the read would have.)
+type NewCommits interface {
+	NewCommit(repository, sha, context string)
+}
+
 // CommandReader reads the comments of pull requests (sync's own and the
 // /petri commands people wrote), answers a command with a reaction, and
 // says whether its author may give it.

@@ -245,18 +245,24 @@ func (s *Syncer) cacheBehind(key prKey, states map[string]render.PRState) bool {
 }
 
 // commitStatus posts a commit status unless it is the one last posted for
-// that commit and context (remembered per repository of the config).
+// that commit and context (remembered per repository of the config). The
+// reporter is told of a commit that became a head while this process led.
 func (s *Syncer) commitStatus(ctx context.Context, key prKey, rs *repoState, sha string, cs provider.CommitStatus) error {
 	sk := statusKey{sha, cs.Context}
+	reporter := s.reporterOf(key.Repo)
 	if rs != nil {
 		rs.mu.Lock()
 		last, posted := rs.statuses[sk]
+		fresh := rs.newHeads[sha]
 		rs.mu.Unlock()
 		if posted && last == cs {
 			return nil
 		}
+		if nc, ok := reporter.(provider.NewCommits); ok && fresh && !posted {
+			nc.NewCommit(pathOf(key.Repo), sha, cs.Context)
+		}
 	}
-	if err := s.reporterOf(key.Repo).SetCommitStatus(ctx, pathOf(key.Repo), sha, cs); err != nil {
+	if err := reporter.SetCommitStatus(ctx, pathOf(key.Repo), sha, cs); err != nil {
 		return err
 	}
 	if rs != nil {

@@ -63,12 +63,18 @@ type repoState struct {
 	// commit status posted per commit and context.
 	gates    map[gateKey]bool
 	statuses map[statusKey]provider.CommitStatus
+	// newHeads are commits this process saw become a pull request's head
+	// in place of one it had seen: no earlier leader can have posted a
+	// status on them (a process leads once), so their first status needs
+	// no read of what the forge shows (provider.NewCommits).
+	newHeads map[string]bool
 }
 
 func newRepoState(name string) *repoState {
 	return &repoState{name: name, snapshots: map[int]provider.PullRequest{}, prs: map[int]map[string]*render.PRState{},
 		closed: map[int]bool{}, hints: map[int]bool{}, life: map[int]*prLife{}, commands: map[int][]provider.Comment{},
-		commentHints: map[int]bool{}, gates: map[gateKey]bool{}, statuses: map[statusKey]provider.CommitStatus{}}
+		commentHints: map[int]bool{}, gates: map[gateKey]bool{}, statuses: map[statusKey]provider.CommitStatus{},
+		newHeads: map[string]bool{}}
 }
 
 // prLife is one pull request's lifecycle state. state is the current one;
@@ -134,7 +140,11 @@ func (rs *repoState) setPRState(number int, app string, change func(*render.PRSt
 		st = &render.PRState{Application: app, Repository: rs.name, Number: number}
 		per[app] = st
 	}
+	before := st.HeadSHA
 	change(st)
+	if before != "" && st.HeadSHA != before {
+		rs.newHeads[st.HeadSHA] = true
+	}
 }
 
 // forgetCommits drops the passed gates and posted statuses of the
@@ -150,6 +160,11 @@ func (rs *repoState) forgetCommits(heads map[string]bool) {
 	for k := range rs.statuses {
 		if !heads[k.SHA] {
 			delete(rs.statuses, k)
+		}
+	}
+	for sha := range rs.newHeads {
+		if !heads[sha] {
+			delete(rs.newHeads, sha)
 		}
 	}
 }

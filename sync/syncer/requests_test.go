@@ -117,3 +117,34 @@ func TestPushIsReportedOnceTheEnvironmentShowsIt(t *testing.T) {
 		assert.Len(t, states, 1, "push %d: %q", i, states)
 	}
 }
+
+// The first status of a commit is compared with the latest GitHub shows
+// (a restarted sync repeats none), but that of a commit sync saw become
+// the head by a push while it led is posted without reading the commit's
+// statuses first: no earlier process can have posted one there.
+func TestPushedCommitsStatusIsPostedWithoutARead(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{files: shopFiles("")})
+	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	h.waitEnv(envName(pr.Number), nil)
+	statusesOf := func(sha string) string { return "/commits/" + sha + "/statuses" }
+	require.Eventually(t, func() bool { return len(h.gh.Statuses(ghRepo, pr.HeadSHA)) == 1 }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, 1, asked(h.gh, http.MethodGet, statusesOf(pr.HeadSHA)), "the head sync found when it started is read")
+
+	sha := githubapi.SHA("pushed")
+	h.gh.UpdatePullRequest(ghRepo, pr.Number, func(p *githubapi.PullRequest) { p.HeadSHA = sha })
+	h.prEvent(pr.Number, "synchronize")
+	require.Eventually(t, func() bool { return len(h.gh.Statuses(ghRepo, sha)) == 1 }, 10*time.Second, 10*time.Millisecond)
+	setStatus(t, h, envName(pr.Number), ready)
+	require.Eventually(t, func() bool { return len(h.gh.Statuses(ghRepo, sha)) == 2 }, 10*time.Second, 10*time.Millisecond)
+	assert.Zero(t, asked(h.gh, http.MethodGet, statusesOf(sha)), "a pushed commit's statuses are not read")
+
+	// A new process knows nothing: the head's status is read before it is
+	// posted, and not repeated.
+	h.restart()
+	h.resync()
+	setStatus(t, h, envName(pr.Number), func(e *petriv1.EphemeralEnvironment) { e.Status.TargetNamespace = "shop-pr-y-cd34" })
+	h.waitComment(pr.Number, "shop-pr-y-cd34")
+	assert.Equal(t, 1, asked(h.gh, http.MethodGet, statusesOf(sha)))
+	assert.Len(t, h.gh.Statuses(ghRepo, sha), 2, "the status is not posted again")
+}

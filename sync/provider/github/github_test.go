@@ -252,6 +252,35 @@ func TestSetCommitStatusCutsDescription(t *testing.T) {
 	require.Len(t, srv.Statuses(repo, "abc"), 2)
 }
 
+// A commit the caller saw become a head (NewCommit) has its first status
+// posted without a read of its statuses; told so of a commit whose status
+// it posted, the provider still posts no status twice.
+func TestNewCommitsStatusIsPostedWithoutARead(t *testing.T) {
+	t.Parallel()
+	srv := githubapi.New(githubapi.Options{})
+	defer srv.Close()
+	p := newProvider(t, srv, nil)
+	reads := func() int {
+		n := 0
+		for _, r := range srv.Requests() {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.Path, "/statuses") {
+				n++
+			}
+		}
+		return n
+	}
+	st := provider.CommitStatus{State: "pending", Context: "petri/shop", Description: "Deploying"}
+	p.NewCommit(repo, "def", st.Context)
+	require.NoError(t, p.SetCommitStatus(context.Background(), repo, "def", st))
+	require.Len(t, srv.Statuses(repo, "def"), 1)
+	assert.Zero(t, reads())
+	p.NewCommit(repo, "def", st.Context)
+	require.NoError(t, p.SetCommitStatus(context.Background(), repo, "def", st))
+	assert.Len(t, srv.Statuses(repo, "def"), 1, "posted once")
+	require.NoError(t, p.SetCommitStatus(context.Background(), repo, "abc", st))
+	assert.Equal(t, 1, reads(), "a commit not told of is read first")
+}
+
 func TestGitHubAppOnEnterpriseBaseURL(t *testing.T) {
 	t.Parallel()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)

@@ -38,7 +38,8 @@ func (p *Provider) SetCommitStatus(ctx context.Context, repository, sha string, 
 		// A restarted sync does not repeat the status GitHub already
 		// shows: the latest status of the context is read first. Once this
 		// process has posted the context's status on the commit, the
-		// latest is that one (only the leader posts), and no read is made.
+		// latest is that one (only the leader posts), and no read is made;
+		// nor for a commit the caller saw become a head (NewCommit).
 		same, err := p.latestIs(ctx, repository, owner, name, sha, want)
 		if err != nil || same {
 			if same {
@@ -57,6 +58,12 @@ func (p *Provider) SetCommitStatus(ctx context.Context, repository, sha string, 
 	}
 	p.posted.put(key, want)
 	return nil
+}
+
+// NewCommit implements provider.NewCommits: the first status of context on
+// sha is posted without reading the commit's statuses first.
+func (p *Provider) NewCommit(repository, sha, context string) {
+	p.posted.putNew(postedKey{repository, sha, context})
 }
 
 // latestIs reads the commit's statuses and reports whether the latest of
@@ -102,6 +109,20 @@ func (ps *postedStatuses) put(k postedKey, st provider.CommitStatus) {
 		ps.m = map[postedKey]provider.CommitStatus{}
 	}
 	ps.m[k] = st
+}
+
+// putNew remembers that nothing is posted on k, unless a status is
+// known: the zero status, which no status to post equals.
+func (ps *postedStatuses) putNew(k postedKey) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if _, known := ps.m[k]; known {
+		return
+	}
+	if ps.m == nil || len(ps.m) >= maxPosted {
+		ps.m = map[postedKey]provider.CommitStatus{}
+	}
+	ps.m[k] = provider.CommitStatus{}
 }
 
 // forget drops what is remembered of a repository.
