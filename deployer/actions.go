@@ -57,21 +57,21 @@ func upgrade(ctx context.Context, cfg *action.Configuration, namespace string, r
 	return rel, deployError("upgrade", req, err)
 }
 
-func (d *Deployer) uninstall(name string, timeout time.Duration) error {
-	un := action.NewUninstall(d.cfg)
+func uninstall(cfg *action.Configuration, name string, timeout time.Duration) error {
+	un := action.NewUninstall(cfg)
 	un.Wait = true
 	un.Timeout = timeout
 	_, err := un.Run(name)
 	return helmError("uninstall", name, timeout, err)
 }
 
-// unlock marks a record that a killed pod left pending as failed, which is
+// unlockRecord marks a record that a killed pod left pending as failed, which is
 // what Helm itself would have written had the pod lived; Helm then accepts
 // an upgrade, even of a release that was never deployed.
-func (d *Deployer) unlock(rel *release.Release) error {
+func unlockRecord(cfg *action.Configuration, rel *release.Release) error {
 	from := rel.Info.Status
 	rel.SetStatus(release.StatusFailed, fmt.Sprintf("Recovered by petri-deployer from stale %s: the operation's pod stopped before it finished", from))
-	if err := d.cfg.Releases.Update(rel); err != nil {
+	if err := cfg.Releases.Update(rel); err != nil {
 		return fmt.Errorf("unlock release %s revision %d (%s): %w", rel.Name, rel.Version, from, err)
 	}
 	return nil

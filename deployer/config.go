@@ -47,14 +47,18 @@ func NewRESTClientGetter(kubeconfig, namespace string) genericclioptions.RESTCli
 // kubeconfig's current context says. Helm's debug output goes to log at V(1).
 func NewActionConfig(getter genericclioptions.RESTClientGetter, namespace string, log logr.Logger) (*action.Configuration, error) {
 	cfg := new(action.Configuration)
-	helmLog := func(format string, v ...any) {
-		log.V(1).Info(fmt.Sprintf(format, v...), "source", "helm")
-	}
-	if err := cfg.Init(getter, namespace, StorageDriver, helmLog); err != nil {
+	if err := cfg.Init(getter, namespace, StorageDriver, helmDebugLog(log)); err != nil {
 		return nil, fmt.Errorf("initialise helm for namespace %s: %w", namespace, err)
 	}
 	if kc, ok := cfg.KubeClient.(*kube.Client); ok {
 		kc.Namespace = namespace
 	}
 	return cfg, nil
+}
+
+// helmDebugLog writes Helm's debug output to log at V(1).
+func helmDebugLog(log logr.Logger) action.DebugLog {
+	return func(format string, v ...any) {
+		log.V(1).Info(fmt.Sprintf(format, v...), "source", "helm")
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
@@ -34,6 +35,8 @@ type Deployer struct {
 	cfg       *action.Configuration
 	cs        kubernetes.Interface
 	namespace string
+	// helmLog is Helm's debug output, for the storage of each operation.
+	helmLog action.DebugLog
 }
 
 // New builds a Deployer for namespace from a client loader (see
@@ -47,7 +50,7 @@ func New(getter genericclioptions.RESTClientGetter, namespace string, log logr.L
 	if err != nil {
 		return nil, err
 	}
-	return &Deployer{cfg: cfg, cs: cs, namespace: namespace}, nil
+	return &Deployer{cfg: cfg, cs: cs, namespace: namespace, helmLog: helmDebugLog(log)}, nil
 }
 
 // DeployRequest is one component's desired release.
@@ -104,7 +107,8 @@ func (d *Deployer) Deploy(ctx context.Context, req DeployRequest) (*release.Rele
 		return nil, err
 	}
 	defer unlock()
-	latest, err := d.latest(req.Release)
+	cfg := d.operation(ctx, req.Release)
+	latest, err := d.latest(cfg, req.Release)
 	if err != nil {
 		return nil, err
 	}
@@ -116,12 +120,11 @@ func (d *Deployer) Deploy(ctx context.Context, req DeployRequest) (*release.Rele
 	}
 
 	var rel *release.Release
-	cfg := d.watched(ctx)
 	switch act {
 	case ActionInstall:
 		rel, err = install(ctx, cfg, d.namespace, req)
 	case ActionUnlockUpgrade:
-		if err = d.unlock(latest); err != nil {
+		if err = unlockRecord(cfg, latest); err != nil {
 			return nil, err
 		}
 		log.Info("Unlocked release left pending by an interrupted deployer", "revision", latest.Version)
@@ -130,6 +133,10 @@ func (d *Deployer) Deploy(ctx context.Context, req DeployRequest) (*release.Rele
 		rel, err = upgrade(ctx, cfg, d.namespace, req)
 	}
 	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrReleaseLockLost) {
+			// Helm says only that its context ended.
+			err = fmt.Errorf("%w; the Helm operation was stopped: %w", cause, err)
+		}
 		return rel, err
 	}
 	log.Info("Deployed", "action", act, "revision", rel.Version, "status", rel.Info.Status)
@@ -147,12 +154,13 @@ func (d *Deployer) Undeploy(ctx context.Context, name string, timeout time.Durat
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	_, unlock, err := d.lockRelease(ctx, name)
+	ctx, unlock, err := d.lockRelease(ctx, name)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	latest, err := d.latest(name)
+	cfg := d.operation(ctx, name)
+	latest, err := d.latest(cfg, name)
 	if err != nil {
 		return err
 	}
@@ -160,28 +168,32 @@ func (d *Deployer) Undeploy(ctx context.Context, name string, timeout time.Durat
 		log.Info("Release absent, nothing to undeploy")
 		return nil
 	}
-	if err := d.uninstall(name, timeout); err != nil {
+	if err := uninstall(cfg, name, timeout); err != nil {
 		return err
 	}
 	log.Info("Undeployed", "revision", latest.Version)
 	return nil
 }
 
-// watched is the Helm configuration of one deploy: its waits watch the
+// operation is the Helm configuration of one operation on a release, made
+// once the deployer holds the release's lock: its storage lists the
+// release's records once (releaseRecords), and its waits watch the
 // release's pods (podWatch), with ctx for their reads.
-func (d *Deployer) watched(ctx context.Context) *action.Configuration {
-	kc, ok := d.cfg.KubeClient.(*kube.Client)
-	if !ok {
-		return d.cfg
-	}
+func (d *Deployer) operation(ctx context.Context, name string) *action.Configuration {
 	cfg := *d.cfg
-	cfg.KubeClient = &podWatch{Client: kc, ctx: ctx, pods: NewPodDiagnosis(d.cs, d.namespace)}
+	records := driver.NewSecrets(newReleaseRecords(d.cs.CoreV1().Secrets(d.namespace), name))
+	records.Log = d.helmLog
+	cfg.Releases = storage.Init(records)
+	if kc, ok := d.cfg.KubeClient.(*kube.Client); ok {
+		cfg.KubeClient = &podWatch{Client: kc, ctx: ctx, pods: NewPodDiagnosis(d.cs, d.namespace)}
+	}
 	return &cfg
 }
 
-// latest is the release's newest record, nil when it has none.
-func (d *Deployer) latest(name string) (*release.Release, error) {
-	rel, err := d.cfg.Releases.Last(name)
+// latest is the release's newest record in cfg's storage, nil when it has
+// none.
+func (d *Deployer) latest(cfg *action.Configuration, name string) (*release.Release, error) {
+	rel, err := cfg.Releases.Last(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, nil
 	}

@@ -82,6 +82,12 @@ type podWatch struct {
 	pods *PodDiagnosis
 }
 
+// IsReachable is Helm's check that the API server answers, which each
+// action makes first with a request of its own (GET /version). A podWatch
+// serves one operation, made after the deployer took the release's lock
+// from that API server: it has just answered.
+func (w *podWatch) IsReachable() error { return nil }
+
 // Wait is Helm's wait for the release's resources, watched.
 func (w *podWatch) Wait(resources kube.ResourceList, timeout time.Duration) error {
 	return w.wait(resources, timeout, w.Client.Wait)
@@ -95,8 +101,9 @@ func (w *podWatch) WaitWithJobs(resources kube.ResourceList, timeout time.Durati
 func (w *podWatch) wait(resources kube.ResourceList, timeout time.Duration, helmWait func(kube.ResourceList, time.Duration) error) error {
 	log := logr.FromContextOrDiscard(w.ctx)
 	objects := releaseObjects(resources)
+	waitFor := notReadyByAnswer(resources)
 	done := make(chan error, 1)
-	go func() { done <- helmWait(resources, timeout) }()
+	go func() { done <- helmWait(waitFor, timeout) }()
 	tick := time.NewTicker(diagnosePoll)
 	defer tick.Stop()
 	var reported string
@@ -128,6 +135,24 @@ func (w *podWatch) wait(resources kube.ResourceList, timeout time.Duration, helm
 			reported = msg
 		}
 	}
+}
+
+// notReadyByAnswer leaves out of resources those whose readiness Helm's
+// wait would read back from the API server each time it looks, only to
+// find what the API server's answer to their create or patch (which Helm
+// keeps in the resource) already said: a Service that is not a
+// LoadBalancer is ready once it has its cluster IP (an ExternalName one at
+// once), which is assigned when it is created and never changes.
+func notReadyByAnswer(resources kube.ResourceList) kube.ResourceList {
+	out := make(kube.ResourceList, 0, len(resources))
+	for _, info := range resources {
+		if svc, ok := kube.AsVersioned(info).(*corev1.Service); ok && svc.Spec.Type != corev1.ServiceTypeLoadBalancer &&
+			(svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ClusterIP != "") {
+			continue
+		}
+		out = append(out, info)
+	}
+	return out
 }
 
 // ReleaseObject is one object of a release the diagnosis reads.

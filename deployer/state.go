@@ -14,7 +14,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/ptr"
 )
@@ -87,7 +86,11 @@ func ChooseAction(latest *release.Release) Action {
 //     the same). A holder that fails to renew for lockRenewDeadline, well
 //     under the duration, cancels its operation's context so that Helm
 //     stops before anyone may take over.
-//   - A released Lease (no holder) is taken at once.
+//   - A deployer releases the Lease by deleting it, on the condition that
+//     it is still the version this deployer last wrote (so a Lease taken
+//     over meanwhile is left to its new holder), and the next deployer
+//     creates it again: one request to take a free Lease, one to give it
+//     back. A Lease left without a holder is taken at once.
 //
 // The operator never starts two Jobs on one release (it asks the API server,
 // not its cache, before it creates one), and a Job's replacement pod starts
@@ -126,15 +129,7 @@ type releaseLock struct {
 // with an error naming the holder when ctx ends first.
 func (d *Deployer) lockRelease(ctx context.Context, release string) (context.Context, func(), error) {
 	log := logr.FromContextOrDiscard(ctx).WithValues("release", release, "namespace", d.namespace)
-	cfg, err := d.cfg.RESTClientGetter.ToRESTConfig()
-	if err != nil {
-		return nil, nil, fmt.Errorf("lock release %s: load kubeconfig: %w", release, err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("lock release %s: %w", release, err)
-	}
-	l := &releaseLock{leases: cs.CoordinationV1().Leases(d.namespace), release: release, holder: holderIdentity()}
+	l := &releaseLock{leases: d.cs.CoordinationV1().Leases(d.namespace), release: release, holder: holderIdentity()}
 	if err := l.acquire(ctx, log); err != nil {
 		return nil, nil, err
 	}
@@ -172,17 +167,12 @@ func (l *releaseLock) acquire(ctx context.Context, log logr.Logger) error {
 	var seenVersion string
 	var seenAt time.Time
 	waiting := false
+	// lease is the Lease as last read; nil when there is none to read, so
+	// the next try creates it.
+	var lease *coordinationv1.Lease
 	for {
-		lease, err := l.leases.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			now := metav1.NowMicro()
-			created, err := l.leases.Create(ctx, &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: name},
-				Spec: coordinationv1.LeaseSpec{
-					HolderIdentity: &l.holder, LeaseDurationSeconds: ptr.To(int32(lockDuration / time.Second)),
-					AcquireTime: &now, RenewTime: &now,
-				},
-			}, metav1.CreateOptions{})
+		if lease == nil {
+			created, err := l.leases.Create(ctx, l.fresh(name), metav1.CreateOptions{})
 			if err == nil {
 				l.lease = created
 				return nil
@@ -190,10 +180,13 @@ func (l *releaseLock) acquire(ctx context.Context, log logr.Logger) error {
 			if !apierrors.IsAlreadyExists(err) {
 				return fmt.Errorf("lock release %s: create lease %s: %w", l.release, name, err)
 			}
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("lock release %s: get lease %s: %w", l.release, name, err)
+			if lease, err = l.get(ctx, name); err != nil {
+				return err
+			}
+			if lease == nil {
+				// Given up meanwhile.
+				continue
+			}
 		}
 		holder := ptr.Deref(lease.Spec.HolderIdentity, "")
 		if holder != "" {
@@ -211,17 +204,23 @@ func (l *releaseLock) acquire(ctx context.Context, log logr.Logger) error {
 					return fmt.Errorf("release %s is locked by %s, whose Helm operation on it may still be running (lease %s): %w", l.release, holder, name, context.Cause(ctx))
 				case <-time.After(lockRetry):
 				}
+				var err error
+				if lease, err = l.get(ctx, name); err != nil {
+					return err
+				}
 				continue
 			}
 			log.Info("Taking over the release lock from a holder that stopped renewing it", "holder", holder, "leaseDuration", duration)
 			lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
 		}
-		now := metav1.NowMicro()
-		lease.Spec.HolderIdentity = &l.holder
-		lease.Spec.LeaseDurationSeconds = ptr.To(int32(lockDuration / time.Second))
-		lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
-		updated, err := l.leases.Update(ctx, lease, metav1.UpdateOptions{})
+		taken := l.fresh(name)
+		taken.ObjectMeta = lease.ObjectMeta
+		taken.Spec.LeaseTransitions = lease.Spec.LeaseTransitions
+		updated, err := l.leases.Update(ctx, taken, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
+			if lease, err = l.get(ctx, name); err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {
@@ -230,6 +229,30 @@ func (l *releaseLock) acquire(ctx context.Context, log logr.Logger) error {
 		l.lease = updated
 		return nil
 	}
+}
+
+// fresh is the Lease as this holder writes it when it takes it.
+func (l *releaseLock) fresh(name string) *coordinationv1.Lease {
+	now := metav1.NowMicro()
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: &l.holder, LeaseDurationSeconds: ptr.To(int32(lockDuration / time.Second)),
+			AcquireTime: &now, RenewTime: &now,
+		},
+	}
+}
+
+// get reads the Lease; nil when there is none.
+func (l *releaseLock) get(ctx context.Context, name string) (*coordinationv1.Lease, error) {
+	lease, err := l.leases.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock release %s: get lease %s: %w", l.release, name, err)
+	}
+	return lease, nil
 }
 
 // keep renews the Lease until stop is closed. Renewal does not follow the
@@ -284,14 +307,19 @@ func (l *releaseLock) renew() error {
 	return nil
 }
 
-// giveUp releases the Lease, so the next deployer takes it at once.
+// giveUp releases the Lease by deleting it, so the next deployer takes it
+// at once with a create. The delete is conditional on the version this
+// holder last wrote: a Lease that another deployer took over meanwhile is
+// its own, and is left alone.
 func (l *releaseLock) giveUp() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	lease := l.lease.DeepCopy()
-	now := metav1.NowMicro()
-	lease.Spec.HolderIdentity = nil
-	lease.Spec.RenewTime = &now
-	_, err := l.leases.Update(ctx, lease, metav1.UpdateOptions{})
+	err := l.leases.Delete(ctx, l.lease.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{
+		UID: ptr.To(l.lease.UID), ResourceVersion: ptr.To(l.lease.ResourceVersion),
+	}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Gone already, or another holder's now.
+		return nil
+	}
 	return err
 }

@@ -78,7 +78,7 @@ func (d *Deployer) Verify(ctx context.Context, expect []Expectation) (contract.R
 		findings = append(findings, strings.TrimSpace(fmt.Sprintf("%s: %s %s", reason, release, detail)))
 	}
 	for _, e := range expect {
-		latest, err := d.latest(e.Release)
+		latest, err := d.latest(d.cfg, e.Release)
 		if err != nil {
 			return contract.Result{}, err
 		}

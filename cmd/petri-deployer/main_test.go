@@ -332,7 +332,7 @@ func TestBinaryReportsFailures(t *testing.T) {
 			name:       "no rights in the namespace",
 			kubeconfig: nobody,
 			args:       append([]string{"deploy", "--chart-version", "0.1.0", "--values", good}, greeter...),
-			code:       1, message: `KubernetesRefused: lock release web: get lease petri-release-web: leases.coordination.k8s.io "petri-release-web" is forbidden: User "system:serviceaccount:` + ns + `:nobody" cannot get resource "leases"`,
+			code:       1, message: `KubernetesRefused: lock release web: create lease petri-release-web: leases.coordination.k8s.io is forbidden: User "system:serviceaccount:` + ns + `:nobody" cannot create resource "leases"`,
 			reason: contract.ReasonKubernetesRefused, retryable: true,
 		},
 		{
