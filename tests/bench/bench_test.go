@@ -157,7 +157,7 @@ func checkAtRest(t *testing.T, o bench.Options, res *bench.Results) bench.AtRest
 func checkReport(t *testing.T, res *bench.Results, ar bench.AtRestResult) {
 	var table bytes.Buffer
 	res.WriteTable(&table)
-	for _, want := range []string{"smoke run", "webhook → environment written", "operator overhead", "no-op deployer", "real deployer", bench.ModeFloor, "operator ÷ floor", "at rest, per 1,000 idle environments", "after (" + ar.Revision + ")"} {
+	for _, want := range []string{"smoke run", "webhook → environment written", "operator overhead", "no-op deployer", "real deployer", bench.ModeFloor, "operator ÷ floor", "(≤ 1.3x)", "per deploy Job: machine CPU", "≤ 2 per event", "at rest, per 1,000 idle environments", "after (" + ar.Revision + ")"} {
 		assert.Contains(t, table.String(), want)
 	}
 	doc := filepath.Join(t.TempDir(), "benchmarks.md")
