@@ -185,7 +185,7 @@ func (d *Deployer) operation(ctx context.Context, name string) *action.Configura
 	records.Log = d.helmLog
 	cfg.Releases = storage.Init(records)
 	if kc, ok := d.cfg.KubeClient.(*kube.Client); ok {
-		cfg.KubeClient = &podWatch{Client: kc, ctx: ctx, pods: NewPodDiagnosis(d.cs, d.namespace)}
+		cfg.KubeClient = &podWatch{Client: kc, ctx: ctx, cs: d.cs, namespace: d.namespace}
 	}
 	return &cfg
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -23,8 +24,10 @@ import (
 	"github.com/petri-dev/petri/api/contract"
 )
 
-// diagnosePoll is how often the release's pods are read while Helm waits
-// for them; Helm's own wait polls as often.
+// diagnosePoll is how often the release's pods are diagnosed while a deploy
+// waits for them, and the longest its readiness checks go without a look
+// (they look at every change of a watched object); Helm's own wait polls
+// as often.
 const diagnosePoll = 2 * time.Second
 
 // Bounds of the log read of a crashed container (pods/log).
@@ -70,16 +73,17 @@ func (e *PodsError) Error() string {
 
 func (e *PodsError) Unwrap() error { return e.cause }
 
-// podWatch is Helm's kube client whose waits watch the release's pods
-// alongside Helm's own wait: a problem that no wait cures ends the wait at
-// once, failing the Helm operation as a timeout would (the release is
-// recorded failed, with this message), and a wait that times out names
-// what was not ready. Helm's wait itself is left to run out in the
-// background; the deployer exits when its operation has returned.
+// podWatch is Helm's kube client for one operation on a release, whose
+// waits make Helm's readiness checks over watches of the release's
+// namespace (watchedReads) and watch the release's pods meanwhile: a
+// problem that no wait cures ends the wait at once, failing the Helm
+// operation as a timeout would (the release is recorded failed, with this
+// message), and a wait that times out names what was not ready.
 type podWatch struct {
 	*kube.Client
-	ctx  context.Context
-	pods *PodDiagnosis
+	ctx       context.Context
+	cs        kubernetes.Interface
+	namespace string
 }
 
 // IsReachable is Helm's check that the API server answers, which each
@@ -90,35 +94,51 @@ func (w *podWatch) IsReachable() error { return nil }
 
 // Wait is Helm's wait for the release's resources, watched.
 func (w *podWatch) Wait(resources kube.ResourceList, timeout time.Duration) error {
-	return w.wait(resources, timeout, w.Client.Wait)
+	return w.wait(resources, timeout, false)
 }
 
 // WaitWithJobs is Helm's wait including Jobs, watched.
 func (w *podWatch) WaitWithJobs(resources kube.ResourceList, timeout time.Duration) error {
-	return w.wait(resources, timeout, w.Client.WaitWithJobs)
+	return w.wait(resources, timeout, true)
 }
 
-func (w *podWatch) wait(resources kube.ResourceList, timeout time.Duration, helmWait func(kube.ResourceList, time.Duration) error) error {
+// wait is Helm's wait, its readiness checks (kube.ReadyChecker, the same
+// options) made over watchedReads: they look again whenever a watched
+// object changed, and at least every diagnosePoll, instead of reading
+// every object anew every 2 seconds. Every diagnosePoll the pods are
+// diagnosed as well.
+func (w *podWatch) wait(resources kube.ResourceList, timeout time.Duration, jobs bool) error {
 	log := logr.FromContextOrDiscard(w.ctx)
 	objects := releaseObjects(resources)
 	waitFor := notReadyByAnswer(resources)
-	done := make(chan error, 1)
-	go func() { done <- helmWait(waitFor, timeout) }()
+	reads := newWatchedReads(w.cs, w.namespace)
+	defer reads.stopWatching()
+	checker := kube.NewReadyChecker(reads, w.Client.Log, kube.PausedAsReady(true), kube.CheckJobs(jobs))
+	pods := NewPodDiagnosis(reads, w.namespace)
+	ctx, cancel := context.WithTimeout(w.ctx, timeout)
+	defer cancel()
 	tick := time.NewTicker(diagnosePoll)
 	defer tick.Stop()
 	var reported string
 	for {
+		ready, err := allReady(ctx, checker, waitFor)
+		switch {
+		case ready:
+			return nil
+		case err != nil && ctx.Err() == nil && !retryable(err):
+			return pods.timedOut(w.ctx, objects, timeout, err)
+		}
 		select {
-		case err := <-done:
-			if err == nil {
-				return nil
+		case <-ctx.Done():
+			if w.ctx.Err() != nil {
+				return context.Cause(w.ctx)
 			}
-			return w.pods.timedOut(w.ctx, objects, timeout, err)
-		case <-w.ctx.Done():
-			return context.Cause(w.ctx)
+			return pods.timedOut(w.ctx, objects, timeout, ctx.Err())
+		case <-reads.changed:
+			continue
 		case <-tick.C:
 		}
-		problems, err := w.pods.Diagnose(w.ctx, objects, false)
+		problems, err := pods.Diagnose(ctx, objects, false)
 		if err != nil {
 			log.Info("Cannot read the release's pods; the wait goes on", "error", err.Error())
 			continue
@@ -126,7 +146,7 @@ func (w *podWatch) wait(resources kube.ResourceList, timeout time.Duration, helm
 		if i := slices.IndexFunc(problems, func(p PodProblem) bool { return p.Now }); i >= 0 {
 			first := problems[i]
 			problems = append([]PodProblem{first}, slices.Delete(problems, i, i+1)...)
-			err := w.pods.failure(w.ctx, problems, 0, nil)
+			err := pods.failure(w.ctx, problems, 0, nil)
 			log.Info("Giving up the wait: the release's pods cannot become ready", "reason", problems[0].Reason, "message", err.Error())
 			return err
 		}
@@ -135,6 +155,29 @@ func (w *podWatch) wait(resources kube.ResourceList, timeout time.Duration, helm
 			reported = msg
 		}
 	}
+}
+
+// allReady is what Helm's wait asks each time it looks: whether every
+// resource is ready, in order, the first one that is not ending the look.
+func allReady(ctx context.Context, checker kube.ReadyChecker, resources kube.ResourceList) (bool, error) {
+	for _, info := range resources {
+		if ok, err := checker.IsReady(ctx, info); err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// retryable is an error of a readiness check that Helm's wait looks past:
+// one that is not the API server's answer, or is a 429 or a 5xx other than
+// 501.
+func retryable(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true
+	}
+	code := status.Status().Code
+	return code == 0 || code == http.StatusTooManyRequests || (code >= 500 && code != http.StatusNotImplemented)
 }
 
 // notReadyByAnswer leaves out of resources those whose readiness Helm's

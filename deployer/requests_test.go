@@ -50,7 +50,10 @@ func requestKind(r *http.Request) string {
 	}
 	resource, named := parts[i+2], len(parts) > i+3
 	verb := r.Method
-	if verb == http.MethodGet && !named {
+	switch {
+	case verb == http.MethodGet && r.URL.Query().Get("watch") == "true":
+		verb = "WATCH"
+	case verb == http.MethodGet && !named:
 		verb = "LIST"
 	}
 	return verb + " " + resource
@@ -141,10 +144,15 @@ func TestDeploySendsFewRequests(t *testing.T) {
 	assert.LessOrEqual(t, total(upgrade), 15, "an upgrade's requests: %v", upgrade)
 }
 
-// A deploy that waits for the example chart's objects does not read its
-// Service back: it is ready once it has the cluster IP the API server's
-// answer to its create gave it.
-func TestDeployWaitReadsNoReadyService(t *testing.T) {
+// A deploy that waits for the example chart's objects reads them from a
+// watch of each kind it waits for: it sends the requests of one that does
+// not wait and a watch of Deployments and of ReplicaSets, where Helm's
+// wait read each object every 2 seconds (a GET of the Service, of the
+// Deployment and a LIST of its ReplicaSets each time; the first look,
+// right after the create, always finds no ReplicaSet yet, so a deploy
+// waited 2 seconds at least, renewing its lock, and the pods' diagnosis
+// read the Deployment, its ReplicaSets and the pods once more).
+func TestDeployWaitReadsFromWatches(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	ns := namespace(t)
@@ -152,8 +160,18 @@ func TestDeployWaitReadsNoReadyService(t *testing.T) {
 	_, err := d.Deploy(ctx, deployer.DeployRequest{Release: "web", Chart: localChart(t, "example-app"), Values: map[string]any{"replicas": 0}, Wait: true, Timeout: 30 * time.Second})
 	require.NoError(t, err)
 	counts := c.take()
+	watches := map[string]int{}
+	for k, v := range counts {
+		if strings.HasPrefix(k, "WATCH ") {
+			watches[k] = v
+			delete(counts, k)
+		}
+	}
 	assert.Equal(t, 1, counts["GET services"], "only Helm's check that it does not exist yet: %v", counts)
-	assert.Positive(t, counts["GET deployments"], "the Deployment is waited for: %v", counts)
+	assert.Equal(t, 1, counts["GET deployments"], "only Helm's check that it does not exist yet: %v", counts)
+	assert.Zero(t, counts["LIST replicasets"]+counts["LIST pods"]+counts["PUT leases"], "%v", counts)
+	assert.LessOrEqual(t, total(counts), 12, "%v", counts)
+	assert.Equal(t, map[string]int{"WATCH deployments": 1, "WATCH replicasets": 1}, watches)
 }
 
 // A deployer whose lock was taken over while its operation ran (it stopped
