@@ -40,7 +40,11 @@ type Options struct {
 	SharedNamespace string
 	// DeployerImage runs every Helm operation.
 	DeployerImage string
-	// Concurrency is the number of environments reconciled at once.
+	// Concurrency is the number of environments reconciled at once. A
+	// pass spends its time waiting on the API server (a handful of
+	// requests in a row), so workers, not the operator's CPU, bound how
+	// many environments move at once; the API server's priority and
+	// fairness bounds what they cost it.
 	Concurrency int
 	// JobBackoffLimit is the retry count of each Job's pod.
 	JobBackoffLimit int32
@@ -99,7 +103,7 @@ func DefaultOptions() Options {
 		ManagementNamespace:          "petri-system",
 		SharedNamespace:              "petri-shared",
 		DeployerImage:                "ghcr.io/petri-dev/petri-deployer:latest",
-		Concurrency:                  8,
+		Concurrency:                  32,
 		JobBackoffLimit:              2,
 		JobActiveDeadline:            15 * time.Minute,
 		JobTTLAfterFinished:          24 * time.Hour,
