@@ -3,6 +3,7 @@ package deployer_test
 import (
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
@@ -81,9 +81,10 @@ func total(counts map[string]int) int {
 func countingDeployer(t *testing.T, ns string) (*deployer.Deployer, *requestCounter) {
 	t.Helper()
 	c := &requestCounter{seen: map[string]int{}}
-	getter := deployer.NewRESTClientGetter(env.Kubeconfig, ns).(*genericclioptions.ConfigFlags)
-	wrap := getter.WrapConfigFn
-	getter.WrapConfigFn = func(cfg *rest.Config) *rest.Config {
+	getter := deployer.NewRESTClientGetter(env.Kubeconfig, ns)
+	flags := deployer.FlagsOf(getter)
+	wrap := flags.WrapConfigFn
+	flags.WrapConfigFn = func(cfg *rest.Config) *rest.Config {
 		cfg = wrap(cfg)
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 			c.mu.Lock()
@@ -219,4 +220,24 @@ func TestEachDeployReadsTheRecordsAfresh(t *testing.T) {
 	assert.Equal(t, 1, rel.Version, "installed again, not upgraded from the deleted records")
 	_, err = env.Clientset.CoordinationV1().Leases(ns).Get(ctx, deployer.LockName("web"), metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "%v", err)
+}
+
+// A deploy keeps discovery in memory: it writes nothing to the temporary
+// directory, where ConfigFlags' disk cache wrote every discovery document
+// twice in each Job (a Job's temporary directory is new, and Helm
+// invalidates discovery before each action, so none was ever read). Not
+// parallel: it sets TMPDIR.
+func TestDeployWritesNoDiscoveryCache(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	ns := namespace(t)
+	_, err := newDeployer(t, ns).Deploy(testContext(t), deployer.DeployRequest{Release: "web", Chart: localChart(t, "greeter"), Values: greeterValues("one", "v1")})
+	require.NoError(t, err)
+	entries, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	assert.Empty(t, names, "written to the temporary directory")
 }
