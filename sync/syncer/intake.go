@@ -212,12 +212,14 @@ func (s *Syncer) handleEvent(ev webhook.Event) {
 	case "pull_request":
 		if ev.PullRequest == nil {
 			// Nothing to keep: the reconcile lists the pull requests.
+			r.listing = nil
 			break
 		}
 		pr := *ev.PullRequest
 		if old, ok := r.snapshots[pr.Number]; !ok || !pr.UpdatedAt.Before(old.UpdatedAt) {
 			r.snapshots[pr.Number] = pr
 		}
+		r.sinceListing[pr.Number] = true
 	case "status", "check_run":
 		if ev.GateState == provider.GatePassed {
 			r.gates[gateKey{ev.SHA, ev.Gate.String()}] = true

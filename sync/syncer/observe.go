@@ -69,7 +69,7 @@ func (s *Syncer) observe(ctx context.Context, rs *repoState, apps []*config.Appl
 	o := &observation{repo: rs.name, rs: rs, apps: apps, closed: map[int]provider.PullRequest{}, unknown: map[int]bool{}}
 	since, hints := rs.takePending()
 	o.since = since
-	listed, err := s.sourceOf(o.repo).ListOpenPullRequests(ctx, pathOf(o.repo))
+	listed, err := s.listOpen(ctx, rs, len(hints) > 0)
 	if err != nil {
 		s.setAppError(apps, err)
 		rs.putPending(since, hints)

@@ -36,6 +36,11 @@ type repoState struct {
 	mu sync.Mutex
 	// snapshots are pull requests from webhooks, newer than the listing.
 	snapshots map[int]provider.PullRequest
+	// listing is the last listing of the open pull requests, kept for the
+	// passes that follow it closely (listing.go), and sinceListing the
+	// pull requests whose snapshots came after it was asked for.
+	listing      *keptListing
+	sinceListing map[int]bool
 	// prs holds the feedback state per pull request and application.
 	prs map[int]map[string]*render.PRState
 	// closed are pull requests in prs that the last reconcile did not find
@@ -74,7 +79,7 @@ func newRepoState(name string) *repoState {
 	return &repoState{name: name, snapshots: map[int]provider.PullRequest{}, prs: map[int]map[string]*render.PRState{},
 		closed: map[int]bool{}, hints: map[int]bool{}, life: map[int]*prLife{}, commands: map[int][]provider.Comment{},
 		commentHints: map[int]bool{}, gates: map[gateKey]bool{}, statuses: map[statusKey]provider.CommitStatus{},
-		newHeads: map[string]bool{}}
+		newHeads: map[string]bool{}, sinceListing: map[int]bool{}}
 }
 
 // prLife is one pull request's lifecycle state. state is the current one;

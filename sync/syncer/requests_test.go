@@ -148,3 +148,43 @@ func TestPushedCommitsStatusIsPostedWithoutARead(t *testing.T) {
 	assert.Equal(t, 1, asked(h.gh, http.MethodGet, statusesOf(sha)))
 	assert.Len(t, h.gh.Statuses(ghRepo, sha), 2, "the status is not posted again")
 }
+
+// A push's webhook shortly after a listing is answered from that listing
+// and the webhook's payload, without a listing of its own; past
+// listingReuse (until the next resync is due), or at a resync, the pull
+// requests are listed again. A pull
+// request closed meanwhile with its webhook lost loses its environment at
+// that resync, as without the kept listing.
+func TestWebhookPassTakesTheKeptListing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{files: shopFiles("")})
+	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	other := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	h.waitEnv(envName(pr.Number), nil)
+	h.waitEnv(envName(other.Number), nil)
+	listings := func() int { return asked(h.gh, http.MethodGet, "/repos/"+ghRepo+"/pulls") }
+	push := func(label string) {
+		sha := githubapi.SHA(label)
+		h.gh.UpdatePullRequest(ghRepo, pr.Number, func(p *githubapi.PullRequest) { p.HeadSHA = sha })
+		h.prEvent(pr.Number, "synchronize")
+		h.waitEnv(envName(pr.Number), func(e *petriv1.EphemeralEnvironment) bool { return e.Spec.Source.SHA == sha })
+	}
+	h.resync()
+	before := listings()
+	push("first push")
+	push("second push")
+	assert.Equal(t, before, listings(), "pushes answered from the kept listing")
+
+	h.clock.Step(h.s.ListingReuse())
+	push("a while later")
+	assert.Equal(t, before+1, listings(), "a listing older than ListingReuse is not taken again")
+
+	h.gh.UpdatePullRequest(ghRepo, other.Number, func(p *githubapi.PullRequest) { p.State = "closed" })
+	push("after a lost close")
+	assert.Equal(t, before+1, listings())
+	_, err := h.get(envName(other.Number))
+	require.NoError(t, err, "kept without evidence of the close")
+	// The resync lists: the close is seen.
+	h.resync()
+	h.waitGone(envName(other.Number))
+}
