@@ -67,8 +67,37 @@ type ownWrite struct {
 	// server issues; deleted is the UID of a deletion.
 	version uint64
 	deleted types.UID
-	// at is when it was written.
-	at time.Time
+	// at is when it was written; applying is set while an apply is under
+	// way (version is then that of the write before, if any).
+	at       time.Time
+	applying bool
+}
+
+// applying records an apply about to be made; applied or abandon ends it.
+func (w *ownWrites) applying(app, name string, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[string]ownWrite{}
+	}
+	prev := w.m[name]
+	w.m[name] = ownWrite{app: app, version: prev.version, at: at, applying: true}
+}
+
+// abandon ends an apply that was not made (or failed): what was written
+// before it stays remembered. Once applied, it changes nothing.
+func (w *ownWrites) abandon(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wr, ok := w.m[name]
+	switch {
+	case !ok || !wr.applying:
+	case wr.version == 0:
+		delete(w.m, name)
+	default:
+		wr.applying = false
+		w.m[name] = wr
+	}
 }
 
 func (w *ownWrites) applied(app, name, resourceVersion string, at time.Time) {
@@ -103,14 +132,17 @@ const unseenWait = 5 * time.Second
 // the cache has none) is older than sync's last write of it, written less
 // than unseenWait before now: feedback from that copy would show the
 // environment as it was before the write, and be written again a moment
-// later when the watch shows the write. A deletion counts as shown once the
-// copy is marked for deletion.
+// later when the watch shows the write. An apply under way is unseen too. A
+// deletion counts as shown once the copy is marked for deletion.
 func (w *ownWrites) unseen(name string, have *petriv1.EphemeralEnvironment, now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wr, ok := w.m[name]
 	if !ok || now.Sub(wr.at) >= unseenWait {
 		return false
+	}
+	if wr.applying {
+		return true
 	}
 	if wr.deleted != "" {
 		return have != nil && have.UID == wr.deleted && have.DeletionTimestamp == nil
@@ -137,6 +169,10 @@ func (w *ownWrites) seen(list *petriv1.EphemeralEnvironmentList, apps []string) 
 	all := true
 	for name, wr := range w.m {
 		if !slices.Contains(apps, wr.app) {
+			continue
+		}
+		if wr.applying {
+			// Under way: its pass knows what it writes.
 			continue
 		}
 		e := byName[name]
@@ -167,7 +203,7 @@ func (w *ownWrites) dropGone(list *petriv1.EphemeralEnvironmentList, apps []stri
 		present[list.Items[i].Name] = true
 	}
 	for name, wr := range w.m {
-		if wr.deleted == "" && slices.Contains(apps, wr.app) && !present[name] {
+		if wr.deleted == "" && !wr.applying && slices.Contains(apps, wr.app) && !present[name] {
 			delete(w.m, name)
 		}
 	}

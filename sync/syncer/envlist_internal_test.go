@@ -59,6 +59,17 @@ func TestUnseenWritesHoldFeedbackBackForAMoment(t *testing.T) {
 	assert.False(t, w.unseen("shop-pr1", &shown, at))
 	assert.False(t, w.unseen("shop-pr1", &old, at.Add(unseenWait)), "a write the cache never shows holds nothing back for long")
 
+	w.applying("shop", "shop-pr1", at)
+	assert.True(t, w.unseen("shop-pr1", &shown, at), "an apply under way")
+	assert.True(t, w.seen(envList(), []string{"shop"}), "an apply under way holds no list back")
+	w.abandon("shop-pr1")
+	assert.False(t, w.unseen("shop-pr1", &shown, at), "an apply that was not made")
+	w.applying("shop", "shop-pr1", at)
+	w.applied("shop", "shop-pr1", "101", at)
+	w.abandon("shop-pr1")
+	assert.True(t, w.unseen("shop-pr1", &shown, at), "made: abandon changes nothing")
+	assert.False(t, w.seen(envList(shown), []string{"shop"}))
+
 	w.removed("shop", "shop-pr1", "u1", at)
 	assert.True(t, w.unseen("shop-pr1", &shown, at), "deleted, and the cache's copy is not marked for deletion yet")
 	shown.DeletionTimestamp = &metav1.Time{Time: at}

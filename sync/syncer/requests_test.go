@@ -1,9 +1,12 @@
 package syncer_test
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
@@ -187,4 +191,54 @@ func TestWebhookPassTakesTheKeptListing(t *testing.T) {
 	// The resync lists: the close is seen.
 	h.resync()
 	h.waitGone(envName(other.Number))
+}
+
+// While sync's apply of a pushed commit is under way, feedback says
+// nothing: the cache's copy is at the previous commit, the pull request at
+// the new one, and a status "waiting to deploy" it would be written over
+// the moment the apply shows.
+func TestNoFeedbackWhileAnApplyIsUnderWay(t *testing.T) {
+	t.Parallel()
+	sha := githubapi.SHA("held apply")
+	held, release := make(chan struct{}), make(chan struct{})
+	var heldOnce, releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTrip(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodPatch && strings.Contains(r.URL.Path, "/ephemeralenvironments/") && r.Body != nil {
+				body, err := io.ReadAll(r.Body)
+				if err != nil {
+					return nil, err
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				if bytes.Contains(body, []byte(sha)) {
+					heldOnce.Do(func() { close(held) })
+					<-release
+				}
+			}
+			return next.RoundTrip(r)
+		})
+	})
+	h := newHarness(t, harnessOptions{files: shopFiles(""), restConfig: cfg})
+	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	name := envName(pr.Number)
+	h.waitEnv(name, nil)
+	h.waitComment(pr.Number, pr.HeadSHA[:7])
+	h.gh.UpdatePullRequest(ghRepo, pr.Number, func(p *githubapi.PullRequest) { p.HeadSHA = sha })
+	h.prEvent(pr.Number, "synchronize")
+	select {
+	case <-held:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the push was not applied")
+	}
+	// A change of the environment asks for its feedback.
+	setStatus(t, h, name, func(e *petriv1.EphemeralEnvironment) { e.Status.TargetNamespace = "shop-pr-z-ef56" })
+	assert.Never(t, func() bool { return len(h.gh.Statuses(ghRepo, sha)) > 0 }, time.Second, 10*time.Millisecond, "a status while the apply is under way")
+	releaseOnce.Do(func() { close(release) })
+	h.waitComment(pr.Number, "at commit `"+sha[:7]+"`")
+	require.Eventually(t, func() bool { return len(h.gh.Statuses(ghRepo, sha)) > 0 }, 10*time.Second, 10*time.Millisecond)
+	sts := h.gh.Statuses(ghRepo, sha)
+	require.Len(t, sts, 1)
+	assert.Contains(t, sts[0].Description, "Deploying")
 }

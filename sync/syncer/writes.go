@@ -75,10 +75,18 @@ func (s *Syncer) writeEnv(ctx context.Context, rs *repoState, app *config.Applic
 		return false, err
 	}
 	url := ee.Annotations[render.AnnotationURL]
+	same := existing != nil && sameEnv(existing, ee)
+	if !same {
+		// Feedback waits for the write from now on (unseen): meanwhile the
+		// cache's copy is at the previous commit, and the pull request's
+		// state at the new one.
+		s.writes.applying(app.Name, ee.Name, s.clock.Now())
+		defer s.writes.abandon(ee.Name)
+	}
 	rs.setPRState(pr.Number, app.Name, func(st *render.PRState) {
 		st.HeadSHA, st.Waiting, st.Error, st.Deleted, st.URL = pr.HeadSHA, waiting, "", "", url
 	})
-	if existing != nil && sameEnv(existing, ee) {
+	if same {
 		return false, nil
 	}
 	if existing == nil {
