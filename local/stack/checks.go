@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -25,22 +26,45 @@ import (
 )
 
 // showEnvironment prints what a person looks at: the environments, the
-// namespace and what runs in it.
-func (sc *Scenario) showEnvironment(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
-	s, r := sc.Stack, sc.Report
-	for _, args := range [][]string{
+// namespace and what runs in it, and with sharedWorkloads the shared
+// workloads too.
+func (sc *Scenario) showEnvironment(ctx context.Context, env *petriv1.EphemeralEnvironment, sharedWorkloads bool) error {
+	cmds := [][]string{
 		{"get", "ee", "-n", ManagementNamespace},
 		{"get", "namespace", env.Status.TargetNamespace, "-L", petriv1.LabelEnvironment},
 		{"get", "deploy,svc,ingress,pods", "-n", env.Status.TargetNamespace},
-	} {
-		out, err := s.kubectl(ctx, args...)
-		if err != nil {
-			return err
-		}
-		r.Event("$ kubectl %s", strings.Join(args, " "))
-		r.Detail(out)
+	}
+	if sharedWorkloads {
+		cmds = append(cmds, []string{"get", "sw", "-n", ManagementNamespace})
+	}
+	outs, err := sc.Stack.kubectlAll(ctx, cmds)
+	if err != nil {
+		return err
+	}
+	for i, args := range cmds {
+		sc.Report.Event("$ kubectl %s", strings.Join(args, " "))
+		sc.Report.Detail(outs[i])
 	}
 	return nil
+}
+
+// kubectlAll runs the kubectl commands side by side and returns their
+// outputs in order: each is a process that spends most of its time
+// starting, so one after the other they kept the step waiting on kubectl.
+// The error joins those of the commands that failed.
+func (s *Stack) kubectlAll(ctx context.Context, cmds [][]string) ([]string, error) {
+	outs := make([]string, len(cmds))
+	errs := make([]error, len(cmds))
+	var wg sync.WaitGroup
+	for i, args := range cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = s.kubectl(ctx, args...)
+		}()
+	}
+	wg.Wait()
+	return outs, errors.Join(errs...)
 }
 
 // checkRelease lists the Helm releases of the namespace (as helm list would)
@@ -73,17 +97,10 @@ func (sc *Scenario) checkRelease(ctx context.Context, ns string, wantRevision in
 	return rev, nil
 }
 
-// checkBinding shows the shared workload and the environment's binding
-// Secret (its keys; never its values), and checks the database exists on
-// the shared store.
+// checkBinding shows the environment's binding Secret (its keys; never its
+// values), and checks the database exists on the shared store.
 func (sc *Scenario) checkBinding(ctx context.Context, env *petriv1.EphemeralEnvironment) ([]string, string, error) {
 	s, r := sc.Stack, sc.Report
-	out, err := s.kubectl(ctx, "get", "sw", "-n", ManagementNamespace)
-	if err != nil {
-		return nil, "", err
-	}
-	r.Event("$ kubectl get sw -n %s", ManagementNamespace)
-	r.Detail(out)
 	var secret corev1.Secret
 	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: env.Status.TargetNamespace, Name: bindingSecret}, &secret); err != nil {
 		return nil, "", fmt.Errorf("binding Secret %s/%s: %w", env.Status.TargetNamespace, bindingSecret, err)

@@ -129,7 +129,7 @@ func (sc *Scenario) open(ctx context.Context, res *Result) error {
 		return err
 	}
 	res.Namespace = env.Status.TargetNamespace
-	if err := sc.showEnvironment(ctx, env); err != nil {
+	if err := sc.showEnvironment(ctx, env, true); err != nil {
 		return err
 	}
 	rev, err := sc.checkRelease(ctx, res.Namespace, 0)
@@ -183,7 +183,7 @@ func (sc *Scenario) push(ctx context.Context, res *Result) error {
 		return fmt.Errorf("the environment moved from namespace %s to %s", res.Namespace, env.Status.TargetNamespace)
 	}
 	r.Event("same namespace %s, re-deployed in place", env.Status.TargetNamespace)
-	if err := sc.showEnvironment(ctx, env); err != nil {
+	if err := sc.showEnvironment(ctx, env, false); err != nil {
 		return err
 	}
 	rev, err := sc.checkRelease(ctx, res.Namespace, res.Revisions[0]+1)
