@@ -85,6 +85,9 @@ func (sc *Scenario) Run(ctx context.Context) (*Result, error) {
 	}
 	res := &Result{}
 	sc.w = newWatcher(sc.Report)
+	if err := sc.waitSharedWorkload(ctx); err != nil {
+		return res, err
+	}
 	steps := []struct {
 		name string
 		run  func(context.Context, *Result) error

@@ -12,6 +12,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/local/controlplane"
@@ -58,4 +61,38 @@ echo "out: $*"
 		assert.Greater(t, output, shown, "%q's output follows it:\n%s", cmd, text)
 		last = output
 	}
+}
+
+// The scenario opens its pull request only once the shared workload that
+// the installation deploys at start is Ready, so that the open step times
+// the pull request and not the installation's start.
+func TestScenarioOpensThePullRequestOnceTheSharedWorkloadIsReady(t *testing.T) {
+	scheme := runtime.NewScheme()
+	require.NoError(t, petriv1.AddToScheme(scheme))
+	sw := &petriv1.SharedWorkload{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ManagementNamespace, Name: demoSharedWorkload, Generation: 1},
+		Status: petriv1.SharedWorkloadStatus{ObservedGeneration: 1, Phase: "Deploying", Conditions: []metav1.Condition{{
+			Type: petriv1.ConditionReady, Status: metav1.ConditionFalse, Reason: "DeployProgressing", LastTransitionTime: metav1.Now(),
+		}}},
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(sw).WithStatusSubresource(sw).Build()
+	var out bytes.Buffer
+	s := &Stack{Client: c, Cluster: &controlplane.Cluster{}}
+	sc := &Scenario{Stack: s, Report: NewReport(&out), StepTimeout: 300 * time.Millisecond}
+
+	// Not Ready: no step is played (the GitHub stand-in, absent here, is
+	// never asked to open the pull request).
+	res, err := sc.Run(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Shared workload "+demoSharedWorkload+" Ready")
+	assert.Contains(t, err.Error(), `phase "Deploying"`)
+	assert.Empty(t, res.Steps)
+	assert.Empty(t, s.pulls.known)
+
+	// Ready at its generation: the wait is over.
+	sw.Status.Phase = "Ready"
+	sw.Status.Conditions[0].Status, sw.Status.Conditions[0].Reason = metav1.ConditionTrue, "Succeeded"
+	require.NoError(t, c.Status().Update(context.Background(), sw))
+	require.NoError(t, sc.waitSharedWorkload(context.Background()))
+	assert.Contains(t, out.String(), "ok Shared workload "+demoSharedWorkload+" Ready")
 }
