@@ -181,12 +181,14 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 	if len(states) == 0 {
 		return nil
 	}
-	if s.cacheBehind(key, states) {
-		// The watch shows sync's own write in a moment, and its event
-		// asks for this feedback again; the look after unseenWait is for
-		// a write it never shows.
+	// Behind: nothing is said on the pull request yet, but the state is
+	// stored (a command handled, an expiry decided must be). The watch
+	// shows sync's own write in a moment, and its event asks for this
+	// feedback again; the look after unseenWait is for a write it never
+	// shows.
+	behind := s.cacheBehind(key, states)
+	if behind {
 		s.feedback.AddAfter(key, unseenWait)
-		return nil
 	}
 	life, err := s.ensureLife(ctx, rs, key)
 	if err != nil {
@@ -199,6 +201,9 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 	for _, app := range slices.Sorted(maps.Keys(states)) {
 		st := states[app]
 		list = append(list, st)
+		if behind {
+			continue
+		}
 		if err := s.deployment(ctx, key, st, life); err != nil {
 			errs = append(errs, err)
 		}
@@ -210,10 +215,10 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := s.saveState(ctx, key, list, life); err != nil {
+	if err := s.saveState(ctx, key, list, life, !behind); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) == 0 && closed && !envFound {
+	if len(errs) == 0 && closed && !envFound && !behind {
 		// The closed pull request's last word is posted and its
 		// environments are gone: nothing more will be said about it.
 		if err := s.store.Forget(ctx, key); err != nil {
@@ -325,9 +330,9 @@ func (s *Syncer) lifecycleFeedback(key prKey, states map[string]render.PRState, 
 	}
 }
 
-// saveState stores the pull request's state whenever it changed, and
-// writes sync's comment once there is something to say.
-func (s *Syncer) saveState(ctx context.Context, key prKey, list []render.PRState, life *prLife) error {
+// saveState stores the pull request's state whenever it changed, and,
+// with comment, writes sync's comment once there is something to say.
+func (s *Syncer) saveState(ctx context.Context, key prKey, list []render.PRState, life *prLife, comment bool) error {
 	state := life.current()
 	worth := len(state.Notes) > 0
 	expires := map[string]time.Time{}
@@ -340,7 +345,7 @@ func (s *Syncer) saveState(ctx context.Context, key prKey, list []render.PRState
 		}
 	}
 	body := ""
-	if worth {
+	if worth && comment {
 		body = render.Comment(list, state)
 	}
 	if err := s.store.Save(ctx, key, body, state, expires); err != nil {
