@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -240,4 +241,33 @@ func TestDeployWritesNoDiscoveryCache(t *testing.T) {
 		names = append(names, e.Name())
 	}
 	assert.Empty(t, names, "written to the temporary directory")
+}
+
+// A wait looks again when a watched object changes, not more: over a wait
+// of 3 seconds for a Deployment whose pod never runs (no node here), Helm's
+// readiness checks run a few times (at the start, at each change the
+// controllers make, every 2 seconds), each logging what is not ready. A
+// wait that registered its watch handler again at each look (an
+// informer's Informer() is a new value each time) was told every object
+// anew at each look, and looked again at once: thousands of looks.
+func TestDeployWaitLooksAgainOnlyOnChanges(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	var mu sync.Mutex
+	looks := 0
+	log := funcr.New(func(_, args string) {
+		if strings.Contains(args, "is not ready") {
+			mu.Lock()
+			looks++
+			mu.Unlock()
+		}
+	}, funcr.Options{Verbosity: 1})
+	d, err := deployer.New(deployer.NewRESTClientGetter(env.Kubeconfig, ns), ns, log)
+	require.NoError(t, err)
+	_, err = d.Deploy(testContext(t), deployer.DeployRequest{Release: "web", Chart: localChart(t, "greeter"), Values: map[string]any{"replicas": 1}, Wait: true, Timeout: 3 * time.Second})
+	require.Error(t, err, "no node runs the pod")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Positive(t, looks)
+	assert.Less(t, looks, 30, "readiness checks in a wait of 3 seconds")
 }

@@ -40,8 +40,9 @@ type watchedReads struct {
 	changed   chan struct{}
 
 	mu sync.Mutex
-	// handled are the informers whose changes are told on changed.
-	handled map[cache.SharedIndexInformer]bool
+	// handled are the kinds whose changes are told on changed (an
+	// informer's Informer() is a new value each time, the same informer).
+	handled map[string]bool
 	// refused is the first error a watch got that no retry mends (the
 	// namespace's reads are forbidden).
 	refused error
@@ -56,7 +57,7 @@ func newWatchedReads(cs kubernetes.Interface, namespace string) *watchedReads {
 		factory:   informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace)),
 		stop:      make(chan struct{}),
 		changed:   make(chan struct{}, 1),
-		handled:   map[cache.SharedIndexInformer]bool{},
+		handled:   map[string]bool{},
 	}
 }
 
@@ -66,12 +67,12 @@ func (w *watchedReads) stopWatching() {
 	w.factory.Shutdown()
 }
 
-// synced starts the watch of inf's kind when it is not running yet and
+// synced starts the watch of kind (inf) when it is not running yet and
 // waits until its first state is in.
-func (w *watchedReads) synced(ctx context.Context, inf cache.SharedIndexInformer) error {
+func (w *watchedReads) synced(ctx context.Context, kind string, inf cache.SharedIndexInformer) error {
 	w.mu.Lock()
-	if !w.handled[inf] {
-		w.handled[inf] = true
+	if !w.handled[kind] {
+		w.handled[kind] = true
 		notify := func() {
 			select {
 			case w.changed <- struct{}{}:
@@ -108,9 +109,9 @@ func (w *watchedReads) synced(ctx context.Context, inf cache.SharedIndexInformer
 }
 
 // watchedGet reads one object from the synced watch of inf.
-func watchedGet[T interface{ DeepCopy() T }](ctx context.Context, w *watchedReads, inf cache.SharedIndexInformer, get func() (T, error)) (T, error) {
+func watchedGet[T interface{ DeepCopy() T }](ctx context.Context, w *watchedReads, kind string, inf cache.SharedIndexInformer, get func() (T, error)) (T, error) {
 	var zero T
-	if err := w.synced(ctx, inf); err != nil {
+	if err := w.synced(ctx, kind, inf); err != nil {
 		return zero, err
 	}
 	obj, err := get()
@@ -123,12 +124,12 @@ func watchedGet[T interface{ DeepCopy() T }](ctx context.Context, w *watchedRead
 // watchedList reads the objects opts selects from the synced watch of
 // inf; served is false for options a watch cannot answer (anything but a
 // label selector).
-func watchedList[T any](ctx context.Context, w *watchedReads, inf cache.SharedIndexInformer, opts metav1.ListOptions, list func(labels.Selector) ([]T, error)) (_ []T, served bool, _ error) {
+func watchedList[T any](ctx context.Context, w *watchedReads, kind string, inf cache.SharedIndexInformer, opts metav1.ListOptions, list func(labels.Selector) ([]T, error)) (_ []T, served bool, _ error) {
 	sel, err := labels.Parse(opts.LabelSelector)
 	if err != nil || opts != (metav1.ListOptions{LabelSelector: opts.LabelSelector}) {
 		return nil, false, nil
 	}
-	if err := w.synced(ctx, inf); err != nil {
+	if err := w.synced(ctx, kind, inf); err != nil {
 		return nil, true, err
 	}
 	items, err := list(sel)
@@ -209,7 +210,7 @@ type watchedDeployments struct {
 
 func (d watchedDeployments) Get(ctx context.Context, name string, _ metav1.GetOptions) (*appsv1.Deployment, error) {
 	inf := d.w.factory.Apps().V1().Deployments()
-	return watchedGet(ctx, d.w, inf.Informer(), func() (*appsv1.Deployment, error) { return inf.Lister().Deployments(d.w.namespace).Get(name) })
+	return watchedGet(ctx, d.w, "deployments", inf.Informer(), func() (*appsv1.Deployment, error) { return inf.Lister().Deployments(d.w.namespace).Get(name) })
 }
 
 type watchedReplicaSets struct {
@@ -219,12 +220,12 @@ type watchedReplicaSets struct {
 
 func (r watchedReplicaSets) Get(ctx context.Context, name string, _ metav1.GetOptions) (*appsv1.ReplicaSet, error) {
 	inf := r.w.factory.Apps().V1().ReplicaSets()
-	return watchedGet(ctx, r.w, inf.Informer(), func() (*appsv1.ReplicaSet, error) { return inf.Lister().ReplicaSets(r.w.namespace).Get(name) })
+	return watchedGet(ctx, r.w, "replicasets", inf.Informer(), func() (*appsv1.ReplicaSet, error) { return inf.Lister().ReplicaSets(r.w.namespace).Get(name) })
 }
 
 func (r watchedReplicaSets) List(ctx context.Context, opts metav1.ListOptions) (*appsv1.ReplicaSetList, error) {
 	inf := r.w.factory.Apps().V1().ReplicaSets()
-	items, served, err := watchedList(ctx, r.w, inf.Informer(), opts, inf.Lister().ReplicaSets(r.w.namespace).List)
+	items, served, err := watchedList(ctx, r.w, "replicasets", inf.Informer(), opts, inf.Lister().ReplicaSets(r.w.namespace).List)
 	if !served {
 		return r.ReplicaSetInterface.List(ctx, opts)
 	}
@@ -245,7 +246,7 @@ type watchedStatefulSets struct {
 
 func (s watchedStatefulSets) Get(ctx context.Context, name string, _ metav1.GetOptions) (*appsv1.StatefulSet, error) {
 	inf := s.w.factory.Apps().V1().StatefulSets()
-	return watchedGet(ctx, s.w, inf.Informer(), func() (*appsv1.StatefulSet, error) { return inf.Lister().StatefulSets(s.w.namespace).Get(name) })
+	return watchedGet(ctx, s.w, "statefulsets", inf.Informer(), func() (*appsv1.StatefulSet, error) { return inf.Lister().StatefulSets(s.w.namespace).Get(name) })
 }
 
 type watchedDaemonSets struct {
@@ -255,7 +256,7 @@ type watchedDaemonSets struct {
 
 func (d watchedDaemonSets) Get(ctx context.Context, name string, _ metav1.GetOptions) (*appsv1.DaemonSet, error) {
 	inf := d.w.factory.Apps().V1().DaemonSets()
-	return watchedGet(ctx, d.w, inf.Informer(), func() (*appsv1.DaemonSet, error) { return inf.Lister().DaemonSets(d.w.namespace).Get(name) })
+	return watchedGet(ctx, d.w, "daemonsets", inf.Informer(), func() (*appsv1.DaemonSet, error) { return inf.Lister().DaemonSets(d.w.namespace).Get(name) })
 }
 
 type watchedPods struct {
@@ -265,12 +266,12 @@ type watchedPods struct {
 
 func (p watchedPods) Get(ctx context.Context, name string, _ metav1.GetOptions) (*corev1.Pod, error) {
 	inf := p.w.factory.Core().V1().Pods()
-	return watchedGet(ctx, p.w, inf.Informer(), func() (*corev1.Pod, error) { return inf.Lister().Pods(p.w.namespace).Get(name) })
+	return watchedGet(ctx, p.w, "pods", inf.Informer(), func() (*corev1.Pod, error) { return inf.Lister().Pods(p.w.namespace).Get(name) })
 }
 
 func (p watchedPods) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
 	inf := p.w.factory.Core().V1().Pods()
-	items, served, err := watchedList(ctx, p.w, inf.Informer(), opts, inf.Lister().Pods(p.w.namespace).List)
+	items, served, err := watchedList(ctx, p.w, "pods", inf.Informer(), opts, inf.Lister().Pods(p.w.namespace).List)
 	if !served {
 		return p.PodInterface.List(ctx, opts)
 	}
@@ -291,7 +292,7 @@ type watchedServices struct {
 
 func (s watchedServices) Get(ctx context.Context, name string, _ metav1.GetOptions) (*corev1.Service, error) {
 	inf := s.w.factory.Core().V1().Services()
-	return watchedGet(ctx, s.w, inf.Informer(), func() (*corev1.Service, error) { return inf.Lister().Services(s.w.namespace).Get(name) })
+	return watchedGet(ctx, s.w, "services", inf.Informer(), func() (*corev1.Service, error) { return inf.Lister().Services(s.w.namespace).Get(name) })
 }
 
 type watchedClaims struct {
@@ -301,7 +302,7 @@ type watchedClaims struct {
 
 func (c watchedClaims) Get(ctx context.Context, name string, _ metav1.GetOptions) (*corev1.PersistentVolumeClaim, error) {
 	inf := c.w.factory.Core().V1().PersistentVolumeClaims()
-	return watchedGet(ctx, c.w, inf.Informer(), func() (*corev1.PersistentVolumeClaim, error) {
+	return watchedGet(ctx, c.w, "persistentvolumeclaims", inf.Informer(), func() (*corev1.PersistentVolumeClaim, error) {
 		return inf.Lister().PersistentVolumeClaims(c.w.namespace).Get(name)
 	})
 }
