@@ -250,38 +250,28 @@ var operatorWriteLog struct {
 
 // readsOf counts the operator's GET requests of path.
 func readsOf(path string) int {
-	operatorWriteLog.Lock()
-	defer operatorWriteLog.Unlock()
-	n := 0
-	for _, p := range operatorWriteLog.reads {
-		if p == path {
-			n++
-		}
-	}
-	return n
+	return countLogged(func() []string { return operatorWriteLog.reads }, func(p string) bool { return p == path })
 }
 
 // jobListsNaming counts the operator's Job lists whose label selector
 // contains part.
 func jobListsNaming(part string) int {
-	operatorWriteLog.Lock()
-	defer operatorWriteLog.Unlock()
-	n := 0
-	for _, sel := range operatorWriteLog.jobLists {
-		if strings.Contains(sel, part) {
-			n++
-		}
-	}
-	return n
+	return countLogged(func() []string { return operatorWriteLog.jobLists }, func(sel string) bool { return strings.Contains(sel, part) })
 }
 
 // roleBindingReadsIn counts the operator's RoleBinding reads in namespace.
 func roleBindingReadsIn(namespace string) int {
+	return countLogged(func() []string { return operatorWriteLog.roleBindingReads }, func(p string) bool { return strings.Contains(p, "/namespaces/"+namespace+"/") })
+}
+
+// countLogged counts the entries of one of operatorWriteLog's lists that
+// match, under its lock.
+func countLogged(list func() []string, match func(string) bool) int {
 	operatorWriteLog.Lock()
 	defer operatorWriteLog.Unlock()
 	n := 0
-	for _, p := range operatorWriteLog.roleBindingReads {
-		if strings.Contains(p, "/namespaces/"+namespace+"/") {
+	for _, e := range list() {
+		if match(e) {
 			n++
 		}
 	}
