@@ -21,7 +21,10 @@ func TestPerEnvironment(t *testing.T) {
 }
 
 func TestUpdateDoc(t *testing.T) {
-	r := &Results{Machine: Machine{CPUs: 2, Date: time.Now()}, Scale: []ScaleResult{{Mode: ModeNoop, Environments: 1000, AllReady: 42 * time.Second, PeakRSS: 100 << 20}}}
+	r := &Results{Machine: Machine{CPUs: 2, Date: time.Now()}, Scale: []ScaleResult{
+		{Mode: ModeNoop, Environments: 1000, AllReady: 42 * time.Second, PeakRSS: 100 << 20},
+		{Mode: ModeFloor, Environments: 1000, AllReady: 30 * time.Second},
+	}}
 	dir := t.TempDir()
 
 	fresh := filepath.Join(dir, "fresh.md")
@@ -30,7 +33,8 @@ func TestUpdateDoc(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(string(data), "# Benchmarks\n"))
 	assert.Contains(t, string(data), "| 1000 × 3 components, no-op deployer |")
-	assert.Contains(t, string(data), "| Ready ≤ 60 s, RSS < 256 MiB | yes |")
+	assert.Contains(t, string(data), "| RSS < 256 MiB | yes |")
+	assert.Contains(t, string(data), "| operator ÷ floor 1.40x (≤ 1.3x) | no |", "the ratio to the floor, judged")
 
 	// Twice: the generated part is replaced, the rest stays.
 	kept := filepath.Join(dir, "kept.md")
