@@ -232,11 +232,7 @@ func (r watchedReplicaSets) List(ctx context.Context, opts metav1.ListOptions) (
 	if err != nil {
 		return nil, err
 	}
-	out := &appsv1.ReplicaSetList{Items: make([]appsv1.ReplicaSet, 0, len(items))}
-	for _, rs := range items {
-		out.Items = append(out.Items, *rs.DeepCopy())
-	}
-	return out, nil
+	return &appsv1.ReplicaSetList{Items: copies(items)}, nil
 }
 
 type watchedStatefulSets struct {
@@ -278,11 +274,7 @@ func (p watchedPods) List(ctx context.Context, opts metav1.ListOptions) (*corev1
 	if err != nil {
 		return nil, err
 	}
-	out := &corev1.PodList{Items: make([]corev1.Pod, 0, len(items))}
-	for _, pod := range items {
-		out.Items = append(out.Items, *pod.DeepCopy())
-	}
-	return out, nil
+	return &corev1.PodList{Items: copies(items)}, nil
 }
 
 type watchedServices struct {
@@ -305,4 +297,16 @@ func (c watchedClaims) Get(ctx context.Context, name string, _ metav1.GetOptions
 	return watchedGet(ctx, c.w, "persistentvolumeclaims", inf.Informer(), func() (*corev1.PersistentVolumeClaim, error) {
 		return inf.Lister().PersistentVolumeClaims(c.w.namespace).Get(name)
 	})
+}
+
+// copies are deep copies of a lister's objects, which belong to its cache.
+func copies[T any, P interface {
+	*T
+	DeepCopy() *T
+}](items []P) []T {
+	out := make([]T, 0, len(items))
+	for _, it := range items {
+		out = append(out, *it.DeepCopy())
+	}
+	return out
 }
