@@ -106,6 +106,27 @@ func TestValidationRejectsBadEnvironments(t *testing.T) {
 			want: []string{"spec.components[3]", "Duplicate value", `"api"`},
 		},
 		{
+			name: "placement names a cluster and a selector",
+			mutate: func(spec map[string]any) {
+				spec["placement"] = map[string]any{"cluster": "east", "selector": map[string]any{"matchLabels": map[string]any{"region": "eu"}}}
+			},
+			want: []string{"placement names either a cluster or a selector, not both and not neither"},
+		},
+		{
+			name: "placement names nothing",
+			mutate: func(spec map[string]any) {
+				spec["placement"] = map[string]any{"strategy": "Spread"}
+			},
+			want: []string{"placement names either a cluster or a selector, not both and not neither"},
+		},
+		{
+			name: "placement strategy unknown",
+			mutate: func(spec map[string]any) {
+				spec["placement"] = map[string]any{"cluster": "east", "strategy": "Random"}
+			},
+			want: []string{"spec.placement.strategy", "Unsupported value"},
+		},
+		{
 			name: "dependsOn names an unknown component",
 			mutate: func(spec map[string]any) {
 				comp(spec, "web")["dependsOn"] = []any{"api", "cache"}
@@ -232,7 +253,8 @@ func TestPrinterColumns(t *testing.T) {
 	for _, c := range table.ColumnDefinitions {
 		cols = append(cols, c.Name)
 	}
-	assert.Equal(t, []string{"Name", "Namespace", "Phase", "Ready", "Age"}, cols)
+	// Cluster has priority 1: kubectl shows it with -o wide.
+	assert.Equal(t, []string{"Name", "Namespace", "Phase", "Ready", "Cluster", "Age"}, cols)
 	require.Len(t, table.Rows, 1)
 	assert.Equal(t, []any{"shop-pr-42", "shop-pr-42-3f9c", "Ready", "True"}, table.Rows[0].Cells[:4])
 
@@ -259,4 +281,27 @@ func TestStatusIsASubresource(t *testing.T) {
 	require.NoError(t, env.Client.Update(ctx, &ee))
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(&ee), &ee))
 	assert.Empty(t, ee.Status.TargetNamespace)
+}
+
+// status.cluster is committed once: the API server refuses to change or
+// clear it, whoever writes.
+func TestClusterIsCommittedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := namespace(t)
+	ee := readExample(t, "ephemeralenvironment.yaml", ns)
+	require.NoError(t, env.Client.Create(ctx, ee))
+	var got petriv1.EphemeralEnvironment
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(ee), &got))
+	got.Status.Cluster, got.Status.TargetNamespace = "east", "shop-pr-42-3f9c"
+	require.NoError(t, env.Client.Status().Update(ctx, &got))
+	for _, c := range []string{"west", ""} {
+		got.Status.Cluster = c
+		err := env.Client.Status().Update(ctx, &got)
+		require.Error(t, err, "cluster %q", c)
+		assert.True(t, apierrors.IsInvalid(err), err)
+		assert.Contains(t, err.Error(), "status.cluster is committed once and never changes")
+		require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(ee), &got))
+		assert.Equal(t, "east", got.Status.Cluster)
+	}
 }

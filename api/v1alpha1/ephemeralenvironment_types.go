@@ -130,6 +130,11 @@ type EphemeralEnvironmentSpec struct {
 	// TTL deletes the environment when creationTimestamp + ttl has passed.
 	// +optional
 	TTL *metav1.Duration `json:"ttl,omitempty"`
+
+	// Placement chooses a workload cluster; without it the environment runs
+	// in the management cluster. Read once, before the namespace is chosen.
+	// +optional
+	Placement *Placement `json:"placement,omitempty"`
 }
 
 // AnnotationRedeploy asks the operator to run an environment's deploy graph
@@ -264,6 +269,7 @@ type BindingStatus struct {
 }
 
 // EphemeralEnvironmentStatus is the observed state of an environment.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.cluster) || (has(self.cluster) && self.cluster == oldSelf.cluster)",message="status.cluster is committed once and never changes"
 type EphemeralEnvironmentStatus struct {
 	// ObservedGeneration is the generation whose outcome is final.
 	// +optional
@@ -272,6 +278,11 @@ type EphemeralEnvironmentStatus struct {
 	// namespace is created and never changed once NamespaceBound is True.
 	// +optional
 	TargetNamespace string `json:"targetNamespace,omitempty"`
+	// Cluster is the WorkloadCluster the environment is placed in, committed
+	// with targetNamespace and never changed; empty is the management
+	// cluster.
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
 	// NamespaceUID is the UID of the workload namespace the environment is
 	// deployed in. A namespace under the same name with another UID was
 	// deleted and created again: everything in it is gone, and the
@@ -415,6 +426,7 @@ type SleepStatus struct {
 // +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.status.targetNamespace`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.cluster`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EphemeralEnvironment struct {
 	metav1.TypeMeta   `json:",inline"`
