@@ -52,6 +52,31 @@ func ChartDir() (string, error) {
 // (e.g. "v1.37.2") the way helm template does, CRDs included, and returns
 // the objects and the manifest.
 func RenderChart(values map[string]any, kubeVersion string) ([]*unstructured.Unstructured, string, error) {
+	return renderChart(values, kubeVersion, true)
+}
+
+// ChartModeWorkload is the chart's value mode for a workload cluster.
+const ChartModeWorkload = "workload"
+
+// RenderWorkloadChart renders charts/petri in its workload-cluster mode
+// (values plus mode: workload) the way helm template --skip-crds does, as
+// docs/clusters.md installs it, and returns the objects and the manifest.
+func RenderWorkloadChart(values map[string]any, kubeVersion string) ([]*unstructured.Unstructured, string, error) {
+	return renderChart(workloadValues(values), kubeVersion, false)
+}
+
+// workloadValues are values with mode: workload.
+func workloadValues(values map[string]any) map[string]any {
+	out := map[string]any{"mode": ChartModeWorkload}
+	for k, v := range values {
+		if k != "mode" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func renderChart(values map[string]any, kubeVersion string, crds bool) ([]*unstructured.Unstructured, string, error) {
 	dir, err := ChartDir()
 	if err != nil {
 		return nil, "", err
@@ -65,7 +90,7 @@ func RenderChart(values map[string]any, kubeVersion string) ([]*unstructured.Uns
 		return nil, "", fmt.Errorf("kubernetes version %q: %w", kubeVersion, err)
 	}
 	install := action.NewInstall(&action.Configuration{})
-	install.DryRun, install.ClientOnly, install.IncludeCRDs = true, true, true
+	install.DryRun, install.ClientOnly, install.IncludeCRDs = true, true, crds
 	install.ReleaseName, install.Namespace = ChartRelease, ChartReleaseNamespace
 	install.KubeVersion = kv
 	rel, err := install.Run(chrt, values)
