@@ -48,7 +48,8 @@ func ready(e *petriv1.EphemeralEnvironment) bool {
 }
 
 // jobEvents records, per Job of one environment, the revision at which it was
-// created and at which it finished: etcd's global order of events.
+// created and at which it finished (its pod succeeded, or the Job says it
+// finished, whichever came first): etcd's global order of events.
 type jobEvents struct {
 	mu       sync.Mutex
 	created  map[string]uint64
@@ -80,7 +81,7 @@ func watchJobs(t *testing.T, envName string) *jobEvents {
 				}
 			}
 			if fin, _, _ := jobs.Finished(j); fin {
-				if _, seen := je.finished[key]; !seen {
+				if was, seen := je.finished[key]; !seen || n < was {
 					je.finished[key] = n
 				}
 			}
@@ -88,7 +89,26 @@ func watchJobs(t *testing.T, envName string) *jobEvents {
 			je.mu.Unlock()
 		}
 	}()
-	je.stop = func() { cancel(); w.Stop(); <-done }
+	pw, err := env.Client.Watch(ctx, &corev1.PodList{}, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: envName})
+	require.NoError(t, err)
+	podsDone := make(chan struct{})
+	go func() {
+		defer close(podsDone)
+		for ev := range pw.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok || p.Status.Phase != corev1.PodSucceeded {
+				continue
+			}
+			n, _ := strconv.ParseUint(p.ResourceVersion, 10, 64)
+			key := p.Labels[contract.LabelAction] + "/" + p.Labels[contract.LabelComponent] + "/" + p.Labels[contract.LabelGeneration]
+			je.mu.Lock()
+			if fin, seen := je.finished[key]; !seen || n < fin {
+				je.finished[key] = n
+			}
+			je.mu.Unlock()
+		}
+	}()
+	je.stop = func() { cancel(); w.Stop(); pw.Stop(); <-done; <-podsDone }
 	t.Cleanup(je.stop)
 	return je
 }

@@ -260,13 +260,30 @@ func (r *EphemeralEnvironmentReconciler) expiry(env *petriv1.EphemeralEnvironmen
 func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&petriv1.EphemeralEnvironment{}).
-		Owns(&batchv1.Job{}, builder.WithPredicates(jobOutcomeChanged)).
+		Owns(&batchv1.Job{}, builder.WithPredicates(jobOutcomeChanged, notToldByItsPod(mgr.GetClient()))).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfPod), builder.WithPredicates(podSucceededNow)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(namespaceOwner)).
 		Watches(&petriv1.SharedWorkload{}, handler.EnqueueRequestsFromMapFunc(r.environmentsUsing), builder.WithPredicates(sharedWorkloadChanged)).
 		Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfIdentity)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Named("ephemeralenvironment").
 		Complete(r)
+}
+
+// environmentOfPod maps a Job's pod to the environment that owns the Job.
+func (r *EphemeralEnvironmentReconciler) environmentOfPod(ctx context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[batchv1.JobNameLabel]
+	if name == "" {
+		return nil
+	}
+	job := &batchv1.Job{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, job); err != nil {
+		return nil
+	}
+	if ref := metav1.GetControllerOf(job); ref != nil && ref.Kind == "EphemeralEnvironment" && ref.APIVersion == petriv1.GroupVersion.String() {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: job.Namespace, Name: ref.Name}}}
+	}
+	return nil
 }
 
 // environmentsUsing maps a SharedWorkload to the environments that list it,

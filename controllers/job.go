@@ -8,6 +8,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -111,6 +112,9 @@ func observeJob(ctx context.Context, r client.Reader, namespace, name string) (j
 	}
 	st := jobState{exists: true, started: job.Status.StartTime, finished: job.Status.CompletionTime}
 	st.done, st.succeeded, st.message = jobs.Finished(job)
+	if !st.done {
+		return podSucceeded(ctx, r, job, st), nil
+	}
 	if st.succeeded {
 		pods, err := jobPods(ctx, r, job)
 		if err != nil {
@@ -134,6 +138,32 @@ func observeJob(ctx context.Context, r client.Reader, namespace, name string) (j
 		}
 	}
 	return st, nil
+}
+
+// podSucceeded reads the outcome of a Job that has not finished yet from its
+// pods: the Job controller marks a Job Complete a second or more after its
+// pod ended (it gathers a Job's pod events for a second before it syncs the
+// Job), and a pod that succeeded with the deployer's result is the outcome
+// already. A failed pod is not: the Job may run another. The pods are read
+// from the cache's index only: a Job read from the API server (the cache
+// does not know it) waits for its condition, without a list of pods on
+// every look.
+func podSucceeded(ctx context.Context, r client.Reader, job *batchv1.Job, st jobState) jobState {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingFields{indexJobPods: job.Name}); err != nil {
+		return st
+	}
+	at, ok := jobs.SucceededPod(pods.Items)
+	if !ok {
+		return st
+	}
+	res := st
+	res.setMessage(jobs.CompletionMessage(pods.Items))
+	if !res.typed {
+		return st
+	}
+	res.done, res.succeeded, res.finished = true, true, at
+	return res
 }
 
 func (r *EphemeralEnvironmentReconciler) jobLabels(env *petriv1.EphemeralEnvironment, subject, action string, gen int64) map[string]string {

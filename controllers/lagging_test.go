@@ -3,14 +3,17 @@ package controllers_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers"
+	"github.com/petri-dev/petri/controllers/internal/jobs"
 )
 
 // laggingPods reads the API server as a cache that has seen each Job's end
@@ -55,6 +58,11 @@ func TestOutcomeIsReadPastALaggingPodCache(t *testing.T) {
 	for _, cs := range e.Status.Components {
 		jobOf[cs.Name] = cs.Job
 	}
+	// The environment's status may show a deploy's outcome before the Job
+	// controller marks its Job finished (the operator reads it from the
+	// succeeded pod): this case is of a Job that shows its end.
+	waitJobFinished(t, jobOf["missing"])
+	waitJobFinished(t, jobOf["app"])
 	lagging := laggingPods{env.Client}
 
 	failed, err := controllers.ObserveJobLive(ctx, lagging, env.Client, mgmtNS, jobOf["missing"])
@@ -68,4 +76,23 @@ func TestOutcomeIsReadPastALaggingPodCache(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, deployed.Succeeded && deployed.Typed, "%+v", deployed)
 	assert.Equal(t, 1, deployed.Revision, "the revision the deploy made, not 0")
+}
+
+// waitJobFinished watches the management namespace's Job name until the API
+// server shows it finished.
+func waitJobFinished(t *testing.T, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	w, err := env.Client.Watch(ctx, &batchv1.JobList{}, client.InNamespace(mgmtNS), client.MatchingFields{"metadata.name": name})
+	require.NoError(t, err)
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if j, ok := ev.Object.(*batchv1.Job); ok {
+			if done, _, _ := jobs.Finished(j); done {
+				return
+			}
+		}
+	}
+	t.Fatalf("Job %s did not finish within 90s", name)
 }

@@ -163,6 +163,24 @@ func Finished(j *batchv1.Job) (done, succeeded bool, message string) {
 	return false, false, ""
 }
 
+// SucceededPod returns when the Job's pod that succeeded (every container
+// ended with exit code 0) finished, and whether there is one.
+func SucceededPod(pods []corev1.Pod) (*metav1.Time, bool) {
+	for _, p := range pods {
+		if p.Status.Phase != corev1.PodSucceeded {
+			continue
+		}
+		var at *metav1.Time
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && (at == nil || at.Before(&t.FinishedAt)) {
+				at = t.FinishedAt.DeepCopy()
+			}
+		}
+		return at, true
+	}
+	return nil, false
+}
+
 // CompletionMessage returns the termination message of the Job's pod that
 // succeeded: the deployer's result of a success (contract.Result).
 func CompletionMessage(pods []corev1.Pod) string {
