@@ -82,6 +82,9 @@ type Options struct {
 	// server reaches kubelets at their InternalIP first (their host names
 	// resolve nowhere).
 	APIServerAddress string
+	// SkipCRDs starts the control plane without Petri's CRDs, as a workload
+	// cluster is (it runs environments' Jobs, not Petri's resources).
+	SkipCRDs bool
 }
 
 // Cluster is a running local control plane.
@@ -143,7 +146,10 @@ func AssetsDir() (string, error) {
 }
 
 // Start starts etcd, kube-apiserver, kube-controller-manager and, with
-// Images, a local node; it installs Petri's CRDs from config/crd/bases.
+// Images, a local node; it installs Petri's CRDs from config/crd/bases
+// unless SkipCRDs. Each control plane has its own data directory and free
+// ports, so several run side by side (a management cluster and workload
+// clusters).
 func Start(opts Options) (_ *Cluster, err error) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -176,6 +182,9 @@ func Start(opts Options) (_ *Cluster, err error) {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme(),
+	}
+	if opts.SkipCRDs {
+		c.env.CRDDirectoryPaths, c.env.ErrorIfCRDPathMissing = nil, false
 	}
 	c.env.ControlPlane.GetAPIServer().Configure().
 		// Admission plugins a cluster runs, so Petri meets them here too.

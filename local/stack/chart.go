@@ -187,6 +187,13 @@ func (s *Stack) renderChart() ([]*unstructured.Unstructured, error) {
 // installChart installs the chart with the Helm SDK as the cluster
 // administrator, as helm install does, and returns what it created.
 func (s *Stack) installChart(ctx context.Context) (string, error) {
+	return s.helmInstall(ctx, s.Cluster.Kubeconfig, s.chartValues(), false)
+}
+
+// helmInstall installs the chart with values into the cluster of an
+// administrator's kubeconfig, without its CRDs when skipCRDs (helm install
+// --skip-crds), and returns what it created.
+func (s *Stack) helmInstall(ctx context.Context, kubeconfig string, values map[string]any, skipCRDs bool) (string, error) {
 	dir, err := ChartDir()
 	if err != nil {
 		return "", err
@@ -195,14 +202,15 @@ func (s *Stack) installChart(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("load chart %s: %w", dir, err)
 	}
-	cfg, err := deployer.NewActionConfig(deployer.NewRESTClientGetter(s.Cluster.Kubeconfig, ChartReleaseNamespace), ChartReleaseNamespace, logr.Discard())
+	cfg, err := deployer.NewActionConfig(deployer.NewRESTClientGetter(kubeconfig, ChartReleaseNamespace), ChartReleaseNamespace, logr.Discard())
 	if err != nil {
 		return "", err
 	}
 	install := action.NewInstall(cfg)
 	install.ReleaseName, install.Namespace = ChartRelease, ChartReleaseNamespace
 	install.Timeout = 2 * time.Minute
-	rel, err := install.RunWithContext(ctx, chrt, s.chartValues())
+	install.SkipCRDs = skipCRDs
+	rel, err := install.RunWithContext(ctx, chrt, values)
 	if err != nil {
 		return "", fmt.Errorf("helm install %s %s: %w", ChartRelease, dir, err)
 	}
@@ -211,7 +219,11 @@ func (s *Stack) installChart(ctx context.Context) (string, error) {
 		return "", err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "release %s revision %d (%s), CRDs from charts/petri/crds\n", rel.Name, rel.Version, rel.Info.Status)
+	crds := "CRDs from charts/petri/crds"
+	if skipCRDs {
+		crds = "no CRDs"
+	}
+	fmt.Fprintf(&b, "release %s revision %d (%s), %s\n", rel.Name, rel.Version, rel.Info.Status, crds)
 	for _, o := range objs {
 		fmt.Fprintf(&b, "%s/%s created\n", strings.ToLower(o.GetKind()), o.GetName())
 	}

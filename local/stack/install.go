@@ -96,7 +96,13 @@ func (s *Stack) install(ctx context.Context, r *Report) error {
 
 // kubectl runs the bundled kubectl as the cluster administrator.
 func (s *Stack) kubectl(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, s.opts.Binaries[BinKubectl], append([]string{"--kubeconfig", s.Cluster.Kubeconfig}, args...)...)
+	return s.kubectlOn(ctx, s.Cluster.Kubeconfig, args...)
+}
+
+// kubectlOn runs the bundled kubectl with a kubeconfig (a workload
+// cluster's administrator).
+func (s *Stack) kubectlOn(ctx context.Context, kubeconfig string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, s.opts.Binaries[BinKubectl], append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -111,6 +111,13 @@ type Options struct {
 	// workload-pod-security); the installation's default (baseline) when
 	// empty.
 	WorkloadPodSecurity string
+	// Clusters is how many clusters run: 1 (the default) is the management
+	// cluster alone; more start workload clusters beside it (east, then
+	// west, north, south), each its own control plane and process node
+	// with Petri's workload-cluster objects (config/workload, or the
+	// chart's workload mode), registered in the management cluster by a
+	// Secret petri-cluster-<name> and a WorkloadCluster.
+	Clusters int
 }
 
 // Stack is Petri running on this machine.
@@ -160,6 +167,11 @@ type Stack struct {
 	// config repository: the real node only.
 	appImage  images.Built
 	gitServer *http.Server
+	// workload are the workload clusters (Options.Clusters); stopRenew
+	// ends the renewal of their tokens, which closes renewDone.
+	workload  []*workloadCluster
+	stopRenew context.CancelFunc
+	renewDone chan struct{}
 }
 
 // Dir is the run's directory.
@@ -223,6 +235,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err := s.install(ctx, r); err != nil {
 		return nil, err
 	}
+	// While the operator and sync start in the management cluster.
+	if err := s.startWorkloadClusters(ctx, r, images, deployerImage); err != nil {
+		return nil, err
+	}
 	step := r.Begin("Operator and sync ready (Deployments in " + ManagementNamespace + " and " + SyncNamespace + ")")
 	if err := s.waitDeployments(ctx, 3*time.Minute, ManagementNamespace+"/petri-operator", SyncNamespace+"/petri-sync"); err != nil {
 		return nil, step.Fail(err)
@@ -279,6 +295,9 @@ func (opts *Options) complete() error {
 		}
 	default:
 		return fmt.Errorf("node %q: want %q or %q", opts.Node, NodeProcess, NodeReal)
+	}
+	if err := opts.checkClusters(); err != nil {
+		return err
 	}
 	for _, f := range append([]string{opts.Forge}, opts.Forges...) {
 		switch f {
@@ -379,6 +398,7 @@ func (s *Stack) Stop() {
 	if s.gitServer != nil {
 		_ = s.gitServer.Close()
 	}
+	s.stopWorkloadClusters()
 	if s.RealNode != nil {
 		s.RealNode.Stop() // the control plane with it
 	} else if s.Cluster != nil {
