@@ -282,7 +282,7 @@ NODE ?= process
 
 .PHONY: demo
 demo: controlplane build $(if $(filter gitea,$(FORGE)),gitea) $(if $(filter real,$(NODE)),node) ## Run Petri end to end on this machine: one pull request's life, every step checked (FORGE=gitea: on a real Gitea; NODE=real: in real containers).
-	$(BIN)/petri-local demo $(if $(filter-out github,$(FORGE)),-forge $(FORGE)) $(if $(filter-out process,$(NODE)),-node $(NODE)) $(DEMO_FLAGS)
+	$(BIN)/petri-local demo $(if $(filter-out github,$(FORGE)),-forge $(FORGE)) $(if $(filter-out process,$(NODE)),-node $(NODE)) $(if $(filter-out 1,$(CLUSTERS)),--clusters $(CLUSTERS)) $(DEMO_FLAGS)
 
 .PHONY: run
 run: controlplane build $(if $(filter real,$(NODE)),node) ## Start Petri on this machine and keep it running (kubectl, webhooks, pull requests; NODE=real: in real containers).

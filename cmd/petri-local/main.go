@@ -2,7 +2,8 @@
 // control plane, a local node that runs pods as processes (or, with -node
 // real, a kubelet running Petri's images in containers), Petri installed
 // from config/ as in a cluster, a git config repository and a stand-in for
-// the GitHub API.
+// the GitHub API. With -clusters 3 it also runs the workload clusters east
+// and west, registered in the management cluster.
 //
 //	petri-local demo    plays a pull request's life (open, push, close),
 //	                    checks every step and exits 0 only if all passed
@@ -18,11 +19,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -68,6 +71,7 @@ func main() {
 // common are the flags of demo and run.
 type common struct {
 	dir, bin, ingress, config, install, database, forge, node string
+	clusters                                                  int
 }
 
 func (c *common) bind(fs *flag.FlagSet, dirName string) {
@@ -79,6 +83,7 @@ func (c *common) bind(fs *flag.FlagSet, dirName string) {
 	fs.StringVar(&c.install, "install", stack.InstallKustomize, "how Petri is installed: "+stack.InstallKustomize+" (kubectl apply -k config/default) or "+stack.InstallChart+" (helm install charts/petri)")
 	fs.StringVar(&c.forge, "forge", stack.ForgeGitHub, "where the demo's pull request is: "+stack.ForgeGitHub+" (the GitHub API stand-in) or "+stack.ForgeGitea+" (a real Gitea; make gitea builds it)")
 	fs.StringVar(&c.node, "node", stack.NodeProcess, "what runs the pods: "+stack.NodeProcess+" (every pod a process of this machine) or "+stack.NodeReal+" (kubelet, containerd and runc with Petri's images; root, make node)")
+	fs.IntVar(&c.clusters, "clusters", 1, "how many clusters run: 1 is the management cluster alone; 3 adds the workload clusters east and west, each its own control plane and node, registered as WorkloadClusters (docs/clusters.md)")
 	c.config = filepath.Join(root, "examples", "app", "config-repo")
 }
 
@@ -99,7 +104,7 @@ func (c *common) start(ctx context.Context, report *stack.Report) (*stack.Stack,
 	for _, b := range []string{stack.BinOperator, stack.BinSync, stack.BinDeployer, stack.BinExampleApp, stack.BinKubectl} {
 		bins[b] = filepath.Join(c.bin, b)
 	}
-	opts := stack.Options{Dir: c.dir, Binaries: bins, IngressAddress: c.ingress, ConfigSource: c.config, Install: c.install, Report: report, Forge: c.forge, Node: c.node}
+	opts := stack.Options{Dir: c.dir, Binaries: bins, IngressAddress: c.ingress, ConfigSource: c.config, Install: c.install, Report: report, Forge: c.forge, Node: c.node, Clusters: c.clusters}
 	switch c.database {
 	case "store":
 	case "postgres":
@@ -214,6 +219,13 @@ Petri is running on this machine. Ctrl-C stops it.
     %s pr close NUMBER
 `, s.Kubeconfig(), kubectl, stack.ManagementNamespace, c.bin, s.WebhookURL, filepath.Join(s.Overlay, "webhook-secret"),
 		s.IngressURL, s.IngressURL, s.ConfigRepo, s.GitHub.URL, stack.DemoRepository, self, self, self)
+	workload := s.WorkloadClusters()
+	if len(workload) > 0 {
+		fmt.Printf("\n  Workload clusters (%s get workloadclusters -n %s):\n", kubectl, stack.ManagementNamespace)
+		for _, name := range slices.Sorted(maps.Keys(workload)) {
+			fmt.Printf("    %-6s export KUBECONFIG=%s\n", name, workload[name].Kubeconfig)
+		}
+	}
 	s.WriteLogIndex(os.Stdout)
 	<-ctx.Done()
 	fmt.Println("\nStopping.")
