@@ -75,6 +75,15 @@ func (after cpuSample) since(before cpuSample) cpuSample {
 	return out
 }
 
+// total is the CPU time of every part together.
+func (s cpuSample) total() time.Duration {
+	var t time.Duration
+	for _, v := range s {
+		t += v
+	}
+	return t
+}
+
 // cores is the split as cores used on average over d.
 func (s cpuSample) cores(d time.Duration) string {
 	if d <= 0 {

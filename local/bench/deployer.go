@@ -30,7 +30,14 @@ type DeployerResult struct {
 	// operations in-process (chart load included), with their CPU times.
 	InProcessInstall, InProcessUpgrade       Dist
 	InProcessInstallCPU, InProcessUpgradeCPU Dist
-	LoadBefore, LoadAfter                    string
+	// BareInstallMachineCPU and BareInstallRequests are what one install by
+	// the deploy process, run without a Job, costs the whole machine: every
+	// process's CPU (the control plane's, the node's, the process's own)
+	// over the installs, less the machine's idle use over as long, and
+	// kube-apiserver's requests from every client, per install.
+	BareInstallMachineCPU time.Duration
+	BareInstallRequests   float64
+	LoadBefore, LoadAfter string
 }
 
 // deployerFloor measures runs installs and no-op upgrades each way.
@@ -50,31 +57,21 @@ func (e *env) deployerFloor(ctx context.Context, runs int) (res DeployerResult, 
 	}
 	charts := filepath.Join(e.root, "examples", "charts")
 	var pInst, pUpg, pInstCPU, pUpgCPU, iInst, iUpg, iInstCPU, iUpgCPU []time.Duration
+	proc := func(release string) (time.Duration, time.Duration, error) {
+		return e.deployProcess(ctx, dir, ns, charts, valuesFile, release)
+	}
 	for i := range runs {
 		release := fmt.Sprintf("proc-%03d", i)
 		for step := range 2 {
-			tmp, err := os.MkdirTemp(dir, "tmp-")
+			wall, cpu, err := proc(release)
 			if err != nil {
 				return res, err
 			}
-			cmd := exec.CommandContext(ctx, e.bins["petri-deployer"], "deploy",
-				"--release", release, "--namespace", ns,
-				"--chart-repository", charts, "--chart-name", "example-app", "--chart-version", "0.1.0",
-				"--values", valuesFile, "--termination-log", filepath.Join(tmp, "termination-log"))
-			cmd.Env = append(os.Environ(), "KUBECONFIG="+e.cluster.Kubeconfig, "TMPDIR="+tmp)
-			start := time.Now()
-			out, err := cmd.CombinedOutput()
-			wall := time.Since(start)
-			if err != nil {
-				return res, fmt.Errorf("petri-deployer deploy %s: %w\n%s", release, err, out)
-			}
-			cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 			if step == 0 {
 				pInst, pInstCPU = append(pInst, wall), append(pInstCPU, cpu)
 			} else {
 				pUpg, pUpgCPU = append(pUpg, wall), append(pUpgCPU, cpu)
 			}
-			_ = os.RemoveAll(tmp)
 		}
 
 		release = fmt.Sprintf("inproc-%03d", i)
@@ -94,8 +91,74 @@ func (e *env) deployerFloor(ctx context.Context, runs int) (res DeployerResult, 
 	res.ProcessInstallCPU, res.ProcessUpgradeCPU = benchkit.DistOf(pInstCPU), benchkit.DistOf(pUpgCPU)
 	res.InProcessInstall, res.InProcessUpgrade = benchkit.DistOf(iInst), benchkit.DistOf(iUpg)
 	res.InProcessInstallCPU, res.InProcessUpgradeCPU = benchkit.DistOf(iInstCPU), benchkit.DistOf(iUpgCPU)
+	if res.BareInstallMachineCPU, res.BareInstallRequests, err = e.bareInstalls(ctx, runs, proc); err != nil {
+		return res, err
+	}
 	res.LoadAfter = benchkit.LoadAverage()
 	return res, nil
+}
+
+// deployProcess runs petri-deployer deploy as a deploy Job's pod starts it,
+// with an empty temporary directory, and returns its wall and CPU times.
+func (e *env) deployProcess(ctx context.Context, dir, ns, charts, valuesFile, release string) (time.Duration, time.Duration, error) {
+	tmp, err := os.MkdirTemp(dir, "tmp-")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.CommandContext(ctx, e.bins["petri-deployer"], "deploy",
+		"--release", release, "--namespace", ns,
+		"--chart-repository", charts, "--chart-name", "example-app", "--chart-version", "0.1.0",
+		"--values", valuesFile, "--termination-log", filepath.Join(tmp, "termination-log"))
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.cluster.Kubeconfig, "TMPDIR="+tmp)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	wall := time.Since(start)
+	if err != nil {
+		return 0, 0, fmt.Errorf("petri-deployer deploy %s: %w\n%s", release, err, out)
+	}
+	return wall, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
+}
+
+// bareInstalls is the floor of a deploy Job's Helm work with no Job around
+// it: runs installs by the deploy process, one after another, with the
+// whole machine's CPU and kube-apiserver's requests taken over them. The
+// machine's idle use (its control plane at rest) is measured just before,
+// over idleWindow, and taken off.
+func (e *env) bareInstalls(ctx context.Context, runs int, proc func(string) (time.Duration, time.Duration, error)) (time.Duration, float64, error) {
+	if runs == 0 {
+		return 0, 0, nil
+	}
+	const idleWindow = 3 * time.Second
+	idleFrom, idleStart := sampleCPU(), time.Now()
+	select {
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	case <-time.After(idleWindow):
+	}
+	idle := sampleCPU().since(idleFrom).total()
+	idleRate := float64(idle) / float64(time.Since(idleStart))
+
+	apiBefore, err := e.apiServerMetrics(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	from, start := sampleCPU(), time.Now()
+	for i := range runs {
+		if _, _, err := proc(fmt.Sprintf("bare-%03d", i)); err != nil {
+			return 0, 0, err
+		}
+	}
+	used := sampleCPU().since(from).total() - time.Duration(idleRate*float64(time.Since(start)))
+	apiAfter, err := e.apiServerMetrics(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	var requests float64
+	for _, v := range apiServerRequestsByResource(apiBefore, apiAfter, runs) {
+		requests += v
+	}
+	return max(used, 0) / time.Duration(runs), requests, nil
 }
 
 // deployInProcess runs what petri-deployer deploy runs, with a fresh Helm

@@ -101,6 +101,9 @@ func (r *Results) rows() []row {
 			row{"Helm in-process: install (wall / CPU)", ms(d.InProcessInstall.Median) + " / " + ms(d.InProcessInstallCPU.Median), ms(d.InProcessInstall.P99), "", ""},
 			row{"Helm in-process: no-op upgrade (wall / CPU)", ms(d.InProcessUpgrade.Median) + " / " + ms(d.InProcessUpgradeCPU.Median), ms(d.InProcessUpgrade.P99), "", ""},
 		)
+		if d.BareInstallMachineCPU > 0 {
+			rows = append(rows, row{"deploy process without a Job, install: the machine's CPU / kube-apiserver requests", fmt.Sprintf("%s / %.0f", ms(d.BareInstallMachineCPU), d.BareInstallRequests), "", "", ""})
+		}
 	}
 	if x, ok := r.atRestSummary(); ok {
 		rows = append(rows, x)
@@ -117,8 +120,11 @@ func (r *Results) scaleTarget(s ScaleResult) (string, string) {
 		if !ok {
 			return "", ""
 		}
-		return fmt.Sprintf("per deploy Job: machine CPU %.1fx its process's (≤ %.1fx), %.0f kube-apiserver requests (≤ %d)", factor, TargetJobCPUFactor, requests, TargetJobRequests),
-			yesNo(s.NotReady == 0 && factor <= TargetJobCPUFactor && requests <= TargetJobRequests)
+		text := fmt.Sprintf("per deploy Job: machine CPU %.1fx its process's (≤ %.1fx), %.0f kube-apiserver requests (≤ %d)", factor, TargetJobCPUFactor, requests, TargetJobRequests)
+		if f, q, ok := r.jobFloor(); ok {
+			text += fmt.Sprintf("; its floor, Helm without a Job plus a Job with nothing in it: %.1fx, %.0f requests", f, q)
+		}
+		return text, yesNo(s.NotReady == 0 && factor <= TargetJobCPUFactor && requests <= TargetJobRequests)
 	}
 	return "", ""
 }
@@ -141,6 +147,39 @@ func (r *Results) jobCost(s ScaleResult) (factor, requests float64, ok bool) {
 		requests += v
 	}
 	return perJob / float64(r.Deployer.ProcessInstallCPU.Median), requests / componentsPerEnviron, true
+}
+
+// jobFloor is the least a deploy Job can cost on this machine, whoever
+// runs it: the deploy process's install with no Job around it (the
+// machine's CPU and kube-apiserver's requests, the deployer measurement's
+// bare installs) plus a Job with nothing in it (the largest no-op floor
+// run's machine CPU and requests per Job). The CPU is given as a factor of
+// the process's own, as jobCost's.
+func (r *Results) jobFloor() (factor, requests float64, ok bool) {
+	d := r.Deployer
+	if d == nil || d.ProcessInstallCPU.Median <= 0 || d.BareInstallMachineCPU <= 0 {
+		return 0, 0, false
+	}
+	var floor *ScaleResult
+	for i, s := range r.Scale {
+		if s.Mode == ModeFloor && s.NotReady == 0 && (floor == nil || s.Environments > floor.Environments) {
+			floor = &r.Scale[i]
+		}
+	}
+	if floor == nil || floor.Environments == 0 {
+		return 0, 0, false
+	}
+	jobs := float64(floor.Environments * componentsPerEnviron)
+	var cpu time.Duration
+	for _, v := range floor.CPUToReady {
+		cpu += v
+	}
+	var emptyRequests float64
+	for _, v := range floor.APIServerByResource {
+		emptyRequests += v
+	}
+	perJob := float64(d.BareInstallMachineCPU) + float64(cpu)/jobs
+	return perJob / float64(d.ProcessInstallCPU.Median), d.BareInstallRequests + emptyRequests/componentsPerEnviron, true
 }
 
 // WriteTable prints the figures as a table.
