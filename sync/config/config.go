@@ -69,6 +69,11 @@ type Application struct {
 	MaxEnvironments int `json:"maxEnvironments"`
 	// URL is a template of the address shown to reviewers.
 	URL string `json:"url"`
+	// Placement chooses the workload cluster of each of the application's
+	// environments (their spec.placement); nil: the management cluster.
+	// The operator reads it once, when it places an environment, so a
+	// change reaches only environments not placed yet (placement.go).
+	Placement *petriv1.Placement `json:"placement"`
 
 	// File is the file the application was read from.
 	File string `json:"-"`

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Error is one problem in a config file, located by file, line and field so
@@ -50,7 +52,35 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+var (
+	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	quantityType    = reflect.TypeFor[resource.Quantity]()
+	// quantityExponent finds the digits of a quantity's exponent (1e-9).
+	quantityExponent = regexp.MustCompile(`[eE][-+]?0*([0-9]+)$`)
+)
+
+// decodeQuantity reads a Kubernetes quantity (500m, 2, 1Gi), written as a
+// string or a number, with a message that says what one looks like rather
+// than the parser's regular expression.
+func (d *decoder) decodeQuantity(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" || n.Tag == "!!bool" {
+		d.fail(n, path, "expected a quantity such as 500m, 2 or 1Gi, got %s", kindName(n))
+		return
+	}
+	// The parser's time grows with a negative exponent's size (1e-9999999
+	// takes seconds): no quantity a cluster counts needs more than two
+	// digits of exponent, nor more than 64 characters.
+	if m := quantityExponent.FindStringSubmatch(n.Value); len(n.Value) > 64 || m != nil && len(m[1]) > 2 {
+		d.fail(n, path, "%q is not a quantity such as 500m, 2 or 1Gi (at most 64 characters and an exponent of two digits)", n.Value)
+		return
+	}
+	q, err := resource.ParseQuantity(n.Value)
+	if err != nil {
+		d.fail(n, path, "%q is not a quantity such as 500m, 2 or 1Gi", n.Value)
+		return
+	}
+	v.Set(reflect.ValueOf(q))
+}
 
 func kindName(n *yaml.Node) string {
 	switch n.Kind {
@@ -76,6 +106,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	d.nodes[path] = n
 	t := v.Type()
+	if t == quantityType {
+		d.decodeQuantity(n, v, path)
+		return
+	}
 	if t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(unmarshalerType) {
 		var x any
 		if err := n.Decode(&x); err != nil {

@@ -79,6 +79,20 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(good + "  - bad: [\n"))
 	f.Add([]byte(good + "---\nkind: Application\n"))
 	f.Add([]byte(good + "color: blue\n"))
+	for _, p := range []string{
+		"{cluster: east}",
+		"{cluster: east, requests: {cpu: 500m, memory: 1Gi}}",
+		"{selector: {matchLabels: {region: eu}}, strategy: Spread, requests: {cpu: \"0.5\", memory: 1073741824}}",
+		"{selector: {matchExpressions: [{key: tier, operator: In, values: [a, b]}, {key: x, operator: Exists}]}}",
+		"{cluster: east, selector: {matchLabels: {region: eu}}}",
+		"{strategy: RoundRobin}",
+		"{cluster: east, requests: {cpu: lots, memory: -1Gi}}",
+		"{selector: {matchLabels: {\"bad key!\": \"e u\"}, matchExpressions: [{key: r, operator: Near}]}}",
+		"{selector: {}}",
+		"{}",
+	} {
+		f.Add([]byte(good + "placement: " + p + "\n"))
+	}
 	for _, s := range []string{"", "---\n", "null", "[]", "kind: App\nname: x\n", "kind: [x]\n", "kind: SharedWorkload\nname: db\nspec: {}\n",
 		"&a [*a]", "a: &a {b: *a}\nkind: Application\n", "\t", "kind: Application\nname: " + fixedName + "\n"} {
 		f.Add([]byte(s))

@@ -157,6 +157,7 @@ func validateApplication(d *decoder, a *Application) {
 	if g := a.ArtifactGate; g != nil && (g.CheckRun == "") == (g.StatusContext == "") {
 		d.errorf("artifactGate", "set exactly one of checkRun and statusContext")
 	}
+	validatePlacement(d, a.Placement)
 	if a.MaxEnvironments < 0 {
 		d.errorf("maxEnvironments", "must be 0 (no cap) or more")
 	}
