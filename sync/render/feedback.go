@@ -247,21 +247,7 @@ func Comment(states []PRState, state State) string {
 			fmt.Fprintf(&b, ":warning: **This environment expires at %s.** To keep it, comment `/petri extend 24h` or `/petri keep`, or add the label `%s`.\n\n",
 				FormatTime(s.ExpiresAt), s.KeepLabel)
 		}
-		if s.URL != "" {
-			fmt.Fprintf(&b, "- URL: %s\n", s.URL)
-		}
-		ns := s.Env.Status.TargetNamespace
-		if ns == "" {
-			ns = "(not assigned yet)"
-		} else {
-			ns = "`" + ns + "`"
-		}
-		fmt.Fprintf(&b, "- Namespace: %s\n", ns)
-		fmt.Fprintf(&b, "- Environment: `%s`", s.Env.Name)
-		if s.Env.Spec.Source != nil {
-			fmt.Fprintf(&b, " at commit `%s`", short(s.Env.Spec.Source.SHA))
-		}
-		b.WriteString("\n")
+		whereLines(&b, s)
 		lifecycleLines(&b, s)
 		b.WriteString("\n| Component | Chart | Phase | Last error |\n|---|---|---|---|\n")
 		status := map[string]petriv1.ComponentStatus{}
@@ -310,6 +296,31 @@ func Comment(states []PRState, state State) string {
 	fmt.Fprintf(&b, "\n<sub>Commands for people with write access: %s.</sub>\n", CommandHelp)
 	b.WriteString(state.Marker() + "\n")
 	return b.String()
+}
+
+// whereLines says where the environment is: its URL, namespace, cluster,
+// name and commit.
+func whereLines(b *strings.Builder, s PRState) {
+	if s.URL != "" {
+		fmt.Fprintf(b, "- URL: %s\n", s.URL)
+	}
+	ns := s.Env.Status.TargetNamespace
+	if ns == "" {
+		ns = "(not assigned yet)"
+	} else {
+		ns = "`" + ns + "`"
+	}
+	fmt.Fprintf(b, "- Namespace: %s\n", ns)
+	cluster := Cluster(s.Env)
+	if s.Env.Status.Cluster != "" {
+		cluster = "`" + cluster + "`"
+	}
+	fmt.Fprintf(b, "- Cluster: %s\n", cluster)
+	fmt.Fprintf(b, "- Environment: `%s`", s.Env.Name)
+	if s.Env.Spec.Source != nil {
+		fmt.Fprintf(b, " at commit `%s`", short(s.Env.Spec.Source.SHA))
+	}
+	b.WriteString("\n")
 }
 
 // lifecycleLines says when the environment expires or sleeps, and what

@@ -106,6 +106,7 @@ func Environment(app *config.Application, pr provider.PullRequest, namespace str
 		},
 		Spec: petriv1.EphemeralEnvironmentSpec{
 			SharedWorkloads: slices.Clone(app.SharedWorkloads),
+			Placement:       Placement(app.Placement),
 			Source: &petriv1.Source{
 				Repository:  pr.Repository,
 				Branch:      pr.HeadBranch,
@@ -165,6 +166,25 @@ func Environment(app *config.Application, pr provider.PullRequest, namespace str
 		}
 	}
 	return ee, nil
+}
+
+// Placement is an application's placement as the API server stores it in
+// spec.placement: the strategy defaulted as the CRD defaults it, and empty
+// requests left out, so that an unchanged file compares equal to the
+// stored environment and is not written again. nil stays nil: the
+// management cluster.
+func Placement(p *petriv1.Placement) *petriv1.Placement {
+	if p == nil {
+		return nil
+	}
+	out := p.DeepCopy()
+	if out.Strategy == "" {
+		out.Strategy = petriv1.PlacementLeastLoaded
+	}
+	if r := out.Requests; r != nil && r.CPU == nil && r.Memory == nil {
+		out.Requests = nil
+	}
+	return out
 }
 
 func renderValues(path string, v any, data config.Data) (any, error) {

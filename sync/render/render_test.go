@@ -240,6 +240,7 @@ func TestComment(t *testing.T) {
 	assert.Less(t, strings.Index(body, "#### admin"), strings.Index(body, "#### shop"), "sections sorted")
 	assert.Contains(t, body, "- URL: https://x")
 	assert.Contains(t, body, "- Namespace: `shop-pr-1-x`")
+	assert.Contains(t, body, "- Cluster: management cluster\n", "bound without a workload cluster")
 	assert.Contains(t, body, "| api | api 1.4.2 | Deployed |  |")
 	assert.Contains(t, body, `| web | web 2.0.1 | Failed | a\|b c |`, "table cells escaped")
 	assert.Contains(t, body, ":hourglass: waiting for a free environment")
