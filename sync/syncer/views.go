@@ -18,22 +18,26 @@ import (
 
 // Environment is the read API's view of one environment.
 type Environment struct {
-	Name        string            `json:"name"`
-	Application string            `json:"application"`
-	Repository  string            `json:"repository"`
-	PullRequest int               `json:"pullRequest"`
-	Branch      string            `json:"branch,omitempty"`
-	SHA         string            `json:"sha,omitempty"`
-	URL         string            `json:"url,omitempty"`
-	PRURL       string            `json:"pullRequestURL,omitempty"`
-	Namespace   string            `json:"namespace,omitempty"`
-	Phase       string            `json:"phase"`
-	Detail      string            `json:"detail,omitempty"`
-	Waiting     string            `json:"waiting,omitempty"`
-	Error       string            `json:"error,omitempty"`
-	Components  []ComponentState  `json:"components"`
-	Labels      map[string]string `json:"labels,omitempty"`
-	Created     time.Time         `json:"created"`
+	Name        string `json:"name"`
+	Application string `json:"application"`
+	Repository  string `json:"repository"`
+	PullRequest int    `json:"pullRequest"`
+	Branch      string `json:"branch,omitempty"`
+	SHA         string `json:"sha,omitempty"`
+	URL         string `json:"url,omitempty"`
+	PRURL       string `json:"pullRequestURL,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	// Cluster is the WorkloadCluster the environment runs in, or
+	// render.ClusterManagement, or render.ClusterPending before the
+	// operator placed it.
+	Cluster    string            `json:"cluster"`
+	Phase      string            `json:"phase"`
+	Detail     string            `json:"detail,omitempty"`
+	Waiting    string            `json:"waiting,omitempty"`
+	Error      string            `json:"error,omitempty"`
+	Components []ComponentState  `json:"components"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Created    time.Time         `json:"created"`
 }
 
 // ComponentState is one component in the read API.
@@ -60,7 +64,7 @@ func (s *Syncer) Environments(ctx context.Context) ([]Environment, error) {
 		phase, detail := render.EnvState(e)
 		v := Environment{
 			Name: e.Name, Application: e.Labels[render.LabelApplication], Repository: e.Annotations[render.AnnotationRepository],
-			URL: e.Annotations[render.AnnotationURL], Namespace: e.Status.TargetNamespace, Phase: phase, Detail: detail,
+			URL: e.Annotations[render.AnnotationURL], Namespace: e.Status.TargetNamespace, Cluster: render.Cluster(e), Phase: phase, Detail: detail,
 			Created: e.CreationTimestamp.Time,
 		}
 		v.PullRequest, _ = strconv.Atoi(e.Labels[render.LabelPullRequest])
