@@ -46,7 +46,9 @@ func TestPlacementReachesTheEnvironments(t *testing.T) {
 
 	// The stored placement (defaulted by the API server) is what sync
 	// renders: a resync writes nothing.
-	updates := func() float64 { return testutil.ToFloat64(h.m.Writes.WithLabelValues("EphemeralEnvironment", "update")) }
+	updates := func() float64 {
+		return testutil.ToFloat64(h.m.Writes.WithLabelValues("EphemeralEnvironment", "update"))
+	}
 	before := updates()
 	h.resync()
 	again, err := h.get(name)
