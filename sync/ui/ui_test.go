@@ -291,6 +291,7 @@ func TestPageShowsEnvironmentsAndNoSecrets(t *testing.T) {
 		`<span class="branch">feature-7</span>`, `<code>9c2f1e7</code>`,
 		`<a class="url" href="http://pr-7.shop.example.com" rel="noreferrer">http://pr-7.shop.example.com</a>`,
 		`<code>shop-pr-7-aaaa-1f</code>`,
+		`<dt>Cluster</dt><dd data-cluster>management cluster</dd>`,
 		`data-age>`, `data-until>in 2d`,
 		`<span class="name">web</span><span class="chart">greeter 0.1.0</span><span class="phase phase-failed">Failed</span>`,
 		`job <code>shop-pr-7-aaaa-web-deploy-g1-12345678</code>`,

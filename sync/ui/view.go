@@ -43,6 +43,10 @@ type environment struct {
 	SHA         string
 	URL         string
 	Namespace   string
+	// Cluster is render.Cluster: a WorkloadCluster's name (Placed), the
+	// management cluster, or pending placement.
+	Cluster string
+	Placed  bool
 	// Phase is the operator's status.phase; Detail the summary sync posts
 	// on the pull request.
 	Phase   string
@@ -163,7 +167,7 @@ func environmentView(e *petriv1.EphemeralEnvironment) environment {
 	v := environment{
 		Name: e.Name, Application: e.Labels[render.LabelApplication], Repository: e.Annotations[render.AnnotationRepository],
 		URL: e.Annotations[render.AnnotationURL], Namespace: e.Status.TargetNamespace, Phase: string(e.Status.Phase),
-		Detail: detail, Created: e.CreationTimestamp.Time,
+		Cluster: render.Cluster(e), Placed: e.Status.Cluster != "", Detail: detail, Created: e.CreationTimestamp.Time,
 	}
 	if v.Phase == "" {
 		v.Phase = string(petriv1.EnvironmentPending)
