@@ -20,7 +20,7 @@ func newGetCommand(o *options) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "get [ENV]",
-		Short: "Show environments as trees: phase, pull request, URL, namespace, components, Jobs, bindings",
+		Short: "Show environments as trees: phase, pull request, URL, namespace, cluster, components, Jobs, bindings",
 		Example: `  kubectl petri get
   kubectl petri get shop-pr-42-1a2b3c
   kubectl petri get shop-pr-42-1a2b3c -o yaml`,
@@ -116,6 +116,7 @@ func (t tree) line(last []bool, text string) {
 //	├─ pull request  #42 acme/shop (add-cart @ 1a2b3c4) https://github.com/acme/shop/pull/42
 //	├─ url           http://pr-42.shop.example.com
 //	├─ namespace     shop-pr-42-1a2b3c-9f
+//	├─ cluster       east
 //	├─ age           5m (expires in 2d)
 //	├─ components
 //	│  └─ web  greeter 0.1.0  Deployed  revision 2
@@ -146,7 +147,7 @@ func printTree(w io.Writer, v Environment, now time.Time) {
 	if ns == "" {
 		ns = "(not bound yet)"
 	}
-	fields = append(fields, field{"namespace", ns})
+	fields = append(fields, field{"namespace", ns}, field{"cluster", v.Cluster})
 	age := duration.HumanDuration(now.Sub(v.Created))
 	if v.Kept {
 		age += " (kept by /petri keep)"

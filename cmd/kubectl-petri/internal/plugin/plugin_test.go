@@ -210,10 +210,11 @@ func sharedWorkload(name string) *petriv1.SharedWorkload {
 	}
 }
 
-// get runs kubectl petri get NAME -o json and decodes it.
-func getJSON(t *testing.T, kubeconfig, name string) plugin.Environment {
+// get runs kubectl petri get NAME -o json, with any more flags, and
+// decodes it.
+func getJSON(t *testing.T, kubeconfig, name string, flags ...string) plugin.Environment {
 	t.Helper()
-	out, errOut, err := kubectlPetri(t, kubeconfig, "get", name, "-o", "json")
+	out, errOut, err := kubectlPetri(t, kubeconfig, append([]string{"get", name, "-o", "json"}, flags...)...)
 	require.NoError(t, err, errOut)
 	var v plugin.Environment
 	require.NoError(t, json.Unmarshal([]byte(out), &v), out)
@@ -259,6 +260,7 @@ func TestGetShowsTheEnvironmentTree(t *testing.T) {
 		"├─ pull request  #42 acme/shop (add-cart @ 1a2b3c4) https://github.com/acme/shop/pull/42",
 		"├─ url           http://pr-42.shop.localhost:8480",
 		"├─ namespace     " + e.Status.TargetNamespace,
+		"├─ cluster       management cluster",
 		"├─ components",
 		"│  ├─ web  greeter 0.1.0  Deployed  revision 1",
 		"│  └─ api  greeter 0.1.0  Deployed  revision 1",
@@ -283,6 +285,7 @@ func TestGetShowsTheEnvironmentTree(t *testing.T) {
 	assert.Equal(t, "https://github.com/acme/shop/pull/42", v.PRURL)
 	assert.Equal(t, "http://pr-42.shop.localhost:8480", v.URL)
 	assert.Equal(t, e.Status.TargetNamespace, v.Namespace)
+	assert.Equal(t, render.ClusterManagement, v.Cluster)
 	assert.Equal(t, e.Status.ExpiresAt.Time.UTC(), v.ExpiresAt.UTC())
 	web := component(v, "web")
 	assert.Equal(t, 1, web.Revision)

@@ -22,18 +22,22 @@ import (
 // Environment is what kubectl petri get shows of one environment, in the
 // tree and in -o json|yaml.
 type Environment struct {
-	Name        string    `json:"name"`
-	Phase       string    `json:"phase"`
-	Message     string    `json:"message,omitempty"`
-	Application string    `json:"application,omitempty"`
-	Repository  string    `json:"repository,omitempty"`
-	PullRequest int       `json:"pullRequest,omitempty"`
-	PRURL       string    `json:"pullRequestURL,omitempty"`
-	Branch      string    `json:"branch,omitempty"`
-	SHA         string    `json:"sha,omitempty"`
-	URL         string    `json:"url,omitempty"`
-	Namespace   string    `json:"namespace,omitempty"`
-	Created     time.Time `json:"created"`
+	Name        string `json:"name"`
+	Phase       string `json:"phase"`
+	Message     string `json:"message,omitempty"`
+	Application string `json:"application,omitempty"`
+	Repository  string `json:"repository,omitempty"`
+	PullRequest int    `json:"pullRequest,omitempty"`
+	PRURL       string `json:"pullRequestURL,omitempty"`
+	Branch      string `json:"branch,omitempty"`
+	SHA         string `json:"sha,omitempty"`
+	URL         string `json:"url,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	// Cluster is where the environment runs: the WorkloadCluster the
+	// operator placed it in, render.ClusterManagement, or
+	// render.ClusterPending while its placement waits.
+	Cluster string    `json:"cluster"`
+	Created time.Time `json:"created"`
 	// ExpiresAt is sync's expiry of the pull request's environment (its
 	// PullRequestState, what the pull request's comment says), else the
 	// environment's spec.ttl; Kept, /petri keep suspended it.
@@ -107,7 +111,7 @@ func (o *options) withLifecycle(ctx context.Context, v *Environment) {
 // its Jobs, and the revisions of its Helm releases.
 func (o *options) view(ctx context.Context, e *petriv1.EphemeralEnvironment) Environment {
 	v := Environment{
-		Name: e.Name, Phase: string(e.Status.Phase), Namespace: e.Status.TargetNamespace,
+		Name: e.Name, Phase: string(e.Status.Phase), Namespace: e.Status.TargetNamespace, Cluster: render.Cluster(e),
 		Application: e.Labels[render.LabelApplication], Repository: e.Annotations[render.AnnotationRepository],
 		URL: e.Annotations[render.AnnotationURL], Created: e.CreationTimestamp.Time,
 		Deleting: !e.DeletionTimestamp.IsZero(), LastRedeploy: e.Status.LastRedeploy,
@@ -136,7 +140,7 @@ func (o *options) view(ctx context.Context, e *petriv1.EphemeralEnvironment) Env
 	if err != nil {
 		v.Warnings = append(v.Warnings, err.Error())
 	}
-	revisions, err := o.revisions(ctx, e.Status.TargetNamespace)
+	revisions, err := o.revisions(ctx, e)
 	if err != nil {
 		v.Warnings = append(v.Warnings, err.Error())
 	}
@@ -218,11 +222,17 @@ func latestPod(pods []corev1.Pod) *corev1.Pod {
 // revisions reads the latest revision of every Helm release in the workload
 // namespace from the labels of Helm's storage Secrets (owner=helm,
 // name=RELEASE, version=N). It lists their metadata only: no Secret's data
-// is ever read, though listing needs the right to list Secrets there.
-func (o *options) revisions(ctx context.Context, namespace string) (map[string]int, error) {
+// is ever read, though listing needs the right to list Secrets there. The
+// releases of an environment placed in a workload cluster are in that
+// cluster, which the plugin does not reach: it says so instead.
+func (o *options) revisions(ctx context.Context, e *petriv1.EphemeralEnvironment) (map[string]int, error) {
 	out := map[string]int{}
+	namespace := e.Status.TargetNamespace
 	if namespace == "" {
 		return out, nil
+	}
+	if c := e.Status.Cluster; c != "" {
+		return out, fmt.Errorf("Helm release revisions are in namespace %s of workload cluster %s, which kubectl petri does not read", namespace, c)
 	}
 	list, err := o.metadata.Resource(corev1.SchemeGroupVersion.WithResource("secrets")).Namespace(namespace).
 		List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
