@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -137,6 +138,8 @@ func operatorClient(t *testing.T, s *Stack, name string) (kubernetes.Interface, 
 	require.NotEmpty(t, data)
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
 	require.NoError(t, err)
+	// The refused Job is not meant to meet Pod Security: no warnings of it.
+	cfg.WarningHandler = rest.NoWarnings{}
 	cs, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	return cs, data
