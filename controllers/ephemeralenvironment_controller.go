@@ -21,7 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -52,6 +54,14 @@ type EphemeralEnvironmentReconciler struct {
 	releaseJobs releaseJobs
 	// locks serialises its passes with the sleep and verify controllers'.
 	locks envLocks
+	// clusters are the connections to the workload clusters; nil without
+	// them (--workload-clusters=false).
+	clusters *clusterRegistry
+	// placements serialises placement decisions.
+	placements placements
+	// watchers are the controllers that hear a workload cluster's events
+	// once it is connected.
+	watchers []clusterWatcher
 }
 
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=ephemeralenvironments,verbs=get;list;watch;update;patch;delete
@@ -92,10 +102,44 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 	}
 	s := r.newScope(req.NamespacedName, env)
 	defer func() { retErr = s.close(ctx, retErr) }()
+	r.placements.seen(env)
+	ctx, why := r.forCluster(ctx, env)
+	if why != "" {
+		return r.clusterAway(ctx, env, s.pass, why)
+	}
+	clusterPlaced(env)
 	if !env.DeletionTimestamp.IsZero() {
 		return r.teardown(ctx, env, s.pass)
 	}
 	return s.run(ctx, r.normalPath())
+}
+
+// clusterAwayPoll is how soon an environment whose workload cluster does
+// not answer is looked at again, besides the WorkloadCluster's own change.
+const clusterAwayPoll = 30 * time.Second
+
+// clusterAway is a pass over an environment whose workload cluster does not
+// answer: nothing is changed there, nor deleted for it. The environment says
+// so (ClusterPlaced False, ClusterUnreachable, naming the cluster); its
+// teardown waits, and the force-delete annotation ends it without touching
+// that cluster.
+func (r *EphemeralEnvironmentReconciler) clusterAway(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass, why string) (reconcile.Result, error) {
+	setCondition(env, petriv1.ConditionClusterPlaced, metav1.ConditionFalse, petriv1.ReasonClusterUnreachable, why)
+	if env.DeletionTimestamp.IsZero() {
+		p.requeueAfter(clusterAwayPoll)
+		return p.result(), nil
+	}
+	if !controllerutil.ContainsFinalizer(env, petriv1.Finalizer) {
+		return reconcile.Result{}, nil
+	}
+	if env.Annotations[petriv1.AnnotationForceDelete] == "true" {
+		log.FromContext(ctx).Info("Force delete: workload cluster does not answer, nothing there is touched", "cluster", env.Status.Cluster)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonForceDeleted, "Delete", "%s annotation released the finalizer; workload cluster %s did not answer, and nothing in it was deleted (namespace %s stays there)", petriv1.AnnotationForceDelete, env.Status.Cluster, env.Status.TargetNamespace)
+		return reconcile.Result{}, r.releaseFinalizer(ctx, env)
+	}
+	p.stalled(petriv1.ReasonClusterUnreachable, why+fmt.Sprintf("; teardown waits for it. Set the annotation %s: \"true\" to release the environment without touching that cluster", petriv1.AnnotationForceDelete))
+	p.requeueAfter(clusterAwayPoll)
+	return p.result(), nil
 }
 
 // staleCachePoll is how soon an environment whose cached copy is older than
@@ -258,7 +302,7 @@ func (r *EphemeralEnvironmentReconciler) expiry(env *petriv1.EphemeralEnvironmen
 // own, and the workload namespaces they created (cluster-scoped, so mapped
 // back through the ownership annotation rather than an owner reference).
 func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&petriv1.EphemeralEnvironment{}).
 		Owns(&batchv1.Job{}, builder.WithPredicates(jobOutcomeChanged, notToldByItsPod(mgr.GetClient()))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfPod), builder.WithPredicates(podSucceededNow)).
@@ -266,8 +310,24 @@ func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) e
 		Watches(&petriv1.SharedWorkload{}, handler.EnqueueRequestsFromMapFunc(r.environmentsUsing), builder.WithPredicates(sharedWorkloadChanged)).
 		Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfIdentity)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
-		Named("ephemeralenvironment").
-		Complete(r)
+		Named("ephemeralenvironment")
+	if r.clusters != nil {
+		b = b.Watches(&petriv1.WorkloadCluster{}, handler.EnqueueRequestsFromMapFunc(r.environmentsOfCluster)).
+			Watches(&petriv1.EphemeralEnvironment{}, handler.EnqueueRequestsFromMapFunc(r.environmentLeftCluster), builder.WithPredicates(deletedOnly))
+	}
+	c, err := b.Build(r)
+	if err != nil {
+		return err
+	}
+	r.watchers = append(r.watchers, clusterWatcher{ctrl: c})
+	return nil
+}
+
+// deletedOnly lets through delete events only.
+var deletedOnly = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
 // environmentOfPod maps a Job's pod to the environment that owns the Job.

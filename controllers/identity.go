@@ -54,7 +54,7 @@ func (r *EphemeralEnvironmentReconciler) ensureDeployerIdentity(ctx context.Cont
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sa), existing); err != nil {
 			return nil, fmt.Errorf("get deployer serviceaccount %s: %w", sa.Name, err)
 		}
-		if why := identityOwnershipProblem(existing, env); why != "" {
+		if why := identityOwnershipProblem(ctx, existing, env); why != "" {
 			return nil, &identityNotOwnedError{msg: fmt.Sprintf("serviceaccount %s/%s exists but is not this environment's (%s); Petri never adopts it. Delete or rename it, and the environment creates its own", sa.Namespace, sa.Name, why)}
 		}
 	} else if err != nil {
@@ -92,9 +92,9 @@ func (e *identityNotOwnedError) Error() string { return e.msg }
 // deployer identity, or "". The environment's controller reference (which
 // names its UID) and its UID label both prove it; a ServiceAccount made by an
 // operator before the annotations existed carries both as well.
-func identityOwnershipProblem(sa *corev1.ServiceAccount, env *petriv1.EphemeralEnvironment) string {
+func identityOwnershipProblem(ctx context.Context, sa *corev1.ServiceAccount, env *petriv1.EphemeralEnvironment) string {
 	var problems []string
-	if !metav1.IsControlledBy(sa, env) {
+	if !controlledBy(ctx, sa, env) {
 		problems = append(problems, "not controlled by the environment")
 	}
 	if got := sa.Labels[petriv1.LabelEnvironmentUID]; got != string(env.UID) {
@@ -202,7 +202,7 @@ func (r *EphemeralEnvironmentReconciler) deleteDeployerIdentity(ctx context.Cont
 	if err != nil {
 		return fmt.Errorf("get deployer serviceaccount: %w", err)
 	}
-	if !metav1.IsControlledBy(sa, env) {
+	if !controlledBy(ctx, sa, env) {
 		return nil
 	}
 	uid := sa.UID

@@ -79,6 +79,13 @@ type Options struct {
 	// meanwhile and after, less and less often.
 	DeployerAuthorizationTimeout time.Duration
 
+	// ClusterProbeInterval is how often each registered workload cluster is
+	// probed; 0 is 30 seconds.
+	ClusterProbeInterval time.Duration
+	// WorkloadClusters turns on placement in registered WorkloadClusters;
+	// off, an environment with spec.placement waits, saying so.
+	WorkloadClusters bool
+
 	// MetricsAddr, ProbeAddr and LeaderElection configure the manager.
 	MetricsAddr    string
 	ProbeAddr      string
@@ -116,6 +123,7 @@ func DefaultOptions() Options {
 		ProbeAddr:                    ":8081",
 		LeaderElection:               true,
 		LeaderElectionID:             "petri-operator.petri.dev",
+		WorkloadClusters:             true,
 	}
 }
 
@@ -170,6 +178,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.VerifyInterval, "verify-interval", o.VerifyInterval, "how often a deployed environment's releases are verified by a Job (0 disables the periodic check)")
 	fs.DurationVar(&o.DeployerAuthorizationTimeout, "deployer-authorization-timeout", o.DeployerAuthorizationTimeout, "how long a deployer's new RoleBinding may take to take effect before its environment is Stalled (it is checked again after, less often)")
 	fs.StringVar(&o.WorkloadPodSecurity, "workload-pod-security", o.WorkloadPodSecurity, "Pod Security Standards level (privileged, baseline, restricted) enforced in every environment's namespace and the shared namespace; the fences read the same value from the ConfigMap petri-operator (workload-pod-security)")
+	fs.BoolVar(&o.WorkloadClusters, "workload-clusters", o.WorkloadClusters, "place environments with spec.placement in the registered WorkloadClusters (docs/clusters.md)")
+	fs.DurationVar(&o.ClusterProbeInterval, "cluster-probe-interval", o.probeInterval(), "how often each registered workload cluster is probed")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint (0 disables)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "address of the healthz and readyz endpoints")
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", o.PprofAddr, "address of the net/http/pprof endpoints (empty disables)")
@@ -219,6 +229,32 @@ func DefaultJobResources() corev1.ResourceRequirements {
 	}}
 }
 
+// cacheOptions scope a cache to what the operator watches in a cluster:
+// Petri's namespace, and there only the Secrets, Jobs and pods it created
+// (slimmed), and the namespaces it created.
+func cacheOptions(o Options) cache.Options {
+	owned := labels.SelectorFromSet(labels.Set{petriv1.LabelManagedBy: petriv1.ManagedByOperator})
+	strip, slimJobs, slimPods := cacheTransforms()
+	return cache.Options{
+		DefaultNamespaces: map[string]cache.Config{o.ManagementNamespace: {}},
+		DefaultTransform:  strip,
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Namespace{}: {Label: owned},
+			&corev1.Secret{}:    {Label: owned},
+			&batchv1.Job{}:      {Label: owned, Transform: slimJobs},
+			&corev1.Pod{}:       {Label: owned, Transform: slimPods},
+		},
+	}
+}
+
+// clientOptions: ownership decisions read namespaces and RoleBindings from
+// the API server, never from a cache that filters by label.
+func clientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{
+		DisableFor: []client.Object{&corev1.Namespace{}, &rbacv1.RoleBinding{}},
+	}}
+}
+
 // Scheme knows the built-in types and Petri's.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
@@ -241,8 +277,6 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	cfg = countAPIRequests(cfg)
-	owned := labels.SelectorFromSet(labels.Set{petriv1.LabelManagedBy: petriv1.ManagedByOperator})
-	strip, slimJobs, slimPods := cacheTransforms()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        Scheme(),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
@@ -256,21 +290,8 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		// tests restart the operator in-process); names stay unique within
 		// one manager.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache: cache.Options{
-			DefaultNamespaces: map[string]cache.Config{o.ManagementNamespace: {}},
-			DefaultTransform:  strip,
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Namespace{}: {Label: owned},
-				&corev1.Secret{}:    {Label: owned},
-				&batchv1.Job{}:      {Label: owned, Transform: slimJobs},
-				&corev1.Pod{}:       {Label: owned, Transform: slimPods},
-			},
-		},
-		Client: client.Options{Cache: &client.CacheOptions{
-			// Ownership decisions read namespaces and RoleBindings from the
-			// API server, never from a cache that filters by label.
-			DisableFor: []client.Object{&corev1.Namespace{}, &rbacv1.RoleBinding{}},
-		}},
+		Cache:      cacheOptions(o),
+		Client:     clientOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -304,6 +325,9 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("index environments by deployer identity: %w", err)
 	}
+	if err := indexEnvironments(mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
 	if err := (&SharedWorkloadReconciler{
 		Client:         mgr.GetClient(),
 		APIReader:      mgr.GetAPIReader(),
@@ -314,11 +338,14 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("set up SharedWorkload controller: %w", err)
 	}
 	environments := &EphemeralEnvironmentReconciler{
-		Client:         mgr.GetClient(),
-		APIReader:      mgr.GetAPIReader(),
-		NamespaceCache: mgr.GetCache(),
+		Client:         routedClient{mgr.GetClient()},
+		APIReader:      routedReader{Reader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), pickReader: func(t *target) client.Reader { return t.apiReader }},
+		NamespaceCache: routedReader{Reader: mgr.GetCache(), scheme: mgr.GetScheme(), pickReader: func(t *target) client.Reader { return t.namespaceCache }},
 		Recorder:       mgr.GetEventRecorder("petri-operator"),
 		Options:        o,
+	}
+	if err := setupWorkloadClusters(mgr, environments, o); err != nil {
+		return nil, err
 	}
 	if err := environments.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up EphemeralEnvironment controller: %w", err)
@@ -330,4 +357,38 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("set up verify controller: %w", err)
 	}
 	return mgr, nil
+}
+
+// indexEnvironments indexes the cached environments by UID and by the
+// cluster they are placed in.
+func indexEnvironments(indexer client.FieldIndexer) error {
+	ctx := context.Background()
+	if err := indexer.IndexField(ctx, &petriv1.EphemeralEnvironment{}, indexEnvironmentUID, func(obj client.Object) []string {
+		return []string{string(obj.GetUID())}
+	}); err != nil {
+		return fmt.Errorf("index environments by UID: %w", err)
+	}
+	if err := indexer.IndexField(ctx, &petriv1.EphemeralEnvironment{}, indexPlacement, placementKey); err != nil {
+		return fmt.Errorf("index environments by cluster: %w", err)
+	}
+	return nil
+}
+
+// setupWorkloadClusters gives the environments their workload clusters'
+// connections, kept by the WorkloadCluster controller; nothing with
+// --workload-clusters=false.
+func setupWorkloadClusters(mgr ctrl.Manager, environments *EphemeralEnvironmentReconciler, o Options) error {
+	if !o.WorkloadClusters {
+		return nil
+	}
+	clusters := newClusterRegistry(o)
+	clusters.onConnect = environments.watchCluster
+	environments.clusters = clusters
+	if err := mgr.Add(clusters); err != nil {
+		return err
+	}
+	if err := (&WorkloadClusterReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: o, clusters: clusters}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up WorkloadCluster controller: %w", err)
+	}
+	return nil
 }

@@ -36,6 +36,9 @@ func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env 
 	// A name reserved in this pass was free a moment ago: it is created
 	// without reading it first.
 	reserved := false
+	if env.Status.TargetNamespace == "" && env.Spec.Placement != nil && env.Status.Cluster == "" {
+		return r.placeAndReserve(ctx, env, p)
+	}
 	if env.Status.TargetNamespace == "" {
 		if err := r.reserveNamespace(ctx, env, ""); err != nil {
 			return err
@@ -121,6 +124,11 @@ func (r *EphemeralEnvironmentReconciler) reserveNamespace(ctx context.Context, e
 		return err
 	}
 	base := env.DeepCopy()
+	if t := targetOf(ctx); t != nil && env.Status.Cluster == "" {
+		// The placement is committed with the name, in the same write.
+		env.Status.Cluster = t.name
+		setCondition(env, petriv1.ConditionClusterPlaced, metav1.ConditionTrue, petriv1.ReasonClusterPlaced, "placed in workload cluster "+t.name)
+	}
 	env.Status.TargetNamespace = name
 	env.Status.NamespaceNonce = nonce
 	msg := "namespace " + name + " reserved, creating it"
@@ -132,7 +140,34 @@ func (r *EphemeralEnvironmentReconciler) reserveNamespace(ctx context.Context, e
 		env.Status = base.Status
 		return fmt.Errorf("commit target namespace %s: %w", name, err)
 	}
-	log.FromContext(ctx).Info("Committed target namespace", "namespace", name)
+	log.FromContext(ctx).Info("Committed target namespace", "namespace", name, "cluster", env.Status.Cluster)
+	return nil
+}
+
+// placeAndReserve decides the workload cluster of an environment with a
+// placement and commits it with the namespace's name, chosen among the
+// names free in that cluster, in one status write; the pass ends there and
+// the next works in that cluster. While no cluster fits, the environment
+// waits, ClusterPlaced False saying why.
+func (r *EphemeralEnvironmentReconciler) placeAndReserve(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
+	p.stop = true
+	cluster, release, err := r.place(ctx, env)
+	committed := false
+	defer func() { release(committed) }()
+	if err != nil || cluster == "" {
+		p.requeueAfter(clusterAwayPoll)
+		return err
+	}
+	t, why := r.clusters.state(cluster)
+	if t == nil {
+		setCondition(env, petriv1.ConditionClusterPlaced, metav1.ConditionFalse, petriv1.ReasonClusterUnreachable, why)
+		p.requeueAfter(clusterAwayPoll)
+		return nil
+	}
+	if err := r.reserveNamespace(withTarget(ctx, t), env, ""); err != nil {
+		return err
+	}
+	committed = true
 	return nil
 }
 

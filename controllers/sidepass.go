@@ -52,6 +52,11 @@ func (r *EphemeralEnvironmentReconciler) runSidePass(ctx context.Context, key ty
 	if !env.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(env, petriv1.Finalizer) {
 		return reconcile.Result{}, nil
 	}
+	ctx, why := r.forCluster(ctx, env)
+	if why != "" {
+		// The main controller says so in the status.
+		return reconcile.Result{RequeueAfter: clusterAwayPoll}, nil
+	}
 	before := env.DeepCopy()
 	p := &pass{}
 	err := sp.body(ctx, env, p)
@@ -82,10 +87,15 @@ func (r *EphemeralEnvironmentReconciler) setupSideController(mgr manager.Manager
 	ownJobs := predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		return slices.Contains(actions, obj.GetLabels()[contract.LabelAction])
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		For(&petriv1.EphemeralEnvironment{}).
 		Owns(&batchv1.Job{}, builder.WithPredicates(ownJobs, jobOutcomeChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Named(name).
-		Complete(rec)
+		Build(rec)
+	if err != nil {
+		return err
+	}
+	r.watchers = append(r.watchers, clusterWatcher{ctrl: c, actions: actions})
+	return nil
 }

@@ -52,6 +52,10 @@ func setCondition(env *petriv1.EphemeralEnvironment, typ string, status metav1.C
 // Ready, in the order they are reached.
 func requiredConditions(env *petriv1.EphemeralEnvironment) []string {
 	out := []string{petriv1.ConditionNamespaceBound}
+	if env.Status.Cluster != "" || env.Spec.Placement != nil && env.Status.TargetNamespace == "" {
+		// Placed in a workload cluster, or to be.
+		out = []string{petriv1.ConditionClusterPlaced, petriv1.ConditionNamespaceBound}
+	}
 	if apimeta.FindStatusCondition(env.Status.Conditions, petriv1.ConditionWorkloadsIntact) != nil {
 		// Once something was found lost, or the releases were verified.
 		out = append(out, petriv1.ConditionWorkloadsIntact)

@@ -94,6 +94,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer env.Stop()
+	defer func() { stopWorkload() }()
 	ctx := context.Background()
 	for _, ns := range []string{mgmtNS, sharedNS} {
 		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -167,6 +168,7 @@ func testOptions() controllers.Options {
 	o.VerifyInterval = verifyInterval
 	o.DeployerAuthorizationTimeout = authorizationTimeout
 	o.Clock = testClock
+	o.ClusterProbeInterval = 300 * time.Millisecond
 	return o
 }
 

@@ -33,6 +33,12 @@ const (
 	// replaced, a release missing or at another revision, the deployer's
 	// RoleBinding removed); the message names what.
 	ConditionWorkloadsIntact = "WorkloadsIntact"
+	// ConditionClusterPlaced is True on an environment with spec.placement
+	// once status.cluster names its workload cluster and that cluster
+	// answers; False while no cluster fits (the reason says why) or while
+	// the cluster it is placed in does not answer. Absent for an
+	// environment of the management cluster.
+	ConditionClusterPlaced = "ClusterPlaced"
 	// ConditionDeployed is True on a SharedWorkload whose own release is
 	// deployed for the current generation.
 	ConditionDeployed = "Deployed"
@@ -62,6 +68,21 @@ const (
 	// ReasonNamespaceNotOwned: the bound namespace exists but does not carry the
 	// environment's ownership marks; Petri never adopts nor deletes it.
 	ReasonNamespaceNotOwned = "NamespaceNotOwned"
+
+	// ReasonClusterPlaced: status.cluster is committed and the cluster
+	// answers.
+	ReasonClusterPlaced = "ClusterPlaced"
+	// ReasonClusterAtCapacity: every cluster the placement allows is at one
+	// of its caps (or cordoned); the environment waits until one has room.
+	ReasonClusterAtCapacity = "ClusterAtCapacity"
+	// ReasonClusterNotFound: the placement names a WorkloadCluster that is
+	// not registered, or its selector matches none.
+	ReasonClusterNotFound = "ClusterNotFound"
+	// ReasonClusterUnreachable: the workload cluster of the environment (or
+	// the only one its placement allows) does not answer, or refuses
+	// Petri's credentials; nothing is changed there, nor deleted for it,
+	// until it answers. The message names the cluster.
+	ReasonClusterUnreachable = "ClusterUnreachable"
 
 	// ReasonDeployerIdentityNotOwned: a ServiceAccount with the name of the
 	// environment's deployer identity exists but does not carry the

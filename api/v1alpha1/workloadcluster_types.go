@@ -14,6 +14,10 @@ const ConditionReachable = "Reachable"
 // holds its kubeconfig when spec.credentials.key is not set.
 const DefaultClusterCredentialsKey = "kubeconfig"
 
+// LabelApplication names an environment's application (sync sets it);
+// the Spread placement counts environments by it.
+const LabelApplication = "petri.dev/application"
+
 // LabelCluster is set on the objects Petri makes in a workload cluster for
 // an environment: the WorkloadCluster's name in the management cluster.
 const LabelCluster = "petri.dev/cluster"

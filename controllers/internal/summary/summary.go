@@ -42,6 +42,8 @@ var severities = map[string]Severity{
 	petriv1.ReasonNamespaceNotOwned:     Warning,
 	petriv1.ReasonInvalidSpec:           Warning,
 	petriv1.ReasonDeployerNotAuthorized: Warning,
+	petriv1.ReasonClusterNotFound:       Warning,
+	petriv1.ReasonClusterUnreachable:    Warning,
 }
 
 // Of is the severity of a condition reason.

@@ -1,0 +1,244 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+)
+
+// clusterRegistry holds the operator's connection to each registered
+// workload cluster: a controller-runtime cluster (its own client and a
+// cache scoped as the management cluster's) built from the credentials of
+// its WorkloadCluster's Secret, and what the last probe found. The
+// WorkloadCluster controller keeps it; the environment passes read it.
+type clusterRegistry struct {
+	mu    sync.Mutex
+	conns map[string]*clusterConn
+	// ctx lives as long as the manager (Start); connections' caches run
+	// under it.
+	ctx context.Context
+	// onConnect registers a new connection's events with the environment
+	// controller.
+	onConnect func(*clusterConn) error
+	options   Options
+}
+
+// clusterConn is one workload cluster's connection.
+type clusterConn struct {
+	name string
+	// credentials identifies the Secret's content it was built from.
+	credentials string
+	cluster     cluster.Cluster
+	target      *target
+	cancel      context.CancelFunc
+	// synced is closed once its cache has synced.
+	synced chan struct{}
+
+	mu sync.Mutex
+	// reachable, reason and message are the last probe's finding.
+	reachable       bool
+	reason, message string
+}
+
+func newClusterRegistry(o Options) *clusterRegistry {
+	return &clusterRegistry{conns: map[string]*clusterConn{}, options: o}
+}
+
+// Start keeps the registry's connections running until ctx ends
+// (manager.Runnable).
+func (r *clusterRegistry) Start(ctx context.Context) error {
+	r.mu.Lock()
+	r.ctx = ctx
+	r.mu.Unlock()
+	<-ctx.Done()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, c := range r.conns {
+		c.cancel()
+		delete(r.conns, name)
+	}
+	return nil
+}
+
+func (r *clusterRegistry) started() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ctx != nil
+}
+
+// NeedLeaderElection: only the leader reconciles, so only it connects.
+func (r *clusterRegistry) NeedLeaderElection() bool { return true }
+
+// state is what an environment pass needs of its cluster: the target to
+// work in, or why it cannot.
+func (r *clusterRegistry) state(name string) (*target, string) {
+	r.mu.Lock()
+	c := r.conns[name]
+	r.mu.Unlock()
+	if c == nil {
+		return nil, fmt.Sprintf("workload cluster %s is not connected (no WorkloadCluster %s, or its credentials could not be read)", name, name)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.reachable {
+		return nil, fmt.Sprintf("workload cluster %s does not answer: %s", name, c.message)
+	}
+	return c.target, ""
+}
+
+// reachable reports whether the named cluster answered its last probe.
+func (r *clusterRegistry) reachable(name string) bool {
+	t, _ := r.state(name)
+	return t != nil
+}
+
+// connect returns the named cluster's connection for credentials, building
+// and starting a new one (and stopping the old) when they changed.
+func (r *clusterRegistry) connect(name, credentials string, cfg *rest.Config) (*clusterConn, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := r.conns[name]; c != nil {
+		if c.credentials == credentials {
+			return c, nil
+		}
+		c.cancel()
+		delete(r.conns, name)
+	}
+	if r.ctx == nil {
+		return nil, errors.New("the operator is not started yet")
+	}
+	cl, err := newWorkloadCluster(r.ctx, cfg, r.options)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	c := &clusterConn{
+		name: name, credentials: credentials, cluster: cl, cancel: cancel, synced: make(chan struct{}),
+		target: &target{name: name, client: cl.GetClient(), apiReader: cl.GetAPIReader(), namespaceCache: cl.GetCache()},
+	}
+	if r.onConnect != nil {
+		if err := r.onConnect(c); err != nil {
+			cancel()
+			return nil, err
+		}
+	}
+	go func() {
+		if err := cl.Start(ctx); err != nil {
+			log.FromContext(ctx).Error(err, "Workload cluster's cache stopped", "cluster", name)
+		}
+	}()
+	go func() {
+		if cl.GetCache().WaitForCacheSync(ctx) {
+			close(c.synced)
+		}
+	}()
+	r.conns[name] = c
+	return c, nil
+}
+
+// disconnect stops and forgets the named cluster's connection.
+func (r *clusterRegistry) disconnect(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := r.conns[name]; c != nil {
+		c.cancel()
+		delete(r.conns, name)
+	}
+}
+
+// probeTimeout bounds one probe of a workload cluster.
+const probeTimeout = 5 * time.Second
+
+// probe asks the cluster's API server, with Petri's credentials, whether
+// its fences are in place (which needs it to answer and to know Petri's
+// identity), and waits briefly for the connection's cache; it records and
+// returns the finding.
+func (c *clusterConn) probe(ctx context.Context, o Options) (reachable bool, reason, message string) {
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	err := VerifyFences(pctx, c.target.apiReader, o)
+	switch {
+	case err == nil:
+		select {
+		case <-c.synced:
+			reachable, reason, message = true, petriv1.ReasonClusterPlaced, "answers"
+		case <-pctx.Done():
+			reason, message = petriv1.ReasonClusterUnreachable, "its cache has not synced"
+		}
+	case errors.Is(err, ErrFencesMissing):
+		reason, message = "FencesMissing", err.Error()
+	case apierrors.IsUnauthorized(err):
+		reason, message = "CredentialsRejected", "the API server refused Petri's credentials (401)"
+	case apierrors.IsForbidden(err):
+		reason, message = "CredentialsRejected", "Petri's identity there lacks the rights the chart's workload-cluster mode grants (403)"
+	default:
+		reason, message = petriv1.ReasonClusterUnreachable, unreachableMessage(err)
+	}
+	c.mu.Lock()
+	c.reachable, c.reason, c.message = reachable, reason, message
+	c.mu.Unlock()
+	return reachable, reason, message
+}
+
+// unreachableMessage says why a request did not get an answer, without
+// the request's URL parameters.
+func unreachableMessage(err error) string {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("no answer within %s", probeTimeout)
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return oe.Error()
+	}
+	return err.Error()
+}
+
+// newWorkloadCluster builds the connection's cluster: the management
+// cluster's cache scoping (Petri's namespace, only what the operator
+// created) and the same indexes, and requests counted like the manager's.
+func newWorkloadCluster(ctx context.Context, cfg *rest.Config, o Options) (cluster.Cluster, error) {
+	cfg = countAPIRequests(rest.CopyConfig(cfg))
+	cl, err := cluster.New(cfg, func(co *cluster.Options) {
+		co.Scheme = Scheme()
+		co.Cache = cacheOptions(o)
+		co.Client = clientOptions()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build workload cluster client: %w", err)
+	}
+	if err := indexJobsByRelease(ctx, cl.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	if err := indexPodsByJob(ctx, cl.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	return cl, nil
+}
+
+// forCluster is ctx for a pass over env in its cluster: the management
+// cluster's for an environment not placed in a workload cluster, the
+// workload cluster's target otherwise; why says, when it cannot, why.
+func (r *EphemeralEnvironmentReconciler) forCluster(ctx context.Context, env *petriv1.EphemeralEnvironment) (_ context.Context, why string) {
+	if env.Status.Cluster == "" || r.clusters == nil {
+		if env.Status.Cluster != "" {
+			return ctx, fmt.Sprintf("workload cluster %s: this operator runs without workload clusters", env.Status.Cluster)
+		}
+		return ctx, ""
+	}
+	t, why := r.clusters.state(env.Status.Cluster)
+	if t == nil {
+		return ctx, why
+	}
+	return log.IntoContext(withTarget(ctx, t), log.FromContext(ctx).WithValues("cluster", t.name)), ""
+}

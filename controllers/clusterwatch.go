@@ -1,0 +1,121 @@
+package controllers
+
+import (
+	"context"
+	"slices"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/petri-dev/petri/api/contract"
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+)
+
+// indexEnvironmentUID indexes environments by UID: an object in a workload
+// cluster names its environment by the UID label only (no owner reference
+// can point across clusters).
+const indexEnvironmentUID = "uid"
+
+// clusterWatcher is a controller that also hears a workload cluster's
+// events once it is connected: the main controller every Job, pod,
+// namespace and ServiceAccount event it hears in the management cluster;
+// a side controller the events of its Jobs.
+type clusterWatcher struct {
+	ctrl    controller.Controller
+	actions []string // the side controller's Job actions; nil: all of them
+}
+
+// watchCluster registers the connection's events with each watcher.
+func (r *EphemeralEnvironmentReconciler) watchCluster(conn *clusterConn) error {
+	cache := conn.cluster.GetCache()
+	reader := conn.cluster.GetClient()
+	toEnv := handler.EnqueueRequestsFromMapFunc(r.environmentOfLabels)
+	for _, w := range r.watchers {
+		jobPreds := []predicate.Predicate{jobOutcomeChanged}
+		if w.actions != nil {
+			actions := w.actions
+			jobPreds = append(jobPreds, predicate.NewPredicateFuncs(func(obj client.Object) bool {
+				return slices.Contains(actions, obj.GetLabels()[contract.LabelAction])
+			}))
+		} else {
+			jobPreds = append(jobPreds, notToldByItsPod(reader))
+		}
+		if err := w.ctrl.Watch(source.Kind[client.Object](cache, &batchv1.Job{}, toEnv, jobPreds...)); err != nil {
+			return err
+		}
+		if w.actions != nil {
+			continue
+		}
+		for _, src := range []source.Source{
+			source.Kind[client.Object](cache, &corev1.Pod{}, toEnv, podSucceededNow),
+			source.Kind[client.Object](cache, &corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(namespaceOwner)),
+			source.Kind[client.Object](cache, &corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfIdentity)),
+		} {
+			if err := w.ctrl.Watch(src); err != nil {
+				return err
+			}
+		}
+	}
+	log.FromContext(context.Background()).Info("Watching workload cluster", "cluster", conn.name)
+	return nil
+}
+
+// environmentOfLabels maps an object of a workload cluster to its
+// environment by the UID label the operator set on it.
+func (r *EphemeralEnvironmentReconciler) environmentOfLabels(ctx context.Context, obj client.Object) []reconcile.Request {
+	uid := obj.GetLabels()[petriv1.LabelEnvironmentUID]
+	if uid == "" {
+		return nil
+	}
+	var list petriv1.EphemeralEnvironmentList
+	if err := r.List(ctx, &list, client.InNamespace(r.Options.ManagementNamespace), client.MatchingFields{indexEnvironmentUID: uid}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, e := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: e.Name}})
+	}
+	return out
+}
+
+// environmentsOfCluster maps a WorkloadCluster to the environments it
+// concerns: those placed in it (its answering or not changes their
+// passes) and those waiting for a placement (it may have room now).
+func (r *EphemeralEnvironmentReconciler) environmentsOfCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+	var out []reconcile.Request
+	for _, key := range []string{obj.GetName(), unplaced} {
+		var list petriv1.EphemeralEnvironmentList
+		if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexPlacement: key}); err != nil {
+			return nil
+		}
+		for _, e := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: e.Name}})
+		}
+	}
+	return out
+}
+
+// environmentLeftCluster wakes the environments waiting for a placement
+// when one leaves a cluster (its room is free).
+func (r *EphemeralEnvironmentReconciler) environmentLeftCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+	if obj.(*petriv1.EphemeralEnvironment).Status.Cluster == "" {
+		return nil
+	}
+	var list petriv1.EphemeralEnvironmentList
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexPlacement: unplaced}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, e := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: e.Name}})
+	}
+	return out
+}

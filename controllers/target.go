@@ -1,0 +1,196 @@
+package controllers
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+)
+
+// A pass over an environment placed in a workload cluster works in two
+// clusters: Petri's own resources (the environment, its status, shared
+// workloads, workload clusters) stay in the management cluster, and
+// everything the environment runs on (its namespace, RoleBinding, deployer
+// ServiceAccount, values Secrets, Jobs and their pods) is in the workload
+// cluster. The reconcilers' clients route each request by the object's
+// type and the pass's context, which carries the environment's cluster
+// (withTarget); a context without one is the management cluster's. The
+// code of a pass is the same in both cases.
+
+// target is the cluster an environment's workloads live in.
+type target struct {
+	// name is the WorkloadCluster's name; empty for the management cluster.
+	name string
+	// client writes to the cluster and reads from its cache (namespaces,
+	// RoleBindings read from its API server, as in the management cluster).
+	client client.Client
+	// apiReader reads from its API server.
+	apiReader client.Reader
+	// namespaceCache reads its label-selected cache of namespaces.
+	namespaceCache client.Reader
+}
+
+type targetKey struct{}
+
+// withTarget is ctx for a pass over an environment of cluster t; nil is the
+// management cluster.
+func withTarget(ctx context.Context, t *target) context.Context {
+	if t == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, targetKey{}, t)
+}
+
+// targetOf is the workload cluster of the pass, or nil.
+func targetOf(ctx context.Context) *target {
+	t, _ := ctx.Value(targetKey{}).(*target)
+	return t
+}
+
+// clusterOf names the pass's cluster for messages and logs.
+func clusterOf(ctx context.Context) string {
+	if t := targetOf(ctx); t != nil {
+		return t.name
+	}
+	return ""
+}
+
+// ownObject reports whether obj is one of Petri's own resources, which
+// live in the management cluster only.
+func ownObject(s *runtime.Scheme, obj runtime.Object) bool {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if gvk.Empty() {
+		if kinds, _, err := s.ObjectKinds(obj); err == nil && len(kinds) > 0 {
+			gvk = kinds[0]
+		}
+	}
+	return gvk.Group == petriv1.GroupVersion.Group
+}
+
+// routedClient is a client.Client that sends a request for one of Petri's
+// resources, or any request of a pass without a workload cluster, to the
+// management cluster, and every other request of a workload cluster's pass
+// to that cluster.
+type routedClient struct {
+	client.Client
+}
+
+func (c routedClient) pick(ctx context.Context, obj runtime.Object) client.Client {
+	if t := targetOf(ctx); t != nil && !ownObject(c.Scheme(), obj) {
+		return t.client
+	}
+	return c.Client
+}
+
+func (c routedClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return c.pick(ctx, obj).Get(ctx, key, obj, opts...)
+}
+
+func (c routedClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return c.pick(ctx, list).List(ctx, list, opts...)
+}
+
+func (c routedClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	cl := c.pick(ctx, obj)
+	if cl != c.Client {
+		remoteOwnership(obj)
+	}
+	return cl.Create(ctx, obj, opts...)
+}
+
+func (c routedClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	return c.pick(ctx, obj).Delete(ctx, obj, opts...)
+}
+
+func (c routedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	return c.pick(ctx, obj).Update(ctx, obj, opts...)
+}
+
+func (c routedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	return c.pick(ctx, obj).Patch(ctx, obj, patch, opts...)
+}
+
+func (c routedClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
+	return c.pick(ctx, obj).DeleteAllOf(ctx, obj, opts...)
+}
+
+func (c routedClient) Status() client.SubResourceWriter { return routedStatus{c} }
+
+// routedStatus routes status writes as routedClient routes the objects.
+type routedStatus struct{ c routedClient }
+
+func (s routedStatus) Create(ctx context.Context, obj client.Object, sub client.Object, opts ...client.SubResourceCreateOption) error {
+	return s.c.pick(ctx, obj).Status().Create(ctx, obj, sub, opts...)
+}
+
+func (s routedStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	return s.c.pick(ctx, obj).Status().Update(ctx, obj, opts...)
+}
+
+func (s routedStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	return s.c.pick(ctx, obj).Status().Patch(ctx, obj, patch, opts...)
+}
+
+func (s routedStatus) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+	return s.c.Client.Status().Apply(ctx, obj, opts...)
+}
+
+// routedReader routes reads like routedClient; pickReader chooses which of
+// the target's readers stands for the management cluster's.
+type routedReader struct {
+	client.Reader
+	scheme     *runtime.Scheme
+	pickReader func(*target) client.Reader
+}
+
+func (r routedReader) pick(ctx context.Context, obj runtime.Object) client.Reader {
+	if t := targetOf(ctx); t != nil && !ownObject(r.scheme, obj) {
+		if rd := r.pickReader(t); rd != nil {
+			return rd
+		}
+	}
+	return r.Reader
+}
+
+func (r routedReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return r.pick(ctx, obj).Get(ctx, key, obj, opts...)
+}
+
+func (r routedReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return r.pick(ctx, list).List(ctx, list, opts...)
+}
+
+// remoteOwnership replaces the owner references to Petri's resources of an
+// object created in a workload cluster: the owner does not exist there, and
+// that cluster's garbage collector must not judge the object by it. The
+// object's labels (petri.dev/environment-uid) say whose it is, and the
+// operator deletes it itself at teardown.
+func remoteOwnership(obj client.Object) {
+	refs := obj.GetOwnerReferences()
+	kept := refs[:0]
+	for _, ref := range refs {
+		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv.Group == petriv1.GroupVersion.Group {
+			continue
+		}
+		kept = append(kept, ref)
+	}
+	if len(kept) == 0 {
+		kept = nil
+	}
+	obj.SetOwnerReferences(kept)
+}
+
+// controlledBy reports whether obj is env's: controlled by it in the
+// management cluster, or, in a workload cluster (where it cannot have an
+// owner reference to it), labelled with its UID by the operator.
+func controlledBy(ctx context.Context, obj client.Object, env *petriv1.EphemeralEnvironment) bool {
+	if targetOf(ctx) == nil {
+		return metav1.IsControlledBy(obj, env)
+	}
+	l := obj.GetLabels()
+	return l[petriv1.LabelEnvironmentUID] == string(env.UID) && l[petriv1.LabelManagedBy] == petriv1.ManagedByOperator
+}

@@ -1,0 +1,206 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=workloadclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=workloadclusters/status,verbs=get;update;patch
+
+// WorkloadClusterReconciler connects to each registered workload cluster
+// with the credentials of its Secret, probes it every ProbeInterval, and
+// writes what it found and how much is placed there to its status.
+type WorkloadClusterReconciler struct {
+	client.Client
+	// APIReader reads the credentials' Secret: it is the installer's, not
+	// labelled as the operator's, so not in the cache.
+	APIReader client.Reader
+	Options   Options
+	clusters  *clusterRegistry
+}
+
+// Reconcile connects to, probes and counts one workload cluster.
+func (r *WorkloadClusterReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	wc := &petriv1.WorkloadCluster{}
+	if err := r.Get(ctx, req.NamespacedName, wc); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.clusters.disconnect(req.Name)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !r.clusters.started() {
+		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
+	base := wc.DeepCopy()
+	reachable, reason, msg := r.connectAndProbe(ctx, wc)
+	status := metav1.ConditionFalse
+	if reachable {
+		status, reason, msg = metav1.ConditionTrue, "Reachable", "answers with Petri's credentials, fences in place"
+	}
+	apimeta.SetStatusCondition(&wc.Status.Conditions, metav1.Condition{
+		Type: petriv1.ConditionReachable, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: wc.Generation, LastTransitionTime: r.Options.metaNow(),
+	})
+	load, err := placedIn(ctx, r.Client, wc.Namespace, wc.Name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	wc.Status.Environments = int32(load.environments)
+	wc.Status.RequestedCPU, wc.Status.RequestedMemory = nonZero(load.cpu), nonZero(load.memory)
+	wc.Status.ObservedGeneration = wc.Generation
+	if !equality.Semantic.DeepEqual(base.Status, wc.Status) {
+		if err := r.Status().Patch(ctx, wc, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("patch workload cluster status: %w", err)
+		}
+	}
+	if was := apimeta.FindStatusCondition(base.Status.Conditions, petriv1.ConditionReachable); was == nil || was.Status != status {
+		log.FromContext(ctx).Info("Workload cluster probed", "reachable", reachable, "reason", reason, "message", msg)
+	}
+	return reconcile.Result{RequeueAfter: r.Options.probeInterval()}, nil
+}
+
+// connectAndProbe reads the cluster's credentials, (re)connects when they
+// changed, and probes it. Nothing of the Secret's content goes into a
+// message.
+func (r *WorkloadClusterReconciler) connectAndProbe(ctx context.Context, wc *petriv1.WorkloadCluster) (bool, string, string) {
+	key := wc.Spec.Credentials.Key
+	if key == "" {
+		key = petriv1.DefaultClusterCredentialsKey
+	}
+	ref := fmt.Sprintf("Secret %s/%s", wc.Namespace, wc.Spec.Credentials.Name)
+	secret := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: wc.Namespace, Name: wc.Spec.Credentials.Name}, secret); err != nil {
+		r.clusters.disconnect(wc.Name)
+		if apierrors.IsNotFound(err) {
+			return false, "CredentialsMissing", ref + " not found"
+		}
+		return false, "CredentialsMissing", fmt.Sprintf("read %s: %v", ref, err)
+	}
+	data, ok := secret.Data[key]
+	if !ok {
+		r.clusters.disconnect(wc.Name)
+		return false, "CredentialsMissing", fmt.Sprintf("%s has no key %s", ref, key)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		r.clusters.disconnect(wc.Name)
+		return false, "CredentialsInvalid", fmt.Sprintf("%s key %s is not a kubeconfig with a current context", ref, key)
+	}
+	conn, err := r.clusters.connect(wc.Name, string(secret.UID)+"/"+secret.ResourceVersion+"/"+key, cfg)
+	if err != nil {
+		return false, petriv1.ReasonClusterUnreachable, err.Error()
+	}
+	return conn.probe(ctx, r.Options)
+}
+
+// load is what is placed in one cluster.
+type load struct {
+	environments int
+	cpu, memory  resource.Quantity
+}
+
+// placedIn counts the environments placed in the named cluster, from the
+// cache, with their requests.
+func placedIn(ctx context.Context, c client.Reader, namespace, name string) (load, error) {
+	var list petriv1.EphemeralEnvironmentList
+	if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexPlacement: name}); err != nil {
+		return load{}, fmt.Errorf("list environments placed in %s: %w", name, err)
+	}
+	var l load
+	for i := range list.Items {
+		l.add(&list.Items[i])
+	}
+	return l, nil
+}
+
+func (l *load) add(env *petriv1.EphemeralEnvironment) {
+	l.environments++
+	if p := env.Spec.Placement; p != nil && p.Requests != nil {
+		if p.Requests.CPU != nil {
+			l.cpu.Add(*p.Requests.CPU)
+		}
+		if p.Requests.Memory != nil {
+			l.memory.Add(*p.Requests.Memory)
+		}
+	}
+}
+
+func nonZero(q resource.Quantity) *resource.Quantity {
+	if q.IsZero() {
+		return nil
+	}
+	return &q
+}
+
+// indexPlacement indexes environments by the cluster they are placed in;
+// those with a placement still to be decided under unplaced.
+const (
+	indexPlacement = "placement"
+	unplaced       = "\x00unplaced"
+)
+
+func placementKey(obj client.Object) []string {
+	env := obj.(*petriv1.EphemeralEnvironment)
+	switch {
+	case env.Status.Cluster != "":
+		return []string{env.Status.Cluster}
+	case env.Spec.Placement != nil && env.Status.TargetNamespace == "" && env.DeletionTimestamp.IsZero():
+		return []string{unplaced}
+	}
+	return nil
+}
+
+// probeInterval is how often each workload cluster is probed.
+func (o Options) probeInterval() time.Duration {
+	if o.ClusterProbeInterval > 0 {
+		return o.ClusterProbeInterval
+	}
+	return 30 * time.Second
+}
+
+// SetupWithManager watches WorkloadClusters, and the environments placed
+// in them (their count is the cluster's status).
+func (r *WorkloadClusterReconciler) SetupWithManager(mgr manager.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&petriv1.WorkloadCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&petriv1.EphemeralEnvironment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
+			env := obj.(*petriv1.EphemeralEnvironment)
+			if env.Status.Cluster == "" {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: env.Namespace, Name: env.Status.Cluster}}}
+		}), builder.WithPredicates(placementChanged)).
+		Named("workloadcluster").
+		Complete(r)
+}
+
+// placementChanged lets through the environment events that change a
+// cluster's count: placed, deleted.
+var placementChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*petriv1.EphemeralEnvironment), e.ObjectNew.(*petriv1.EphemeralEnvironment)
+		return o.Status.Cluster != n.Status.Cluster
+	},
+}
