@@ -91,6 +91,9 @@ func TestPlacementErrors(t *testing.T) {
 		{"selector of the wrong type", "  selector: region=eu\n", "apps/x.yaml:27: placement.selector: expected a mapping, got a string"},
 		{"unknown field", "  clusters: [east]\n", "apps/x.yaml:27: placement.clusters: unknown field"},
 	}
+	// An application that binds shared workloads stays in the management
+	// cluster, where they run.
+	tests = append(tests, struct{ name, block, want string }{"with shared workloads", "  cluster: east\nsharedWorkloads: [postgres]\n", "placement: an application with sharedWorkloads runs in the management cluster"})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := config.Load(map[string][]byte{"apps/x.yaml": []byte(withPlacement(tt.block)), "apps/ok.yaml": []byte(strings.Replace(good, "name: shop", "name: other", 1))})
