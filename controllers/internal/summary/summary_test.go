@@ -20,8 +20,9 @@ import (
 )
 
 // Every reason of the API has a severity: the failures that are an
-// outcome (the <Action>Failed reasons) are Error, the three problems that
-// need a person without being an outcome are Warning, the rest Info.
+// outcome (the <Action>Failed reasons) are Error, the problems that need a
+// person (or a cluster back) without being an outcome are Warning, the rest
+// Info.
 func TestSeverityOfEveryReason(t *testing.T) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, filepath.Join("..", "..", "..", "api", "v1alpha1", "conditions.go"), nil, 0)
@@ -45,7 +46,8 @@ func TestSeverityOfEveryReason(t *testing.T) {
 		switch {
 		case strings.HasSuffix(r, "Failed"):
 			want = Error
-		case r == petriv1.ReasonNamespaceNotOwned || r == petriv1.ReasonInvalidSpec || r == petriv1.ReasonDeployerNotAuthorized:
+		case r == petriv1.ReasonNamespaceNotOwned || r == petriv1.ReasonInvalidSpec || r == petriv1.ReasonDeployerNotAuthorized,
+			r == petriv1.ReasonClusterNotFound || r == petriv1.ReasonClusterUnreachable:
 			want = Warning
 		}
 		assert.Equal(t, want, Of(r), r)
