@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -120,7 +121,7 @@ func (e *env) deployJob(ctx context.Context, envName, component string) (*batchv
 // returns the time taken and the writes issued.
 func (e *env) floorRun(ctx context.Context, jobs *jobTracker, template *batchv1.Job, i int) (time.Duration, int, error) {
 	name := fmt.Sprintf("floor-%03d", i)
-	took, writes, err := floorCreate(ctx, e.cluster.Client, jobs, template, name, 2*time.Minute)
+	took, writes, err := floorCreate(ctx, e.cluster.Client, jobs, template, name, 2*time.Minute, false)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -135,11 +136,13 @@ func (e *env) floorRun(ctx context.Context, jobs *jobTracker, template *batchv1.
 // RoleBinding, a values Secret and a Job per component in dependency order
 // (db and web at once, api after db), each Job completed by the Job
 // controller and the local node as the operator's are, and one status
-// write. It returns the time taken and the writes issued.
-func floorCreate(ctx context.Context, c client.Client, jobs *jobTracker, template *batchv1.Job, name string, timeout time.Duration) (time.Duration, int, error) {
+// write. With design, also the writes the design adds (designWrites). It
+// returns the time taken and the writes issued.
+func floorCreate(ctx context.Context, c client.Client, jobs *jobTracker, template *batchv1.Job, name string, timeout time.Duration, design bool) (time.Duration, int, error) {
 	ws := name + "-ws"
 	sa := "petri-deployer-" + name
 	writes := 0
+	d := designWrites{on: design, c: c, writes: &writes}
 	create := func(o client.Object) error {
 		writes++
 		if err := c.Create(ctx, o); err != nil {
@@ -165,6 +168,10 @@ func floorCreate(ctx context.Context, c client.Client, jobs *jobTracker, templat
 	if err := create(ee); err != nil {
 		return 0, 0, err
 	}
+	d.ee = ee
+	if err := d.begin(ctx, ws); err != nil {
+		return 0, 0, err
+	}
 	if err := create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws}}); err != nil {
 		return 0, 0, err
 	}
@@ -178,12 +185,18 @@ func floorCreate(ctx context.Context, c client.Client, jobs *jobTracker, templat
 	}); err != nil {
 		return 0, 0, err
 	}
+	if err := d.authorized(ctx, ws, sa); err != nil {
+		return 0, 0, err
+	}
 	db, err := component("db")
 	if err != nil {
 		return 0, 0, err
 	}
 	web, err := component("web")
 	if err != nil {
+		return 0, 0, err
+	}
+	if err := d.step(ctx, "db and web deploying"); err != nil {
 		return 0, 0, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
@@ -195,6 +208,9 @@ func floorCreate(ctx context.Context, c client.Client, jobs *jobTracker, templat
 	if err != nil {
 		return 0, 0, err
 	}
+	if err := d.step(ctx, "api deploying"); err != nil {
+		return 0, 0, err
+	}
 	if err := jobs.wait(wctx, web, api); err != nil {
 		return 0, 0, err
 	}
@@ -203,6 +219,9 @@ func floorCreate(ctx context.Context, c client.Client, jobs *jobTracker, templat
 	writes++
 	if err := c.Status().Patch(ctx, ee, client.MergeFrom(base)); err != nil {
 		return 0, 0, fmt.Errorf("status of %s: %w", name, err)
+	}
+	if err := d.event(ctx, "Ready"); err != nil {
+		return 0, 0, err
 	}
 	return time.Since(start), writes, nil
 }
@@ -221,6 +240,10 @@ func floorDelete(ctx context.Context, c client.Client, name string) error {
 		objs = append(objs,
 			&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: floorNamespace, Name: name + "-deploy-" + comp}},
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: floorNamespace, Name: name + "-values-" + comp}})
+	}
+	// The design's floor put a finalizer on the environment.
+	if err := c.Patch(ctx, objs[0], client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, err)
 	}
 	for _, o := range objs {
 		if err := c.Delete(ctx, o, bg); err != nil && !apierrors.IsNotFound(err) {

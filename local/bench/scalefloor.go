@@ -76,7 +76,7 @@ func (e *env) scaleFloor(ctx context.Context, n int, template *batchv1.Job, time
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			took, _, err := floorCreate(ctx, c, jobs, template, name, timeout)
+			took, _, err := floorCreate(ctx, c, jobs, template, name, timeout, true)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
