@@ -369,7 +369,7 @@ func (r *Results) scaleMarkdown(b *strings.Builder) {
 		for _, v := range s.Requests {
 			total += v
 		}
-		fmt.Fprintf(b, "| %d, %s | %.1f | %s | %s |\n", s.Environments, s.Mode, total, strings.TrimPrefix(verbs(s.Requests), fmt.Sprintf("%.1f: ", total)), topResources(s.ByResource, 6))
+		fmt.Fprintf(b, "| %d, %s | %.1f | %s | %s |\n", s.Environments, s.Mode, total, byVerb(verbs(s.Requests)), topResources(s.ByResource, 6))
 	}
 	for _, s := range r.Scale {
 		if s.Error != "" {
@@ -445,4 +445,12 @@ func (r *Results) UpdateDoc(path string) error {
 		doc = strings.TrimRight(doc, "\n") + "\n\n" + gen
 	}
 	return os.WriteFile(path, []byte(doc), 0o644)
+}
+
+// byVerb is verbs' text without its leading total ("54.1: ").
+func byVerb(v string) string {
+	if _, rest, ok := strings.Cut(v, ": "); ok {
+		return rest
+	}
+	return v
 }

@@ -48,6 +48,9 @@ func (s *Stack) makeConfigRepo() error {
 	if err != nil {
 		return fmt.Errorf("config repository: %w", err)
 	}
+	if err := s.writeSpreadApplication(); err != nil {
+		return fmt.Errorf("config repository: %w", err)
+	}
 	repo, err := git.PlainInitWithOptions(s.ConfigRepo, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.Main}})
 	if err != nil {
 		return fmt.Errorf("config repository: %w", err)

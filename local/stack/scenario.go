@@ -62,6 +62,15 @@ type Result struct {
 	Sleep SleepResult
 	// Real is what the real node showed (empty on the process node).
 	Real RealResult
+	// Placed are the placement step's environments (none without two
+	// workload clusters).
+	Placed []PlacedResult
+}
+
+// PlacedResult is one environment of the placement step: the workload
+// cluster it was Ready in and its namespace there.
+type PlacedResult struct {
+	Environment, Cluster, Namespace string
 }
 
 // StepResult is one step's outcome.
@@ -97,6 +106,12 @@ func (sc *Scenario) Run(ctx context.Context) (*Result, error) {
 		{"3. Put the environment to sleep", sc.sleep},
 		{"4. Wake it", sc.wake},
 		{"5. Close the pull request", sc.close},
+	}
+	if sc.Stack.spreads() {
+		steps = append(steps, struct {
+			name string
+			run  func(context.Context, *Result) error
+		}{"6. Two pull requests, two workload clusters", sc.placed})
 	}
 	for _, st := range steps {
 		sc.Report.Section("%s", st.name)

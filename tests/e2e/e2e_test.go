@@ -31,7 +31,12 @@ import (
 var st *stack.Stack
 
 func TestMain(m *testing.M) {
-	os.Exit(stacktest.Main(m, &st, stacktest.Config{Prefix: "e2e"}))
+	// Three control planes: the management cluster and two workload
+	// clusters, east and west (docs/clusters.md).
+	os.Exit(stacktest.Main(m, &st, stacktest.Config{Prefix: "e2e", Setup: func(_ string, _ map[string]string, o *stack.Options) error {
+		o.Clusters = 3
+		return nil
+	}}))
 }
 
 // TestPullRequestLifecycle is make demo: a pull request is opened, pushed to
@@ -43,8 +48,13 @@ func TestPullRequestLifecycle(t *testing.T) {
 	res, err := sc.Run(ctx)
 	require.NoError(t, err)
 
-	require.Len(t, res.Steps, 5)
+	require.Len(t, res.Steps, 6, "with two workload clusters, the placement step too")
 	require.Len(t, res.SHAs, 2)
+	// Two pull requests of the spread application, Ready in the two
+	// workload clusters, one each (the step checked each namespace with
+	// its cluster's API server, and both gone after the close).
+	require.Len(t, res.Placed, 2)
+	assert.ElementsMatch(t, []string{"east", "west"}, []string{res.Placed[0].Cluster, res.Placed[1].Cluster})
 	assert.NotEqual(t, res.SHAs[0], res.SHAs[1])
 	assert.True(t, strings.HasPrefix(res.URL, st.IngressURL+"/"+res.Environment), "the URL %s is served by the local ingress", res.URL)
 	assert.True(t, strings.HasPrefix(res.Namespace, res.Environment+"-"), "namespace %s derives from %s", res.Namespace, res.Environment)
