@@ -39,7 +39,11 @@ func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *p
 	for i := range list.Items {
 		other := &list.Items[i]
 		cached[other.Name] = true
-		if done, _, _ := jobs.Finished(other); other.Name == job || done {
+		if done, _, _ := jobs.Finished(other); other.Name == job || done || podSucceeded(ctx, r.Client, other, jobState{exists: true}).done {
+			// A Job whose pod succeeded with the deployer's result ran its
+			// Helm operation to the end (the deployer released the
+			// release's Lease before it exited), though the Job controller
+			// may mark it Complete a second later.
 			continue
 		}
 		return r.busy(ctx, component, other.Name, p), nil

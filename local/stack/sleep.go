@@ -41,7 +41,7 @@ type SleepResult struct {
 // Deployment is at zero replicas with its count recorded.
 func (sc *Scenario) sleep(ctx context.Context, res *Result) error {
 	s, r := sc.Stack, sc.Report
-	at := time.Now().UTC().Format(time.RFC3339)
+	at := time.Now().UTC().Format(time.RFC3339Nano)
 	start := time.Now()
 	args := []string{"-n", ManagementNamespace, "annotate", "ee", res.Environment, petriv1.AnnotationSleepRequested + "=" + at, "--overwrite"}
 	if _, err := s.kubectl(ctx, args...); err != nil {
@@ -125,7 +125,7 @@ func (sc *Scenario) waitComment(ctx context.Context, text string, shows bool) er
 // answers again.
 func (sc *Scenario) wake(ctx context.Context, res *Result) error {
 	s, r := sc.Stack, sc.Report
-	at := time.Now().UTC().Format(time.RFC3339)
+	at := time.Now().UTC().Format(time.RFC3339Nano)
 	start := time.Now()
 	args := []string{"-n", ManagementNamespace, "annotate", "ee", res.Environment, petriv1.AnnotationWakeRequested + "=" + at, "--overwrite"}
 	if _, err := s.kubectl(ctx, args...); err != nil {
