@@ -75,32 +75,15 @@ func (r *EphemeralEnvironmentReconciler) environmentOfLabels(ctx context.Context
 	if uid == "" {
 		return nil
 	}
-	var list petriv1.EphemeralEnvironmentList
-	if err := r.List(ctx, &list, client.InNamespace(r.Options.ManagementNamespace), client.MatchingFields{indexEnvironmentUID: uid}); err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for _, e := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: e.Name}})
-	}
-	return out
+	return r.environmentsIndexed(ctx, r.Options.ManagementNamespace, indexEnvironmentUID, uid)
 }
 
 // environmentsOfCluster maps a WorkloadCluster to the environments it
 // concerns: those placed in it (its answering or not changes their
 // passes) and those waiting for a placement (it may have room now).
 func (r *EphemeralEnvironmentReconciler) environmentsOfCluster(ctx context.Context, obj client.Object) []reconcile.Request {
-	var out []reconcile.Request
-	for _, key := range []string{obj.GetName(), unplaced} {
-		var list petriv1.EphemeralEnvironmentList
-		if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexPlacement: key}); err != nil {
-			return nil
-		}
-		for _, e := range list.Items {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: e.Name}})
-		}
-	}
-	return out
+	return append(r.environmentsIndexed(ctx, obj.GetNamespace(), indexPlacement, obj.GetName()),
+		r.environmentsIndexed(ctx, obj.GetNamespace(), indexPlacement, unplaced)...)
 }
 
 // environmentLeftCluster wakes the environments waiting for a placement
@@ -109,8 +92,15 @@ func (r *EphemeralEnvironmentReconciler) environmentLeftCluster(ctx context.Cont
 	if obj.(*petriv1.EphemeralEnvironment).Status.Cluster == "" {
 		return nil
 	}
+	return r.environmentsIndexed(ctx, obj.GetNamespace(), indexPlacement, unplaced)
+}
+
+// environmentsIndexed are the requests of the cached environments of
+// namespace whose index field has value.
+func (r *EphemeralEnvironmentReconciler) environmentsIndexed(ctx context.Context, namespace, field, value string) []reconcile.Request {
 	var list petriv1.EphemeralEnvironmentList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexPlacement: unplaced}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{field: value}); err != nil {
+		log.FromContext(ctx).Error(err, "List environments by index", "index", field)
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(list.Items))

@@ -365,16 +365,7 @@ func (r *EphemeralEnvironmentReconciler) environmentsUsing(ctx context.Context, 
 // deployer identity bears its name, so an environment stalled on a foreign
 // ServiceAccount moves once that is gone.
 func (r *EphemeralEnvironmentReconciler) environmentOfIdentity(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list petriv1.EphemeralEnvironmentList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexDeployerServiceAccount: obj.GetName()}); err != nil {
-		log.FromContext(ctx).Error(err, "List environments by deployer identity", "serviceAccount", obj.GetName())
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for _, e := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: e.Name}})
-	}
-	return out
+	return r.environmentsIndexed(ctx, obj.GetNamespace(), indexDeployerServiceAccount, obj.GetName())
 }
 
 func namespaceOwner(_ context.Context, obj client.Object) []reconcile.Request {
