@@ -153,17 +153,14 @@ func (r *EphemeralEnvironmentReconciler) bind(ctx context.Context, env *petriv1.
 			failed = append(failed, fmt.Sprintf("%s (%s)", name, bs.LastError))
 			continue
 		}
-		sw := &petriv1.SharedWorkload{}
-		if err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: name}, sw); err != nil {
-			if apierrors.IsNotFound(err) {
-				p.stalled(petriv1.ReasonInvalidSpec, fmt.Sprintf("shared workload %s does not exist in %s", name, env.Namespace))
-				return nil
-			}
-			return fmt.Errorf("get shared workload %s: %w", name, err)
+		sw, wait, err := r.sharedWorkloadToBind(ctx, env, name, p)
+		if err != nil || p.stop {
+			return err
 		}
-		if !sw.DeletionTimestamp.IsZero() {
-			p.stalled(petriv1.ReasonInvalidSpec, fmt.Sprintf("shared workload %s is being deleted", name))
-			return nil
+		if wait != "" {
+			bs.Message = wait
+			waiting = append(waiting, name)
+			continue
 		}
 		if err := r.advanceBinding(ctx, env, sw, bs, p); err != nil {
 			return err
@@ -212,8 +209,8 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 		// it, so the step runs again. Both are idempotent: the binding
 		// Secret is written once, provision steps must tolerate a database
 		// that exists.
-		log.FromContext(ctx).Info("Job is gone before its outcome was seen, running the step again", "job", bs.Job, "sharedWorkload", sw.Name, "step", step)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindProgressing, "Bind", "%s of shared workload %s: job %s is gone before its outcome was seen; running it again", step, sw.Name, bs.Job)
+		log.FromContext(ctx).Info("Job is gone before its outcome was seen, running the step again", "job", bs.Job, "sharedWorkload", releaseName(sw), "step", step)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindProgressing, "Bind", "%s of shared workload %s: job %s is gone before its outcome was seen; running it again", step, releaseName(sw), bs.Job)
 		switch {
 		case step == contract.ActionBind:
 			return r.startBind(ctx, env, sw, bs, p)
@@ -230,28 +227,28 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 	if !st.succeeded {
 		bs.Phase, bs.FinishedAt, bs.LastError = petriv1.ComponentFailed, st.finished, oneLine(st.message)
 		recordJob(step, st)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindFailed, "Bind", "%s of shared workload %s failed: %s", step, sw.Name, bs.LastError)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindFailed, "Bind", "%s of shared workload %s failed: %s", step, releaseName(sw), bs.LastError)
 		return nil
 	}
 	if step == contract.ActionProvision {
 		bs.Phase, bs.FinishedAt, bs.Message = petriv1.ComponentDeployed, st.finished, ""
 		recordJob(step, st)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s provisioned by job %s", sw.Name, bs.Job)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s provisioned by job %s", releaseName(sw), bs.Job)
 		return nil
 	}
 	if sw.Spec.Provision == nil {
 		bs.Phase, bs.FinishedAt, bs.Message = petriv1.ComponentDeployed, st.finished, ""
-		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s bound", sw.Name)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s bound", releaseName(sw))
 		return nil
 	}
 	if !apimeta.IsStatusConditionTrue(sw.Status.Conditions, petriv1.ConditionReady) {
 		if c := apimeta.FindStatusCondition(sw.Status.Conditions, petriv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
 			// Its deploy is final: nothing changes until its spec does
 			// (its watch brings the environment back then).
-			p.stalled(petriv1.ReasonBindFailed, fmt.Sprintf("shared workload %s is %s and not retried: %s", sw.Name, c.Reason, c.Message))
+			p.stalled(petriv1.ReasonBindFailed, fmt.Sprintf("shared workload %s is %s and not retried: %s", releaseName(sw), c.Reason, c.Message))
 			return nil
 		}
-		bs.Message = "waiting for shared workload " + sw.Name + " to be ready before provisioning"
+		bs.Message = "waiting for shared workload " + releaseName(sw) + " to be ready before provisioning"
 		return nil
 	}
 	bs.SharedRecovery = sw.Status.Recoveries
@@ -261,7 +258,7 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 	}
 	now := r.Options.metaNow()
 	bs.Job, bs.Attempt, bs.StartedAt, bs.Message = name, 1, &now, "provisioning"
-	log.FromContext(ctx).Info("Started provision job", "sharedWorkload", sw.Name, "job", name)
+	log.FromContext(ctx).Info("Started provision job", "sharedWorkload", releaseName(sw), "job", name)
 	return nil
 }
 
@@ -270,7 +267,7 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, bs *petriv1.BindingStatus, p *pass) error {
 	instance, err := ensureInstanceSecret(ctx, r.Client, r.APIReader, r.Scheme(), sw)
 	if err != nil {
-		return fmt.Errorf("shared workload %s: %w", sw.Name, err)
+		return fmt.Errorf("shared workload %s: %w", releaseName(sw), err)
 	}
 	rendered, err := binding.Render(sw.Spec.Binding, binding.Data{
 		Environment:     env.Name,
@@ -279,7 +276,7 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 		Hash:            naming.UIDHash(env.UID)[:8],
 	})
 	if err != nil {
-		p.stalled(petriv1.ReasonInvalidSpec, fmt.Sprintf("shared workload %s: %v", sw.Name, err))
+		p.stalled(petriv1.ReasonInvalidSpec, fmt.Sprintf("shared workload %s: %v", releaseName(sw), err))
 		return nil
 	}
 	data := map[string][]byte{}
@@ -289,9 +286,9 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 	for k, v := range rendered {
 		data[k] = []byte(v)
 	}
-	labels := r.jobLabels(env, sw.Name, contract.ActionBind, bindingEpoch(bs))
+	labels := r.jobLabels(env, releaseName(sw), contract.ActionBind, bindingEpoch(bs))
 	staged := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: bindingStaging(env, sw.Name), Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: bindingStaging(env, releaseName(sw)), Labels: labels},
 		Immutable:  ptrTo(true),
 		Data:       data,
 	}
@@ -300,12 +297,12 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 	}
 	// An existing staged Secret wins: a binding is written once.
 	if err := r.Create(ctx, staged); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("stage binding of %s: %w", sw.Name, err)
+		return fmt.Errorf("stage binding of %s: %w", releaseName(sw), err)
 	}
 	name := bindJob(env, bs)
 	args := []string{"write-secret",
 		"--namespace", env.Status.TargetNamespace,
-		"--name", bindingSecretName(sw.Name),
+		"--name", bindingSecretName(releaseName(sw)),
 		"--from-dir", jobs.ValuesDir,
 		"--termination-log", jobs.TerminationLogPath,
 	}
@@ -313,7 +310,7 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 		return err
 	}
 	now := r.Options.metaNow()
-	bs.Phase, bs.Job, bs.Secret, bs.Attempt, bs.StartedAt, bs.Message = petriv1.ComponentDeploying, name, bindingSecretName(sw.Name), 1, &now, "writing the binding Secret"
+	bs.Phase, bs.Job, bs.Secret, bs.Attempt, bs.StartedAt, bs.Message = petriv1.ComponentDeploying, name, bindingSecretName(releaseName(sw)), 1, &now, "writing the binding Secret"
 	return nil
 }
 
@@ -321,16 +318,16 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 // as the environment's deployer identity, with the staged binding's keys in
 // its environment and as files under the values directory.
 func (r *EphemeralEnvironmentReconciler) createStepJob(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, name, action string, tmpl *petriv1.ContainerTemplate, epoch int64) error {
-	staged := bindingStaging(env, sw.Name)
+	staged := bindingStaging(env, releaseName(sw))
 	envVars := append([]corev1.EnvVar{
 		{Name: "PETRI_ENVIRONMENT", Value: env.Name},
 		{Name: "PETRI_NAMESPACE", Value: env.Status.TargetNamespace},
-		{Name: "PETRI_SHARED_WORKLOAD", Value: sw.Name},
+		{Name: "PETRI_SHARED_WORKLOAD", Value: releaseName(sw)},
 		{Name: "PETRI_ACTION", Value: action},
 	}, tmpl.Env...)
 	return createJob(ctx, r.Client, r.Options, jobs.Spec{
 		Name:           name,
-		Labels:         r.jobLabels(env, sw.Name, action, epoch),
+		Labels:         r.jobLabels(env, releaseName(sw), action, epoch),
 		Owner:          *metav1.NewControllerRef(env, petriv1.GroupVersion.WithKind("EphemeralEnvironment")),
 		ServiceAccount: naming.DeployerServiceAccount(env.Name),
 		Image:          tmpl.Image,
@@ -350,13 +347,13 @@ func (r *EphemeralEnvironmentReconciler) createStepJob(ctx context.Context, env 
 // changes nothing here; the binding's own steps report it.
 func (r *EphemeralEnvironmentReconciler) reprovisionDue(ctx context.Context, env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus) bool {
 	sw := &petriv1.SharedWorkload{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: bs.Name}, sw); err != nil {
+	if err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: sharedWorkloadIn(env, bs.Name)}, sw); err != nil {
 		return false
 	}
 	if sw.Spec.Provision == nil || sw.Status.Recoveries <= bs.SharedRecovery {
 		return false
 	}
-	log.FromContext(ctx).Info("Shared workload was deployed again, provisioning the binding again", "sharedWorkload", sw.Name, "recoveries", sw.Status.Recoveries)
+	log.FromContext(ctx).Info("Shared workload was deployed again, provisioning the binding again", "sharedWorkload", releaseName(sw), "recoveries", sw.Status.Recoveries)
 	bs.Phase, bs.Job, bs.Message = petriv1.ComponentDeploying, bindJob(env, bs), "shared workload deployed again; provisioning again"
 	return true
 }

@@ -53,7 +53,7 @@ func workloadCluster(t *testing.T) *controlplane.Cluster {
 
 func startWorkloadCluster() (*controlplane.Cluster, error) {
 	c, err := controlplane.Start(controlplane.Options{
-		Images:     map[string]string{deployerImage: bins["petri-deployer"]},
+		Images:     map[string]string{deployerImage: bins["petri-deployer"], helperImage: bins["petri-testhelper"]},
 		ImageFiles: map[string]map[string]string{deployerImage: {imageCharts: chartsDir()}},
 		SkipCRDs:   true,
 	})
@@ -82,7 +82,7 @@ func startWorkloadCluster() (*controlplane.Cluster, error) {
 	o := testOptions()
 	for _, obj := range []client.Object{
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: controllers.FenceParams},
-			Data: map[string]string{"deployer-image": o.DeployerImage, "step-images": "", "shared-namespace": o.SharedNamespace}},
+			Data: map[string]string{"deployer-image": o.DeployerImage, "step-images": helperImage, "shared-namespace": o.SharedNamespace}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: chartCASecret}, Data: map[string][]byte{"ca.crt": chartRepo.CA}},
 	} {
 		if err := c.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {

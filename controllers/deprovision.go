@@ -59,7 +59,7 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 	}
 	provisioned := bs.Job == provisionJob(env, bs) || bs.Phase == petriv1.ComponentDeployed || bs.Phase == petriv1.ComponentUndeploying
 	sw := &petriv1.SharedWorkload{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: bs.Name}, sw)
+	err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: sharedWorkloadIn(env, bs.Name)}, sw)
 	if apierrors.IsNotFound(err) {
 		bs.Phase, bs.Message = petriv1.ComponentUndeployed, "shared workload is gone; nothing to deprovision"
 		return true, nil

@@ -346,17 +346,24 @@ func (r *EphemeralEnvironmentReconciler) environmentOfPod(ctx context.Context, o
 	return nil
 }
 
-// environmentsUsing maps a SharedWorkload to the environments that list it,
+// environmentsUsing maps a SharedWorkload to the environments that list it
+// (a copy for a workload cluster: those of them placed there),
 // so a binding waiting for its shared workload moves when it changes.
 func (r *EphemeralEnvironmentReconciler) environmentsUsing(ctx context.Context, obj client.Object) []reconcile.Request {
+	cluster, name, isCopy := copyOf(obj.(*petriv1.SharedWorkload))
+	if !isCopy {
+		name = obj.GetName()
+	}
 	var list petriv1.EphemeralEnvironmentList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexSharedWorkloads: obj.GetName()}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexSharedWorkloads: name}); err != nil {
 		log.FromContext(ctx).Error(err, "List environments using a shared workload", "sharedWorkload", obj.GetName())
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(list.Items))
 	for _, e := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: e.Name}})
+		if !isCopy || e.Status.Cluster == cluster {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: e.Name}})
+		}
 	}
 	return out
 }

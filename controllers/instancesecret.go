@@ -22,7 +22,7 @@ const LabelSharedWorkload = "petri.dev/shared-workload"
 // instanceSecretName is the Secret holding a shared workload's generated
 // keys, in the management namespace beside it.
 func instanceSecretName(sw *petriv1.SharedWorkload) string {
-	return naming.Bounded(253, sw.Name, "instance")
+	return naming.Bounded(253, releaseName(sw), "instance")
 }
 
 // ensureInstanceSecret returns the shared workload's generated keys,
@@ -63,6 +63,9 @@ func ensureInstanceSecret(ctx context.Context, c client.Client, reader client.Re
 			if err := controllerutil.SetControllerReference(sw, s, scheme); err != nil {
 				return nil, err
 			}
+			if _, _, ok := copyOf(sw); ok {
+				s.Labels[LabelSharedWorkloadUID] = string(sw.UID)
+			}
 			err = c.Create(ctx, s)
 			if err == nil {
 				return data, nil
@@ -75,7 +78,7 @@ func ensureInstanceSecret(ctx context.Context, c client.Client, reader client.Re
 		case err != nil:
 			return nil, fmt.Errorf("get instance secret %s: %w", key.Name, err)
 		}
-		if !metav1.IsControlledBy(existing, sw) {
+		if !sharedControlledBy(ctx, existing, sw) {
 			return nil, fmt.Errorf("secret %s exists but is not controlled by shared workload %s; refusing to use it", key.Name, sw.Name)
 		}
 		var missing []string

@@ -328,24 +328,27 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := indexEnvironments(mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
-	if err := (&SharedWorkloadReconciler{
-		Client:         mgr.GetClient(),
-		APIReader:      mgr.GetAPIReader(),
-		NamespaceCache: mgr.GetCache(),
+	apiReader := routedReader{Reader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), pickReader: func(t *target) client.Reader { return t.apiReader }}
+	namespaceCache := routedReader{Reader: mgr.GetCache(), scheme: mgr.GetScheme(), pickReader: func(t *target) client.Reader { return t.namespaceCache }}
+	shared := &SharedWorkloadReconciler{
+		Client:         routedClient{mgr.GetClient()},
+		APIReader:      apiReader,
+		NamespaceCache: namespaceCache,
 		Recorder:       mgr.GetEventRecorder("petri-operator"),
 		Options:        o,
-	}).SetupWithManager(mgr); err != nil {
-		return nil, fmt.Errorf("set up SharedWorkload controller: %w", err)
 	}
 	environments := &EphemeralEnvironmentReconciler{
 		Client:         routedClient{mgr.GetClient()},
-		APIReader:      routedReader{Reader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), pickReader: func(t *target) client.Reader { return t.apiReader }},
-		NamespaceCache: routedReader{Reader: mgr.GetCache(), scheme: mgr.GetScheme(), pickReader: func(t *target) client.Reader { return t.namespaceCache }},
+		APIReader:      apiReader,
+		NamespaceCache: namespaceCache,
 		Recorder:       mgr.GetEventRecorder("petri-operator"),
 		Options:        o,
 	}
-	if err := setupWorkloadClusters(mgr, environments, o); err != nil {
+	if err := setupWorkloadClusters(mgr, environments, shared, o); err != nil {
 		return nil, err
+	}
+	if err := shared.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up SharedWorkload controller: %w", err)
 	}
 	if err := environments.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up EphemeralEnvironment controller: %w", err)
@@ -377,13 +380,18 @@ func indexEnvironments(indexer client.FieldIndexer) error {
 // setupWorkloadClusters gives the environments their workload clusters'
 // connections, kept by the WorkloadCluster controller; nothing with
 // --workload-clusters=false.
-func setupWorkloadClusters(mgr ctrl.Manager, environments *EphemeralEnvironmentReconciler, o Options) error {
+func setupWorkloadClusters(mgr ctrl.Manager, environments *EphemeralEnvironmentReconciler, shared *SharedWorkloadReconciler, o Options) error {
 	if !o.WorkloadClusters {
 		return nil
 	}
 	clusters := newClusterRegistry(o)
-	clusters.onConnect = environments.watchCluster
-	environments.clusters = clusters
+	clusters.onConnect = func(c *clusterConn) error {
+		if err := environments.watchCluster(c); err != nil {
+			return err
+		}
+		return shared.watchCluster(c)
+	}
+	environments.clusters, shared.clusters = clusters, clusters
 	if err := mgr.Add(clusters); err != nil {
 		return err
 	}

@@ -53,9 +53,16 @@ type SharedWorkloadReconciler struct {
 	NamespaceCache client.Reader
 	Recorder       events.EventRecorder
 	Options        Options
+	// clusters are the workload clusters' connections (nil without
+	// workload clusters); a copy of a shared workload is reconciled in
+	// its cluster (sharedclusters.go).
+	clusters *clusterRegistry
+	// ctrl is the controller, for the watches of workload clusters
+	// connected later.
+	ctrl controller.Controller
 }
 
-// +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=sharedworkloads,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=sharedworkloads,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=sharedworkloads/status;sharedworkloads/finalizers,verbs=get;update;patch
 
 // Reconcile moves one shared workload one step towards its spec.
@@ -87,9 +94,21 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 		}
 	}()
 
-	users, err := r.users(ctx, sw)
+	cluster, _, isCopy := copyOf(sw)
+	if isCopy {
+		sw.Status.Cluster = cluster
+		var why string
+		if ctx, why = r.inCluster(ctx, cluster); why != "" {
+			return r.clusterAway(ctx, sw, why)
+		}
+	}
+	envs, err := r.users(ctx, sw)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	users := make([]string, 0, len(envs))
+	for _, e := range envs {
+		users = append(users, e.Name)
 	}
 	sw.Status.BoundEnvironments = int32(len(users))
 
@@ -101,7 +120,31 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 			return reconcile.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
+	if !isCopy {
+		if err := r.ensureCopies(ctx, sw, clustersOfUsers(envs)); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	return r.deploy(ctx, sw)
+}
+
+// clusterAway is a pass over a copy whose workload cluster does not answer:
+// nothing is changed there. It says so; its deletion waits, and the
+// force-delete annotation ends it without touching that cluster.
+func (r *SharedWorkloadReconciler) clusterAway(ctx context.Context, sw *petriv1.SharedWorkload, why string) (reconcile.Result, error) {
+	if !sw.DeletionTimestamp.IsZero() && sw.Annotations[petriv1.AnnotationForceDelete] == "true" {
+		if !controllerutil.ContainsFinalizer(sw, petriv1.Finalizer) {
+			return reconcile.Result{}, nil
+		}
+		log.FromContext(ctx).Info("Force delete: workload cluster does not answer, nothing there is touched", "cluster", sw.Status.Cluster)
+		if err := setFinalizer(ctx, r.Client, sw, false); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("release finalizer: %w", err)
+		}
+		return reconcile.Result{}, nil
+	}
+	setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonClusterUnreachable, why)
+	setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonClusterUnreachable, why)
+	return reconcile.Result{RequeueAfter: sharedClusterPoll}, nil
 }
 
 // prepare makes what a deploy Job of the shared workload needs: the shared
@@ -124,18 +167,25 @@ func (r *SharedWorkloadReconciler) prepare(ctx context.Context, sw *petriv1.Shar
 }
 
 // users lists the environments that use the shared workload: that list it,
-// or still hold a binding to it that is not deprovisioned yet.
-func (r *SharedWorkloadReconciler) users(ctx context.Context, sw *petriv1.SharedWorkload) ([]string, error) {
+// or still hold a binding to it that is not deprovisioned yet; for a copy,
+// those of them placed in its cluster.
+func (r *SharedWorkloadReconciler) users(ctx context.Context, sw *petriv1.SharedWorkload) ([]petriv1.EphemeralEnvironment, error) {
+	cluster, original, isCopy := copyOf(sw)
+	if !isCopy {
+		original = sw.Name
+	}
 	var list petriv1.EphemeralEnvironmentList
-	if err := r.List(ctx, &list, client.InNamespace(sw.Namespace), client.MatchingFields{indexSharedWorkloads: sw.Name}); err != nil {
-		return nil, fmt.Errorf("list environments using %s: %w", sw.Name, err)
+	if err := r.List(ctx, &list, client.InNamespace(sw.Namespace), client.MatchingFields{indexSharedWorkloads: original}); err != nil {
+		return nil, fmt.Errorf("list environments using %s: %w", original, err)
 	}
-	var names []string
+	out := list.Items[:0]
 	for _, e := range list.Items {
-		names = append(names, e.Name)
+		if !isCopy || e.Status.Cluster == cluster {
+			out = append(out, e)
+		}
 	}
-	slices.Sort(names)
-	return names, nil
+	slices.SortFunc(out, func(a, b petriv1.EphemeralEnvironment) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 // ensureSharedNamespace creates the shared namespace, or finds it, and
@@ -171,13 +221,17 @@ func (r *SharedWorkloadReconciler) ensureIdentity(ctx context.Context) error {
 }
 
 func (r *SharedWorkloadReconciler) jobLabels(sw *petriv1.SharedWorkload, action string, gen int64) map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		petriv1.LabelManagedBy:   petriv1.ManagedByOperator,
 		LabelSharedWorkload:      naming.LabelValue(sw.Name),
 		contract.LabelComponent:  naming.LabelValue(sw.Name),
 		contract.LabelAction:     action,
 		contract.LabelGeneration: fmt.Sprint(gen),
 	}
+	if _, _, ok := copyOf(sw); ok {
+		l[LabelSharedWorkloadUID] = string(sw.UID)
+	}
+	return l
 }
 
 func (r *SharedWorkloadReconciler) createJob(ctx context.Context, sw *petriv1.SharedWorkload, name, action string, gen int64, args []string, valuesSecret string) error {
@@ -213,6 +267,14 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonInUse, msg)
 		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonInUse, msg)
 		return reconcile.Result{}, nil
+	}
+	if remaining, err := r.deleteCopies(ctx, sw, forced); err != nil || len(remaining) > 0 {
+		if err == nil {
+			msg := "deleting its copies in workload clusters first: " + strings.Join(remaining, ", ")
+			setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownProgressing, msg)
+			setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownProgressing, msg)
+		}
+		return reconcile.Result{}, err
 	}
 	rel := sw.Status.Release
 	if rel != nil && rel.Phase == petriv1.ComponentDeploying {
@@ -266,10 +328,13 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 		if rel.Phase != petriv1.ComponentUndeploying {
 			attempt, gen = 1, sw.Generation
 		}
+		if stale, err := r.staleCopy(ctx, sw); err != nil || stale {
+			return reconcile.Result{}, err
+		}
 		key := sharedJobKey(sw, contract.ActionUndeploy, gen)
 		key.Attempt = attempt
 		name := key.Name()
-		args := []string{"undeploy", "--release", sw.Name, "--namespace", r.Options.SharedNamespace, "--termination-log", jobs.TerminationLogPath}
+		args := []string{"undeploy", "--release", releaseName(sw), "--namespace", r.Options.SharedNamespace, "--termination-log", jobs.TerminationLogPath}
 		if err := r.createJob(ctx, sw, name, contract.ActionUndeploy, gen, args, ""); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -285,17 +350,38 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 		log.FromContext(ctx).Info("Started shared workload undeploy job", "job", name, "attempt", attempt)
 		return reconcile.Result{}, nil
 	}
+	if err := deleteRemote(ctx, r.Client, sw.Namespace, client.MatchingLabels{LabelSharedWorkloadUID: string(sw.UID)}); err != nil {
+		return reconcile.Result{}, err
+	}
 	if err := setFinalizer(ctx, r.Client, sw, false); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("release finalizer: %w", err)
 	}
 	return reconcile.Result{}, nil
 }
 
+// staleCopy reports whether the cache's copy of sw is behind the API
+// server's, or sw is gone: a pass that follows the release of the
+// finalizer sees the Job it deleted gone, and must not start another
+// (in a workload cluster nothing would ever delete it). The next event
+// brings the current object.
+func (r *SharedWorkloadReconciler) staleCopy(ctx context.Context, sw *petriv1.SharedWorkload) (bool, error) {
+	fresh := &petriv1.SharedWorkload{}
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sw), fresh)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("read shared workload %s: %w", sw.Name, err)
+	}
+	return fresh.ResourceVersion != sw.ResourceVersion, nil
+}
+
 // SetupWithManager watches shared workloads, their Jobs, and the environments
 // that use them (for the bound count and the deletion hold).
 func (r *SharedWorkloadReconciler) SetupWithManager(mgr manager.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&petriv1.SharedWorkload{}).
+		Owns(&petriv1.SharedWorkload{}).
 		Owns(&batchv1.Job{}, builder.WithPredicates(jobOutcomeChanged)).
 		Watches(&petriv1.EphemeralEnvironment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
 			e, ok := obj.(*petriv1.EphemeralEnvironment)
@@ -303,16 +389,24 @@ func (r *SharedWorkloadReconciler) SetupWithManager(mgr manager.Manager) error {
 				return nil
 			}
 			names := boundSharedWorkloads(e)
-			out := make([]reconcile.Request, 0, len(names))
+			out := make([]reconcile.Request, 0, 2*len(names))
 			for _, name := range names {
 				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: name}})
+				if e.Status.Cluster != "" {
+					out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: copyName(name, e.Status.Cluster)}})
+				}
 			}
 			return out
 		})).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSharedNamespace)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.Concurrency/2)}).
-		Named("sharedworkload").
-		Complete(r)
+		Named("sharedworkload")
+	if r.clusters != nil {
+		b = b.Watches(&petriv1.WorkloadCluster{}, handler.EnqueueRequestsFromMapFunc(r.sharedWorkloadsOfCluster))
+	}
+	c, err := b.Build(r)
+	r.ctrl = c
+	return err
 }
 
 // usersOfSharedNamespace wakes every shared workload when the shared

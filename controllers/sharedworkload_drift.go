@@ -101,7 +101,7 @@ func (r *SharedWorkloadReconciler) verifyRelease(ctx context.Context, sw *petriv
 	args := []string{"verify",
 		"--namespace", r.Options.SharedNamespace,
 		"--termination-log", jobs.TerminationLogPath,
-		"--expect", fmt.Sprintf("%s=%d", sw.Name, rel.Revision),
+		"--expect", fmt.Sprintf("%s=%d", releaseName(sw), rel.Revision),
 	}
 	if err := r.createJob(ctx, sw, name, contract.ActionVerify, sw.Generation, args, ""); err != nil {
 		return "", reconcile.Result{}, err

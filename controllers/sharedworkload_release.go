@@ -183,7 +183,7 @@ func (r *SharedWorkloadReconciler) startRelease(ctx context.Context, sw *petriv1
 		return reconcile.Result{}, fmt.Errorf("create values secret: %w", err)
 	}
 	args := []string{"deploy",
-		"--release", sw.Name,
+		"--release", releaseName(sw),
 		"--namespace", r.Options.SharedNamespace,
 		"--chart-repository", sw.Spec.Chart.Repository,
 		"--chart-name", sw.Spec.Chart.Name,

@@ -30,9 +30,6 @@ func (r *EphemeralEnvironmentReconciler) validate(_ context.Context, env *petriv
 		slices.Sort(unknown)
 		return fmt.Errorf("spec.values has keys that name no component: %v", unknown)
 	}
-	if placed := env.Status.Cluster != "" || env.Spec.Placement != nil && env.Status.TargetNamespace == ""; placed && len(env.Spec.SharedWorkloads) > 0 {
-		return fmt.Errorf("spec.sharedWorkloads %v: shared workloads are served in the management cluster only; an environment that binds them has no spec.placement", env.Spec.SharedWorkloads)
-	}
 	return nil
 }
 

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -61,33 +59,7 @@ func (r *EphemeralEnvironmentReconciler) teardown(ctx context.Context, env *petr
 // goes, by their owner references; in a workload cluster they have none
 // (the environment is not there), only its UID label.
 func (r *EphemeralEnvironmentReconciler) deleteClusterObjects(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
-	if targetOf(ctx) == nil {
-		return nil
-	}
-	mine := []client.ListOption{client.InNamespace(env.Namespace), client.MatchingLabels{petriv1.LabelEnvironmentUID: string(env.UID)}}
-	var jobList batchv1.JobList
-	if err := r.List(ctx, &jobList, mine...); err != nil {
-		return fmt.Errorf("list jobs in workload cluster: %w", err)
-	}
-	var secrets corev1.SecretList
-	if err := r.List(ctx, &secrets, mine...); err != nil {
-		return fmt.Errorf("list secrets in workload cluster: %w", err)
-	}
-	objs := make([]client.Object, 0, len(jobList.Items)+len(secrets.Items))
-	for i := range jobList.Items {
-		objs = append(objs, &jobList.Items[i])
-	}
-	for i := range secrets.Items {
-		objs = append(objs, &secrets.Items[i])
-	}
-	for _, o := range objs {
-		uid := o.GetUID()
-		err := r.Delete(ctx, o, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete %T %s in workload cluster: %w", o, o.GetName(), err)
-		}
-	}
-	return nil
+	return deleteRemote(ctx, r.Client, env.Namespace, client.MatchingLabels{petriv1.LabelEnvironmentUID: string(env.UID)})
 }
 
 func (r *EphemeralEnvironmentReconciler) releaseFinalizer(ctx context.Context, env *petriv1.EphemeralEnvironment) error {

@@ -97,6 +97,18 @@ type SharedWorkloadStatus struct {
 	// Verification is the latest verify Job of the release.
 	// +optional
 	Verification *VerificationStatus `json:"verification,omitempty"`
+	// Cluster is the workload cluster this shared workload is deployed in;
+	// empty for the management cluster. It is set on the copies the
+	// operator makes of a shared workload, one per workload cluster that
+	// has environments using it (docs/clusters.md).
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
+	// Clusters are the workload clusters the shared workload is deployed in
+	// besides the management cluster, each by a copy of its own named
+	// <name>.<cluster>.
+	// +optional
+	// +listType=set
+	Clusters []string `json:"clusters,omitempty"`
 }
 
 // SharedWorkload is a workload (a database server, a queue) deployed once into
@@ -107,6 +119,7 @@ type SharedWorkloadStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Bound",type=integer,JSONPath=`.status.boundEnvironments`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.cluster`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SharedWorkload struct {
 	metav1.TypeMeta   `json:",inline"`
