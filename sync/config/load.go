@@ -158,9 +158,6 @@ func validateApplication(d *decoder, a *Application) {
 		d.errorf("artifactGate", "set exactly one of checkRun and statusContext")
 	}
 	validatePlacement(d, a.Placement)
-	if a.Placement != nil && len(a.SharedWorkloads) > 0 {
-		d.errorf("placement", "an application with sharedWorkloads runs in the management cluster, where its shared workloads are: remove placement, or the shared workloads (docs/clusters.md)")
-	}
 	if a.MaxEnvironments < 0 {
 		d.errorf("maxEnvironments", "must be 0 (no cap) or more")
 	}

@@ -62,6 +62,13 @@ func TestPlacementLoads(t *testing.T) {
 	cfg := config.Load(map[string][]byte{"apps/x.yaml": []byte(good)})
 	require.Empty(t, cfg.Errors)
 	assert.Nil(t, cfg.Applications[0].Placement, "no placement: the management cluster")
+
+	// Shared workloads go with an application to its cluster: the operator
+	// deploys them there.
+	cfg = config.Load(map[string][]byte{"apps/x.yaml": []byte(withPlacement("  cluster: east\nsharedWorkloads: [postgres]\n"))})
+	require.Empty(t, cfg.Errors)
+	assert.Equal(t, "east", cfg.Applications[0].Placement.Cluster)
+	assert.Equal(t, []string{"postgres"}, cfg.Applications[0].SharedWorkloads)
 }
 
 // Every problem of a placement names the file, the line and the field,
@@ -91,9 +98,6 @@ func TestPlacementErrors(t *testing.T) {
 		{"selector of the wrong type", "  selector: region=eu\n", "apps/x.yaml:27: placement.selector: expected a mapping, got a string"},
 		{"unknown field", "  clusters: [east]\n", "apps/x.yaml:27: placement.clusters: unknown field"},
 	}
-	// An application that binds shared workloads stays in the management
-	// cluster, where they run.
-	tests = append(tests, struct{ name, block, want string }{"with shared workloads", "  cluster: east\nsharedWorkloads: [postgres]\n", "placement: an application with sharedWorkloads runs in the management cluster"})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := config.Load(map[string][]byte{"apps/x.yaml": []byte(withPlacement(tt.block)), "apps/ok.yaml": []byte(strings.Replace(good, "name: shop", "name: other", 1))})
