@@ -2,9 +2,11 @@ package stack
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/petri-dev/petri/local/gitea"
@@ -139,6 +141,8 @@ type GiteaComment struct {
 
 // GiteaStatus is one commit status as Gitea's API answers it.
 type GiteaStatus struct {
+	// ID grows with each status Gitea stores.
+	ID          int64  `json:"id"`
 	Context     string `json:"context"`
 	State       string `json:"status"`
 	Description string `json:"description"`
@@ -148,10 +152,14 @@ type GiteaStatus struct {
 	} `json:"creator"`
 }
 
-// Statuses are a commit's statuses, newest first.
+// Statuses are a commit's statuses, newest first. Gitea lists them by the
+// second they were created in, and two statuses of one second in either
+// order: the newest is the one stored last (the highest id), as Gitea's
+// own combined status counts them.
 func (g *GiteaForge) Statuses(sha string) ([]GiteaStatus, error) {
 	var out []GiteaStatus
 	err := g.Server.Call(nil, http.MethodGet, "/repos/"+DemoRepository+"/statuses/"+sha, nil, &out)
+	slices.SortStableFunc(out, func(a, b GiteaStatus) int { return cmp.Compare(b.ID, a.ID) })
 	return out, err
 }
 
