@@ -1,7 +1,7 @@
 // Command petri-chaos injects faults into Petri running on this machine and
 // checks that it keeps its invariants (package local/chaos): it starts the
 // local stack (control plane, local node, Petri installed from config/, the
-// GitHub stand-in, a real Gitea and the GitLab stand-in), plays every scenario, prints a table of scenario, faults
+// GitHub stand-in, a real Gitea and the GitLab stand-in, two workload clusters), plays every scenario, prints a table of scenario, faults
 // injected, environments and violations of each invariant, and with -out
 // writes that table into docs/reliability.md. It exits 1 on any violation.
 //
@@ -85,7 +85,7 @@ func run() error {
 	report.Section("Starting Petri on this machine (%s)", *dir)
 	st, err := stack.Start(ctx, stack.Options{
 		Dir: filepath.Join(*dir, "run"), Binaries: bins, IngressAddress: "localhost:0",
-		ConfigSource: source, Report: report, Forges: chaos.Forges,
+		ConfigSource: source, Report: report, Forges: chaos.Forges, Clusters: chaos.Clusters,
 	})
 	if err != nil {
 		return err

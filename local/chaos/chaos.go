@@ -18,7 +18,12 @@
 //     run);
 //  8. a hostile pull-request author: forged marker comments and state,
 //     commands without write access, hostile titles, branches and labels,
-//     a SharedWorkload step reading a Secret.
+//     a SharedWorkload step reading a Secret;
+//  9. a workload cluster unreachable (its kube-apiserver down) or its
+//     credentials revoked (Petri's ServiceAccount there deleted), with
+//     environments placed in it and in another workload cluster (the stack
+//     started with three clusters; without them the scenario does not
+//     run).
 //
 // Every scenario has a full size (make chaos, cmd/petri-chaos) and a short
 // one (tests/chaos, in make test). Run returns one Row per scenario with the
@@ -188,6 +193,9 @@ func Run(ctx context.Context, st *stack.Stack, opts Options) (*Result, error) {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	if err := r.rec.start(watchCtx, st.Cluster.Config, stack.ManagementNamespace); err != nil {
+		return nil, err
+	}
+	if err := r.watchWorkloadClusters(watchCtx); err != nil {
 		return nil, err
 	}
 

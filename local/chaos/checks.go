@@ -76,12 +76,16 @@ func (sc *scene) checkConvergence(ctx context.Context) []Violation {
 	return out
 }
 
-// checkOrphans waits until no namespace outlives its environment.
+// checkOrphans waits until no namespace outlives its environment, in the
+// management cluster and in every workload cluster.
 func (r *run) checkOrphans(ctx context.Context, timeout time.Duration) []Violation {
 	deadline := time.Now().Add(timeout)
 	var left map[string]orphan
 	for {
 		left = r.rec.orphanCandidates()
+		for name, o := range r.workloadOrphans(ctx) {
+			left[name] = o
+		}
 		if len(left) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}

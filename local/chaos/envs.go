@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
@@ -233,8 +234,14 @@ func (r *run) converged(ctx context.Context, name string) ([]string, error) {
 	if nsName == "" {
 		return append(why, "no target namespace"), nil
 	}
+	// The namespace, its RoleBinding and its releases are in the cluster
+	// the environment is placed in.
+	cl, cs, err := r.clientsIn(env.Status.Cluster)
+	if err != nil {
+		return nil, err
+	}
 	ns := &corev1.Namespace{}
-	if err := retryAPI(ctx, func() error { return r.st.Client.Get(ctx, client.ObjectKey{Name: nsName}, ns) }); err != nil {
+	if err := retryAPI(ctx, func() error { return cl.Get(ctx, client.ObjectKey{Name: nsName}, ns) }); err != nil {
 		if apierrors.IsNotFound(err) {
 			return append(why, "namespace "+nsName+" does not exist"), nil
 		}
@@ -248,7 +255,7 @@ func (r *run) converged(ctx context.Context, name string) ([]string, error) {
 	}
 	rb := &rbacv1.RoleBinding{}
 	if err := retryAPI(ctx, func() error {
-		return r.st.Client.Get(ctx, client.ObjectKey{Namespace: nsName, Name: deployerRoleBinding}, rb)
+		return cl.Get(ctx, client.ObjectKey{Namespace: nsName, Name: deployerRoleBinding}, rb)
 	}); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return nil, err
@@ -256,7 +263,7 @@ func (r *run) converged(ctx context.Context, name string) ([]string, error) {
 		why = append(why, "RoleBinding "+deployerRoleBinding+" is missing in "+nsName)
 	}
 	for _, c := range env.Spec.Components {
-		problem, err := r.releaseProblem(ctx, nsName, env, c)
+		problem, err := r.releaseProblem(ctx, cs, nsName, env, c)
 		if err != nil {
 			return nil, err
 		}
@@ -268,8 +275,8 @@ func (r *run) converged(ctx context.Context, name string) ([]string, error) {
 }
 
 // releaseProblem compares a component's Helm release with the spec.
-func (r *run) releaseProblem(ctx context.Context, ns string, env *petriv1.EphemeralEnvironment, c petriv1.Component) (string, error) {
-	rel, err := r.latestRelease(ctx, ns, c.Name)
+func (r *run) releaseProblem(ctx context.Context, cs kubernetes.Interface, ns string, env *petriv1.EphemeralEnvironment, c petriv1.Component) (string, error) {
+	rel, err := latestReleaseIn(ctx, cs, ns, c.Name)
 	if err != nil {
 		return "", err
 	}
@@ -298,9 +305,16 @@ func (r *run) releaseProblem(ctx context.Context, ns string, env *petriv1.Epheme
 	return "", nil
 }
 
-// latestRelease reads a release's newest record from Helm's storage.
+// latestRelease reads a release's newest record from Helm's storage in
+// the management cluster.
 func (r *run) latestRelease(ctx context.Context, ns, name string) (*release.Release, error) {
-	d := driver.NewSecrets(r.st.Cluster.Clientset.CoreV1().Secrets(ns))
+	return latestReleaseIn(ctx, r.st.Cluster.Clientset, ns, name)
+}
+
+// latestReleaseIn reads a release's newest record from Helm's storage in
+// the cluster of cs.
+func latestReleaseIn(ctx context.Context, cs kubernetes.Interface, ns, name string) (*release.Release, error) {
+	d := driver.NewSecrets(cs.CoreV1().Secrets(ns))
 	var rels []*release.Release
 	err := retryAPI(ctx, func() error {
 		var err error
@@ -388,9 +402,13 @@ func (r *run) gone(ctx context.Context, name string) ([]string, error) {
 		why = append(why, msg)
 	}
 	if rec != nil {
+		cl, _, err := r.clientsIn(r.rec.clusterOf(rec))
+		if err != nil {
+			return nil, err
+		}
 		for _, t := range rec.targets {
 			ns := &corev1.Namespace{}
-			err := retryAPI(ctx, func() error { return r.st.Client.Get(ctx, client.ObjectKey{Name: t}, ns) })
+			err := retryAPI(ctx, func() error { return cl.Get(ctx, client.ObjectKey{Name: t}, ns) })
 			switch {
 			case apierrors.IsNotFound(err):
 			case err != nil:

@@ -88,16 +88,17 @@ const docIntro = `# Reliability
 Petri keeps its promises when the machinery around it fails. ` + "`" + `make chaos` + "`" + ` proves it: the
 program ` + "`" + `cmd/petri-chaos` + "`" + ` (package ` + "`" + `local/chaos` + "`" + `) starts Petri on the local control plane as
 ` + "`" + `make demo` + "`" + ` does (the operator and sync as the Deployments of ` + "`" + `config/` + "`" + `, the local node
-running every pod, the GitHub stand-in), with sync also serving a real Gitea and the GitLab
-stand-in (` + "`" + `local/gitlabapi` + "`" + `), injects faults scenario by scenario, and after each
+running every pod, the GitHub stand-in) and two workload clusters (` + "`" + `east` + "`" + ` and ` + "`" + `west` + "`" + `, each its
+own control plane and node, [clusters.md](clusters.md#on-this-machine)), with sync also serving
+a real Gitea and the GitLab stand-in (` + "`" + `local/gitlabapi` + "`" + `), injects faults scenario by scenario, and after each
 scenario checks every invariant below. A short version of every scenario runs in ` + "`" + `make test` + "`" + `
 (` + "`" + `tests/chaos` + "`" + `, a few minutes) and fails on any violation; scenario 5's short version plays
 on all three forges there.
 
 This page is written by ` + "`" + `make chaos` + "`" + `; the table is the last run's. At full size every
 scenario plays alone. The short version plays the scenarios that can share the machine (1, 2,
-4, 5, 6) at once and gives each violation to the scenario whose environment it concerns; 3, 7
-and 8 play alone.
+4, 5, 6) at once and gives each violation to the scenario whose environment it concerns; 3, 7,
+8 and 9 play alone.
 
 ## Last run
 
@@ -238,6 +239,26 @@ Sizes are full (` + "`" + `make chaos` + "`" + `) / short (` + "`" + `make test`
    revision); the values hold the text as Gitea holds it; the bystander's environment does
    not change; no Secret value is in a comment, a status or an environment's status; sync and
    the operator never restart and log no panic. Scenario 8 in ` + "`" + `local/chaos` + "`" + ` plays on GitHub.
+9. **Workload cluster unreachable or its credentials revoked.** Environments (the two light
+   components) are placed by name in the workload clusters ` + "`" + `east` + "`" + ` (6 / 3) and ` + "`" + `west` + "`" + ` (4 / 1),
+   the operator probing them every second. East's kube-apiserver is killed and kept down 10-30 /
+   12 s, then started again on the same etcd (3 / 1 times); Petri's credentials there are
+   revoked by deleting the ServiceAccount ` + "`" + `petri-operator` + "`" + ` in east (which invalidates the token of
+   the management cluster's Secret ` + "`" + `petri-cluster-east` + "`" + `), then given back as the registration
+   gives them: the ServiceAccount created again and a kubeconfig with a new TokenRequest token
+   written into the Secret (2 / 1 times). During each fault the WorkloadCluster ` + "`" + `east` + "`" + ` must be
+   ` + "`" + `Reachable` + "`" + ` False (` + "`" + `ClusterUnreachable` + "`" + `, ` + "`" + `CredentialsRejected` + "`" + `) and every east environment
+   Ready False ` + "`" + `ClusterUnreachable` + "`" + ` with a message naming east, within 30 s; a spec change of
+   a west environment must be deployed and every west environment stay Ready. During each cut
+   an east environment is deleted: its teardown must wait (` + "`" + `Stalled` + "`" + `, naming east) and the
+   environment must not be gone before east answers, then end with its namespace gone from
+   east; during the last cut another is deleted and given ` + "`" + `petri.dev/force-delete` + "`" + `: it must be
+   released within 30 s, and once east answers its namespace must still be there, untouched
+   (the suite then deletes it). After each fault the east environments must be Ready again with
+   the namespace (by UID) and the Helm release revisions, read from east's own API server, of
+   before the fault: nothing deleted, nothing deployed again. The orphan check lists the
+   namespaces of every workload cluster, and the Job and Helm invariants watch their Jobs and
+   pods. Without workload clusters in the stack, the scenario reports that it did not run.
 
 ## Running it
 

@@ -73,6 +73,10 @@ var scenarios = []scenario{
 	// Its checks wait for sync's answers, which GitHub failing (5) would
 	// hold up: it plays alone.
 	{8, "hostile author", playHostileAuthor, false},
+	// Its checks time the operator's answers to a cluster going away, and
+	// a cut of a kube-apiserver holds up every client of it: it plays
+	// alone.
+	{9, "workload cluster unreachable or its credentials revoked", playClusterFaults, false},
 }
 
 // scene is one scenario being played.

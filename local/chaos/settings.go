@@ -17,8 +17,14 @@ var SyncFlags = []string{"-resync-interval=" + resyncInterval.String(), "-github
 
 // OperatorFlags are the settings of petri-operator the suite runs with: a
 // short release verification period, so that a release deleted behind
-// Petri's back is found within a scenario (the default is ten minutes).
-var OperatorFlags = []string{"--verify-interval=30s"}
+// Petri's back is found within a scenario (the default is ten minutes),
+// and a short workload cluster probe, so that a cluster going away and
+// coming back is seen within a second (the default is 30 seconds).
+var OperatorFlags = []string{"--verify-interval=30s", "--cluster-probe-interval=1s"}
+
+// Clusters is the stack's Options.Clusters the suite runs with: the
+// management cluster and the workload clusters east and west (scenario 9).
+const Clusters = 3
 
 const (
 	resyncInterval = 5 * time.Second

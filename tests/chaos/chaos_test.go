@@ -25,6 +25,7 @@ func TestMain(m *testing.M) {
 	os.Exit(stacktest.Main(m, &st, stacktest.Config{Prefix: "chaos", Setup: func(dir string, _ map[string]string, o *stack.Options) error {
 		o.ConfigSource = filepath.Join(dir, "config-source")
 		o.Forges = chaos.Forges
+		o.Clusters = chaos.Clusters
 		return chaos.ConfigRepo(o.ConfigSource, chaos.Forges...)
 	}}))
 }
@@ -46,7 +47,7 @@ func TestShortChaos(t *testing.T) {
 	chaos.WriteTable(&table, res)
 	t.Logf("seed %d\n%s", seed, table.String())
 
-	require.Len(t, res.Rows, 8, "every scenario has a row")
+	require.Len(t, res.Rows, 9, "every scenario has a row")
 	for _, r := range res.Rows {
 		if r.NotRun != "" {
 			assert.Equal(t, 7, r.Number, "only the sync leader scenario may be missing, and only while sync has no leader election: %s", r.NotRun)
