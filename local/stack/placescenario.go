@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/githubapi"
 )
 
@@ -27,12 +28,14 @@ const (
 	spreadFirstPull = 201
 )
 
-// spreadApplicationFile is applications/spread.yaml: the example chart, no
-// shared workload (those run in the management cluster), placed on any
-// workload cluster by Spread.
+// spreadApplicationFile is applications/spread.yaml: the example chart,
+// bound to the shared store as hello is, placed on any workload cluster by
+// Spread; the operator deploys the store in each cluster it lands in.
 const spreadApplicationFile = `# Written by the local stack when it runs workload clusters: the example
 # application, placed on the workload clusters (every WorkloadCluster has a
-# region label), Spread: the one with the fewest spread environments.
+# region label), Spread: the one with the fewest spread environments. It
+# binds the shared store, which the operator deploys in each workload
+# cluster that has a spread environment (store.east, store.west).
 apiVersion: petri.dev/v1alpha1
 kind: Application
 name: spread
@@ -45,10 +48,14 @@ components:
       repository: /charts
       name: example-app
       version: 0.1.0
+    uses: [store]
     release:
       timeout: 2m
+    values:
+      envFromSecrets: [petri-binding-store]
     pullRequestValues:
       message: "Hello from pull request #{{ .Number }}, placed by Petri"
+sharedWorkloads: [store]
 placement:
   selector:
     matchExpressions:
@@ -119,7 +126,11 @@ func (sc *Scenario) placed(ctx context.Context, res *Result) error {
 			return fmt.Errorf("namespace %s is in the management cluster too (%v)", ns, err)
 		}
 		r.Event("%s: Ready in workload cluster %s, namespace %s there and not in the management cluster", env.Name, env.Status.Cluster, ns)
-		res.Placed = append(res.Placed, PlacedResult{Environment: env.Name, Cluster: env.Status.Cluster, Namespace: ns})
+		store, err := sc.storeIn(ctx, c, env)
+		if err != nil {
+			return err
+		}
+		res.Placed = append(res.Placed, PlacedResult{Environment: env.Name, Cluster: env.Status.Cluster, Namespace: ns, Store: store})
 		out, err := s.kubectlOn(ctx, c.Kubeconfig, "get", "deploy,pods", "-n", ns)
 		if err != nil {
 			return err
@@ -136,6 +147,38 @@ func (sc *Scenario) placed(ctx context.Context, res *Result) error {
 		r.Detail(out)
 	}
 	return sc.closePlaced(ctx, envs)
+}
+
+// storeIn checks that the shared store env binds is its cluster's: the
+// store's copy for that cluster Ready, its release in that cluster's shared
+// namespace, and the binding Secret in env's namespace there carrying the
+// copy's instance keys. It returns the copy's name.
+func (sc *Scenario) storeIn(ctx context.Context, c *controlplane.Cluster, env *petriv1.EphemeralEnvironment) (string, error) {
+	s, cluster := sc.Stack, env.Status.Cluster
+	name := demoSharedWorkload + "." + cluster
+	sw := &petriv1.SharedWorkload{}
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: ManagementNamespace, Name: name}, sw); err != nil {
+		return "", fmt.Errorf("the store's copy for %s: %w", cluster, err)
+	}
+	if sw.Status.Cluster != cluster || sw.Status.Phase != petriv1.EnvironmentReady {
+		return "", fmt.Errorf("shared workload %s: cluster %q, phase %s", name, sw.Status.Cluster, sw.Status.Phase)
+	}
+	var releases corev1.SecretList
+	if err := c.Client.List(ctx, &releases, client.InNamespace(SharedNamespace), client.MatchingLabels{"owner": "helm", "name": demoSharedWorkload, "status": "deployed"}); err != nil || len(releases.Items) == 0 {
+		return "", fmt.Errorf("no deployed release %s in %s's namespace %s (%v)", demoSharedWorkload, cluster, SharedNamespace, err)
+	}
+	var instance, binding corev1.Secret
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ManagementNamespace, Name: demoSharedWorkload + "-instance"}, &instance); err != nil {
+		return "", fmt.Errorf("the store's instance keys in %s: %w", cluster, err)
+	}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: env.Status.TargetNamespace, Name: "petri-binding-" + demoSharedWorkload}, &binding); err != nil {
+		return "", fmt.Errorf("the binding of %s in %s: %w", env.Name, cluster, err)
+	}
+	if string(binding.Data["ADMIN_PASSWORD"]) != string(instance.Data["ADMIN_PASSWORD"]) {
+		return "", fmt.Errorf("the binding of %s does not carry the instance keys of %s's store", env.Name, cluster)
+	}
+	sc.Report.Event("%s: bound to shared workload %s, its release %s deployed in %s's namespace %s", env.Name, name, demoSharedWorkload, cluster, SharedNamespace)
+	return name, nil
 }
 
 // waitPlacedReady waits for the environment of spread's pull request n to

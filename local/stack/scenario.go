@@ -68,9 +68,10 @@ type Result struct {
 }
 
 // PlacedResult is one environment of the placement step: the workload
-// cluster it was Ready in and its namespace there.
+// cluster it was Ready in, its namespace there and the shared store it was
+// bound to there (the store's copy for that cluster).
 type PlacedResult struct {
-	Environment, Cluster, Namespace string
+	Environment, Cluster, Namespace, Store string
 }
 
 // StepResult is one step's outcome.

@@ -52,9 +52,13 @@ func TestPullRequestLifecycle(t *testing.T) {
 	require.Len(t, res.SHAs, 2)
 	// Two pull requests of the spread application, Ready in the two
 	// workload clusters, one each (the step checked each namespace with
-	// its cluster's API server, and both gone after the close).
+	// its cluster's API server, and both gone after the close), each bound
+	// to the shared store deployed in its cluster.
 	require.Len(t, res.Placed, 2)
 	assert.ElementsMatch(t, []string{"east", "west"}, []string{res.Placed[0].Cluster, res.Placed[1].Cluster})
+	for _, p := range res.Placed {
+		assert.Equal(t, "store."+p.Cluster, p.Store, "%s is bound to the shared store of its own cluster", p.Environment)
+	}
 	assert.NotEqual(t, res.SHAs[0], res.SHAs[1])
 	assert.True(t, strings.HasPrefix(res.URL, st.IngressURL+"/"+res.Environment), "the URL %s is served by the local ingress", res.URL)
 	assert.True(t, strings.HasPrefix(res.Namespace, res.Environment+"-"), "namespace %s derives from %s", res.Namespace, res.Environment)
