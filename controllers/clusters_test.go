@@ -39,7 +39,7 @@ var workload struct {
 
 // workloadCluster starts the workload control plane once; the suite's
 // TestMain stops it.
-func workloadCluster(t *testing.T) *controlplane.Cluster {
+func workloadCluster(t testing.TB) *controlplane.Cluster {
 	t.Helper()
 	workload.once.Do(func() {
 		workload.cluster, workload.err = startWorkloadCluster()
@@ -98,7 +98,7 @@ var stopWorkload = func() {}
 // register makes a WorkloadCluster named name in the management cluster
 // whose credentials reach server (the workload cluster's API server, or a
 // proxy in front of it) as Petri's identity there.
-func register(t *testing.T, name, server string, capacity int32, labels map[string]string) {
+func register(t testing.TB, name, server string, capacity int32, labels map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	cfg := workload.operatorConfig
@@ -128,7 +128,7 @@ func register(t *testing.T, name, server string, capacity int32, labels map[stri
 	})
 }
 
-func waitCluster(t *testing.T, name, what string, cond func(*petriv1.WorkloadCluster) bool) *petriv1.WorkloadCluster {
+func waitCluster(t testing.TB, name, what string, cond func(*petriv1.WorkloadCluster) bool) *petriv1.WorkloadCluster {
 	t.Helper()
 	wc := &petriv1.WorkloadCluster{}
 	ok := eventually(90*time.Second, func() bool {
@@ -157,7 +157,7 @@ type proxy struct {
 	cut     bool
 }
 
-func newProxy(t *testing.T, backend string) *proxy {
+func newProxy(t testing.TB, backend string) *proxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	p := &proxy{ln: ln, backend: backend}
@@ -206,7 +206,7 @@ func (p *proxy) setCut(cut bool) {
 	}
 }
 
-func backendOf(t *testing.T, c *controlplane.Cluster) string {
+func backendOf(t testing.TB, c *controlplane.Cluster) string {
 	u, err := url.Parse(c.Config.Host)
 	require.NoError(t, err)
 	return u.Host

@@ -384,7 +384,7 @@ func conditionIs(e *petriv1.EphemeralEnvironment, typ string, status metav1.Cond
 	return c != nil && c.Status == status && (reason == "" || c.Reason == reason) && c.ObservedGeneration == e.Generation
 }
 
-func waitFor(t *testing.T, name string, what string, cond func(*petriv1.EphemeralEnvironment) bool) *petriv1.EphemeralEnvironment {
+func waitFor(t testing.TB, name string, what string, cond func(*petriv1.EphemeralEnvironment) bool) *petriv1.EphemeralEnvironment {
 	t.Helper()
 	var last *petriv1.EphemeralEnvironment
 	ok := eventually(90*time.Second, func() bool {
@@ -397,7 +397,7 @@ func waitFor(t *testing.T, name string, what string, cond func(*petriv1.Ephemera
 	return last
 }
 
-func waitGone(t *testing.T, obj client.Object) {
+func waitGone(t testing.TB, obj client.Object) {
 	t.Helper()
 	ok := eventually(90*time.Second, func() bool {
 		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
