@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,29 +60,7 @@ func (r *recorder) watchWorkload(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("watch cache of %s: %w", cfg.Host, err)
 	}
-	for obj, fn := range map[client.Object]func(any, bool){&batchv1.Job{}: r.onJob, &corev1.Pod{}: r.onPod} {
-		inf, err := c.GetInformer(ctx, obj)
-		if err != nil {
-			return fmt.Errorf("informer: %w", err)
-		}
-		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { fn(obj, false) },
-			UpdateFunc: func(_, obj any) { fn(obj, false) },
-			DeleteFunc: func(obj any) {
-				if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-					obj = d.Obj
-				}
-				fn(obj, true)
-			},
-		}); err != nil {
-			return err
-		}
-	}
-	go func() { _ = c.Start(ctx) }()
-	if !c.WaitForCacheSync(ctx) {
-		return fmt.Errorf("watch cache of %s did not sync", cfg.Host)
-	}
-	return nil
+	return runHandlers(ctx, c, "watch cache of "+cfg.Host, []handled{{&batchv1.Job{}, r.onJob}, {&corev1.Pod{}, r.onPod}})
 }
 
 // watchWorkloadClusters starts watchWorkload for every workload cluster of

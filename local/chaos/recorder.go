@@ -147,15 +147,24 @@ func (r *recorder) start(ctx context.Context, cfg *rest.Config, managementNamesp
 	if err != nil {
 		return fmt.Errorf("watch cache: %w", err)
 	}
-	handlers := []struct {
-		obj client.Object
-		fn  func(obj any, deleted bool)
-	}{
+	return runHandlers(ctx, c, "watch cache", []handled{
 		{&petriv1.EphemeralEnvironment{}, r.onEnvironment},
 		{&batchv1.Job{}, r.onJob},
 		{&corev1.Pod{}, r.onPod},
 		{&corev1.Namespace{}, r.onNamespace},
-	}
+	})
+}
+
+// handled is an object type the recorder watches and its handler.
+type handled struct {
+	obj client.Object
+	fn  func(obj any, deleted bool)
+}
+
+// runHandlers hands the cache's events of each type to its handler (a
+// deletion's last known state too), starts the cache until ctx ends and
+// returns once it is synced; what names the cache in errors.
+func runHandlers(ctx context.Context, c cache.Cache, what string, handlers []handled) error {
 	for _, h := range handlers {
 		inf, err := c.GetInformer(ctx, h.obj)
 		if err != nil {
@@ -177,7 +186,7 @@ func (r *recorder) start(ctx context.Context, cfg *rest.Config, managementNamesp
 	}
 	go func() { _ = c.Start(ctx) }()
 	if !c.WaitForCacheSync(ctx) {
-		return fmt.Errorf("watch cache did not sync")
+		return fmt.Errorf("%s did not sync", what)
 	}
 	return nil
 }
