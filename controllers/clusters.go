@@ -10,7 +10,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
@@ -30,8 +32,24 @@ type clusterRegistry struct {
 	// onConnect registers a new connection's events with the environment
 	// controller.
 	onConnect func(*clusterConn) error
+	// onProbed hears the first probe's finding of each connection: the
+	// passes that waited for it go on (the WorkloadCluster's status may
+	// not change, so its watch would not wake them).
+	onProbed []func(name string)
+	// startedAt is when the registry started; until connectGrace after
+	// it, a cluster not connected yet is one the WorkloadCluster
+	// controller has not come to, not one that does not answer.
+	startedAt time.Time
 	options   Options
 }
+
+// connectGrace is how long after the operator starts a workload cluster it
+// has no connection to yet counts as connecting rather than unreachable.
+const connectGrace = 30 * time.Second
+
+// clusterPendingPoll is how soon a pass that waits for its cluster's first
+// probe looks again, should the probe's wake-up be missed.
+const clusterPendingPoll = 5 * time.Second
 
 // clusterConn is one workload cluster's connection.
 type clusterConn struct {
@@ -45,9 +63,10 @@ type clusterConn struct {
 	synced chan struct{}
 
 	mu sync.Mutex
-	// reachable, reason and message are the last probe's finding.
-	reachable       bool
-	reason, message string
+	// reachable, reason and message are the last probe's finding; probed
+	// says there is one.
+	reachable, probed bool
+	reason, message   string
 }
 
 func newClusterRegistry(o Options) *clusterRegistry {
@@ -58,7 +77,7 @@ func newClusterRegistry(o Options) *clusterRegistry {
 // (manager.Runnable).
 func (r *clusterRegistry) Start(ctx context.Context) error {
 	r.mu.Lock()
-	r.ctx = ctx
+	r.ctx, r.startedAt = ctx, r.options.now()
 	r.mu.Unlock()
 	<-ctx.Done()
 	r.mu.Lock()
@@ -80,26 +99,56 @@ func (r *clusterRegistry) started() bool {
 func (r *clusterRegistry) NeedLeaderElection() bool { return true }
 
 // state is what an environment pass needs of its cluster: the target to
-// work in, or why it cannot.
-func (r *clusterRegistry) state(name string) (*target, string) {
+// work in, or why it cannot. pending says that the operator has not heard
+// from the cluster yet since it started (no connection within
+// connectGrace of the start, or one whose first probe has not answered):
+// the pass waits for it and says nothing of the cluster.
+func (r *clusterRegistry) state(name string) (t *target, why string, pending bool) {
 	r.mu.Lock()
-	c := r.conns[name]
+	c, startedAt := r.conns[name], r.startedAt
 	r.mu.Unlock()
 	if c == nil {
-		return nil, fmt.Sprintf("workload cluster %s is not connected (no WorkloadCluster %s, or its credentials could not be read)", name, name)
+		connecting := startedAt.IsZero() || r.options.now().Sub(startedAt) < connectGrace
+		return nil, fmt.Sprintf("workload cluster %s is not connected (no WorkloadCluster %s, or its credentials could not be read)", name, name), connecting
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.reachable {
-		return nil, fmt.Sprintf("workload cluster %s does not answer: %s", name, c.message)
+	if !c.probed {
+		return nil, fmt.Sprintf("workload cluster %s is connecting", name), true
 	}
-	return c.target, ""
+	if !c.reachable {
+		return nil, fmt.Sprintf("workload cluster %s does not answer: %s", name, c.message), false
+	}
+	return c.target, "", false
 }
 
 // reachable reports whether the named cluster answered its last probe.
 func (r *clusterRegistry) reachable(name string) bool {
-	t, _ := r.state(name)
+	t, _, _ := r.state(name)
 	return t != nil
+}
+
+// probes is a channel of the WorkloadClusters (in namespace) whose new
+// connection has its first probe's finding, for a controller's watch. A
+// full channel drops the event: the pass it would wake looks again after
+// clusterPendingPoll.
+func (r *clusterRegistry) probes(namespace string) <-chan event.GenericEvent {
+	ch := make(chan event.GenericEvent, 64)
+	r.onProbed = append(r.onProbed, func(name string) {
+		select {
+		case ch <- event.GenericEvent{Object: &petriv1.WorkloadCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}}:
+		default:
+		}
+	})
+	return ch
+}
+
+// probedFirst tells the registry's listeners that the named cluster's new
+// connection has its first probe's finding.
+func (r *clusterRegistry) probedFirst(name string) {
+	for _, f := range r.onProbed {
+		f(name)
+	}
 }
 
 // connect returns the named cluster's connection for credentials, building
@@ -185,9 +234,16 @@ func (c *clusterConn) probe(ctx context.Context, o Options) (reachable bool, rea
 		reason, message = petriv1.ReasonClusterUnreachable, unreachableMessage(err)
 	}
 	c.mu.Lock()
-	c.reachable, c.reason, c.message = reachable, reason, message
+	c.reachable, c.reason, c.message, c.probed = reachable, reason, message, true
 	c.mu.Unlock()
 	return reachable, reason, message
+}
+
+// wasProbed reports whether the connection has a probe's finding.
+func (c *clusterConn) wasProbed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.probed
 }
 
 // unreachableMessage says why a request did not get an answer, without
@@ -229,16 +285,16 @@ func newWorkloadCluster(ctx context.Context, cfg *rest.Config, o Options) (clust
 // forCluster is ctx for a pass over env in its cluster: the management
 // cluster's for an environment not placed in a workload cluster, the
 // workload cluster's target otherwise; why says, when it cannot, why.
-func (r *EphemeralEnvironmentReconciler) forCluster(ctx context.Context, env *petriv1.EphemeralEnvironment) (_ context.Context, why string) {
+func (r *EphemeralEnvironmentReconciler) forCluster(ctx context.Context, env *petriv1.EphemeralEnvironment) (_ context.Context, why string, pending bool) {
 	if env.Status.Cluster == "" || r.clusters == nil {
 		if env.Status.Cluster != "" {
-			return ctx, fmt.Sprintf("workload cluster %s: this operator runs without workload clusters", env.Status.Cluster)
+			return ctx, fmt.Sprintf("workload cluster %s: this operator runs without workload clusters", env.Status.Cluster), false
 		}
-		return ctx, ""
+		return ctx, "", false
 	}
-	t, why := r.clusters.state(env.Status.Cluster)
+	t, why, pending := r.clusters.state(env.Status.Cluster)
 	if t == nil {
-		return ctx, why
+		return ctx, why, pending
 	}
-	return log.IntoContext(withTarget(ctx, t), log.FromContext(ctx).WithValues("cluster", t.name)), ""
+	return log.IntoContext(withTarget(ctx, t), log.FromContext(ctx).WithValues("cluster", t.name)), "", false
 }

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -184,4 +185,38 @@ func conditionFalse(cs []metav1.Condition, typ string) bool {
 		}
 	}
 	return false
+}
+
+// An operator that restarts says nothing of a workload cluster before it
+// has heard from it: an environment Ready there stays Ready (no
+// ClusterUnreachable, no Warning), and one created meanwhile is placed as
+// soon as the new operator's first probe answers.
+func TestRestartKeepsPlacedEnvironmentsReady(t *testing.T) {
+	wl := workloadCluster(t)
+	register(t, "steadfast", wl.Config.Host, 10, nil)
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, placedIn("steadfast", greeter("app"))("stays")))
+	before := waitFor(t, "stays", "Ready in steadfast", ready)
+	readySince := apimeta.FindStatusCondition(before.Status.Conditions, petriv1.ConditionReady).LastTransitionTime
+
+	restartOperator(t)
+	require.NoError(t, env.Client.Create(ctx, placedIn("steadfast", greeter("app"))("after-restart")))
+	waitFor(t, "after-restart", "placed and Ready after the restart", ready)
+
+	e := get(t, "stays")
+	assert.True(t, ready(e), "still Ready: %s", describe(e))
+	c := apimeta.FindStatusCondition(e.Status.Conditions, petriv1.ConditionReady)
+	assert.Equal(t, readySince, c.LastTransitionTime, "Ready never went False across the restart")
+	var events corev1.EventList
+	require.NoError(t, env.Client.List(ctx, &events, client.InNamespace(mgmtNS)))
+	for _, ev := range events.Items {
+		if ev.InvolvedObject.UID == e.UID && ev.Reason == petriv1.ReasonClusterUnreachable {
+			t.Errorf("event %s %s: %s", ev.Type, ev.Reason, ev.Message)
+		}
+	}
+	for _, name := range []string{"stays", "after-restart"} {
+		x := get(t, name)
+		require.NoError(t, env.Client.Delete(ctx, x))
+		waitGone(t, x)
+	}
 }

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 )
@@ -100,10 +101,16 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 		log.FromContext(ctx).V(1).Info("Cache is behind the last status written, waiting for it", "resourceVersion", env.ResourceVersion)
 		return reconcile.Result{RequeueAfter: staleCachePoll}, nil
 	}
+	ctx, why, pending := r.forCluster(ctx, env)
+	if pending {
+		// The operator has not heard from the cluster since it started:
+		// nothing is said of it yet. Its first probe wakes the pass.
+		log.FromContext(ctx).V(1).Info("Waiting for the workload cluster's first probe", "cluster", env.Status.Cluster)
+		return reconcile.Result{RequeueAfter: clusterPendingPoll}, nil
+	}
 	s := r.newScope(req.NamespacedName, env)
 	defer func() { retErr = s.close(ctx, retErr) }()
 	r.placements.seen(env)
-	ctx, why := r.forCluster(ctx, env)
 	if why != "" {
 		return r.clusterAway(ctx, env, s.pass, why)
 	}
@@ -313,7 +320,8 @@ func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) e
 		Named("ephemeralenvironment")
 	if r.clusters != nil {
 		b = b.Watches(&petriv1.WorkloadCluster{}, handler.EnqueueRequestsFromMapFunc(r.environmentsOfCluster)).
-			Watches(&petriv1.EphemeralEnvironment{}, handler.EnqueueRequestsFromMapFunc(r.environmentLeftCluster), builder.WithPredicates(deletedOnly))
+			Watches(&petriv1.EphemeralEnvironment{}, handler.EnqueueRequestsFromMapFunc(r.environmentLeftCluster), builder.WithPredicates(deletedOnly)).
+			WatchesRawSource(source.Channel(r.clusters.probes(r.Options.ManagementNamespace), handler.EnqueueRequestsFromMapFunc(r.environmentsOfCluster)))
 	}
 	c, err := b.Build(r)
 	if err != nil {

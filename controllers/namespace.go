@@ -158,7 +158,7 @@ func (r *EphemeralEnvironmentReconciler) placeAndReserve(ctx context.Context, en
 		p.requeueAfter(clusterAwayPoll)
 		return err
 	}
-	t, why := r.clusters.state(cluster)
+	t, why, _ := r.clusters.state(cluster)
 	if t == nil {
 		setCondition(env, petriv1.ConditionClusterPlaced, metav1.ConditionFalse, petriv1.ReasonClusterUnreachable, why)
 		p.requeueAfter(clusterAwayPoll)

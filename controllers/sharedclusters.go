@@ -80,16 +80,17 @@ const LabelSharedWorkloadUID = "petri.dev/shared-workload-uid"
 const sharedClusterPoll = 30 * time.Second
 
 // inCluster is ctx for a pass over a copy in its workload cluster; why says
-// why it cannot be worked on now.
-func (r *SharedWorkloadReconciler) inCluster(ctx context.Context, cluster string) (context.Context, string) {
+// why it cannot be worked on now, pending that the operator has not heard
+// from the cluster yet since it started.
+func (r *SharedWorkloadReconciler) inCluster(ctx context.Context, cluster string) (_ context.Context, why string, pending bool) {
 	if r.clusters == nil {
-		return ctx, fmt.Sprintf("workload cluster %s: this operator runs without workload clusters", cluster)
+		return ctx, fmt.Sprintf("workload cluster %s: this operator runs without workload clusters", cluster), false
 	}
-	t, why := r.clusters.state(cluster)
+	t, why, pending := r.clusters.state(cluster)
 	if t == nil {
-		return ctx, why
+		return ctx, why, pending
 	}
-	return log.IntoContext(withTarget(ctx, t), log.FromContext(ctx).WithValues("cluster", cluster)), ""
+	return log.IntoContext(withTarget(ctx, t), log.FromContext(ctx).WithValues("cluster", cluster)), "", false
 }
 
 // clustersOfUsers are the workload clusters the environments using the

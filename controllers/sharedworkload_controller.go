@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
@@ -98,7 +99,10 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 	if isCopy {
 		sw.Status.Cluster = cluster
 		var why string
-		if ctx, why = r.inCluster(ctx, cluster); why != "" {
+		var pending bool
+		if ctx, why, pending = r.inCluster(ctx, cluster); pending {
+			return reconcile.Result{RequeueAfter: clusterPendingPoll}, nil
+		} else if why != "" {
 			return r.clusterAway(ctx, sw, why)
 		}
 	}
@@ -402,7 +406,8 @@ func (r *SharedWorkloadReconciler) SetupWithManager(mgr manager.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.Concurrency/2)}).
 		Named("sharedworkload")
 	if r.clusters != nil {
-		b = b.Watches(&petriv1.WorkloadCluster{}, handler.EnqueueRequestsFromMapFunc(r.sharedWorkloadsOfCluster))
+		b = b.Watches(&petriv1.WorkloadCluster{}, handler.EnqueueRequestsFromMapFunc(r.sharedWorkloadsOfCluster)).
+			WatchesRawSource(source.Channel(r.clusters.probes(r.Options.ManagementNamespace), handler.EnqueueRequestsFromMapFunc(r.sharedWorkloadsOfCluster)))
 	}
 	c, err := b.Build(r)
 	r.ctrl = c

@@ -52,7 +52,7 @@ func (r *EphemeralEnvironmentReconciler) runSidePass(ctx context.Context, key ty
 	if !env.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(env, petriv1.Finalizer) {
 		return reconcile.Result{}, nil
 	}
-	ctx, why := r.forCluster(ctx, env)
+	ctx, why, _ := r.forCluster(ctx, env)
 	if why != "" {
 		// The main controller says so in the status.
 		return reconcile.Result{RequeueAfter: clusterAwayPoll}, nil

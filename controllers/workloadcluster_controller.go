@@ -112,7 +112,12 @@ func (r *WorkloadClusterReconciler) connectAndProbe(ctx context.Context, wc *pet
 	if err != nil {
 		return false, petriv1.ReasonClusterUnreachable, err.Error()
 	}
-	return conn.probe(ctx, r.Options)
+	first := !conn.wasProbed()
+	reachable, reason, message := conn.probe(ctx, r.Options)
+	if first {
+		r.clusters.probedFirst(wc.Name)
+	}
+	return reachable, reason, message
 }
 
 // load is what is placed in one cluster.
