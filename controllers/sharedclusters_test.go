@@ -24,6 +24,7 @@ import (
 // binding is made there from them. Deleting the shared workload deletes
 // the copy, which undeploys its release there and leaves nothing of it.
 func TestSharedWorkloadIsDeployedInTheClusterOfItsUsers(t *testing.T) {
+	t.Parallel()
 	wl := workloadCluster(t)
 	register(t, "south", wl.Config.Host, 10, nil)
 	ctx := context.Background()

@@ -142,7 +142,7 @@ func TestHostileAuthorOnGitea(t *testing.T) {
 	assert.Contains(t, held.Title, "\uFFFD")
 	require.Len(t, held.Labels, len(labels))
 
-	h.waitReady(n)
+	h.waitSettled(n, held, sha)
 	require.Eventually(t, func() bool { return len(h.syncComments(n)) == 1 }, time.Minute, 20*time.Millisecond)
 	after, err := srv.Comment(&g.Stranger, stack.DemoRepository, n, forged)
 	require.NoError(t, err)
@@ -251,22 +251,41 @@ func (h *hostileRun) checkState(n int, last int64) {
 	assert.WithinDuration(h.t, time.Now().Add(24*time.Hour), app.ExpiresAt.Time, 10*time.Minute, "the ttl counts from the first Ready")
 }
 
-// checkLiteral: the environment's values hold the title, branch, labels
-// and author as Gitea holds them, and sync's comment keeps its shape.
-func (h *hostileRun) checkLiteral(n int, held giteaPull, sha string) {
+// literalValues are the values the hostile application renders for pull
+// request n as Gitea holds it.
+func literalValues(n int, held giteaPull, sha string) map[string]any {
 	var labels []string
 	for _, l := range held.Labels {
 		labels = append(labels, l.Name)
 	}
-	want := map[string]any{
+	return map[string]any{
 		"message": fmt.Sprintf("PR #%d: %s (%s)", n, held.Title, strings.Join(labels, ", ")),
 		"commit":  sha,
 		"env":     map[string]any{"PR_TITLE": held.Title, "PR_BRANCH": held.Head.Ref, "PR_AUTHOR": held.User.Login},
 	}
+}
+
+// waitSettled waits until the environment of pull request n renders it as
+// Gitea holds it (its title and every label: sync can hear of the pull
+// request before all its labels are on, and writes the environment again
+// when it hears of the rest) and is Ready at that generation.
+func (h *hostileRun) waitSettled(n int, held giteaPull, sha string) {
+	h.t.Helper()
+	want := literalValues(n, held, sha)
+	require.Eventually(h.t, func() bool {
+		e := h.env(n)
+		return e != nil && e.Status.Phase == petriv1.EnvironmentReady && e.Status.ObservedGeneration == e.Generation &&
+			len(chaos.ValuesDiff(valuesOf(h.t, e, "app"), want)) == 0
+	}, 3*time.Minute, 50*time.Millisecond, "the environment of #%d renders the pull request as Gitea holds it, and is Ready", n)
+}
+
+// checkLiteral: the environment's values hold the title, branch, labels
+// and author as Gitea holds them, and sync's comment keeps its shape.
+func (h *hostileRun) checkLiteral(n int, held giteaPull, sha string) {
 	e := h.env(n)
 	require.NotNil(h.t, e)
 	got := valuesOf(h.t, e, "app")
-	assert.Empty(h.t, chaos.ValuesDiff(got, want), "the values hold the text literally")
+	assert.Empty(h.t, chaos.ValuesDiff(got, literalValues(n, held, sha)), "the values hold the text literally")
 	require.NotNil(h.t, e.Spec.Source)
 	assert.Equal(h.t, held.Head.Ref, e.Spec.Source.Branch)
 	assert.Equal(h.t, sha, e.Spec.Source.SHA)
