@@ -29,6 +29,11 @@ KUBE_VERSION_LDFLAGS = $(foreach pkg,k8s.io/component-base/version k8s.io/client
   -X $(pkg).buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ))
 
 GO_TEST_FLAGS ?= -timeout 20m
+# The slowest test packages (each several minutes, most of it waiting on
+# the control planes they start) are named first so that go test starts
+# them first; ./... after them adds the rest, each package once. Started
+# last, two of them would run alone at the end on this 2-core machine.
+SLOW_TEST_PACKAGES := ./controllers ./tests/forges ./tests/realnode ./tests/chaos
 
 export KUBEBUILDER_ASSETS := $(BIN)
 
@@ -239,7 +244,7 @@ chromium: ## Make sure headless Chromium is installed (apt-get install -y chromi
 
 .PHONY: test
 test: verify-generated fmt-check vet controlplane node gitea chromium postgres ## Everything CI checks: generated code, gofmt, vet, the control plane, go test.
-	go test $(GO_TEST_FLAGS) ./...
+	go test $(GO_TEST_FLAGS) $(SLOW_TEST_PACKAGES) ./...
 
 # Each fuzz target runs for FUZZTIME; make test runs their seed corpora.
 # New inputs are minimized for FUZZMINIMIZETIME (200 runs): minimizing
