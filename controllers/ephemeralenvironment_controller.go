@@ -97,9 +97,12 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 		// The cache has not caught up with this operator's own last write:
 		// acting on the older object would repeat what that write recorded
 		// (start a Job again under a name already used). The write's watch
-		// event brings the environment back; the requeue covers a lost one.
+		// event brings the environment back (this controller hears every
+		// change of it; a relisting informer delivers it as an update too),
+		// so nothing is requeued: a requeue was one more pass after the one
+		// the event brings.
 		log.FromContext(ctx).V(1).Info("Cache is behind the last status written, waiting for it", "resourceVersion", env.ResourceVersion)
-		return reconcile.Result{RequeueAfter: staleCachePoll}, nil
+		return reconcile.Result{}, nil
 	}
 	ctx, why, pending := r.forCluster(ctx, env)
 	if pending {
