@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/local/internal/benchkit"
 )
@@ -159,7 +160,7 @@ func floorCreate(ctx context.Context, c client.Client, jobs *jobTracker, templat
 		}); err != nil {
 			return "", err
 		}
-		job := floorJob(template, name+"-deploy-"+comp, sa, secret)
+		job := floorJob(template, name, comp, sa, secret)
 		return job.Name, create(job)
 	}
 
@@ -255,11 +256,16 @@ func floorDelete(ctx context.Context, c client.Client, name string) error {
 
 // floorJob is the operator's deploy Job, renamed, in the floor namespace,
 // running as the floor's identity with the floor's values Secret.
-func floorJob(template *batchv1.Job, name, serviceAccount, secret string) *batchv1.Job {
-	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: floorNamespace, Name: name, Labels: map[string]string{"petri.dev/bench-floor": "true"}}}
+func floorJob(template *batchv1.Job, env, component, serviceAccount, secret string) *batchv1.Job {
+	// Labelled as the operator labels its deploy Jobs, so that the same
+	// watches time both runs' stages (stageTracker).
+	labels := func() map[string]string {
+		return map[string]string{"petri.dev/bench-floor": "true", petriv1.LabelEnvironment: env, contract.LabelComponent: component, contract.LabelAction: contract.ActionDeploy}
+	}
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: floorNamespace, Name: env + "-deploy-" + component, Labels: labels()}}
 	j.Spec = *template.Spec.DeepCopy()
 	j.Spec.Selector, j.Spec.ManualSelector = nil, nil
-	j.Spec.Template.Labels = map[string]string{"petri.dev/bench-floor": "true"}
+	j.Spec.Template.Labels = labels()
 	j.Spec.Template.Spec.ServiceAccountName = serviceAccount
 	for i := range j.Spec.Template.Spec.Volumes {
 		if s := j.Spec.Template.Spec.Volumes[i].Secret; s != nil {

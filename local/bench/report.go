@@ -198,10 +198,10 @@ func (r *Results) WriteTable(w io.Writer) {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "scale\tcreates\tall Ready\tall gone\toperator peak RSS\toperator CPU\tAPI requests per environment\ttarget\tmet")
-		for _, s := range r.Scale {
+		for i, s := range r.Scale {
 			t, met := r.scaleTarget(s)
 			if s.Mode == ModeFloor {
-				ratio, met := r.floorRatio(s)
+				ratio, met := r.floorRatio(i)
 				fmt.Fprintf(tw, "%d × 3 components, %s\t-\t%s\t-\t-\t-\t-\t%s\t%s\n", s.Environments, s.Mode, readyCell(s.AllReady, s.NotReady), ratio, met)
 				continue
 			}
@@ -302,10 +302,10 @@ func (r *Results) scaleMarkdown(b *strings.Builder) {
 	fmt.Fprintln(b)
 	fmt.Fprintln(b, "| scale (created at once) | creates | all Ready | all gone | operator peak RSS | operator CPU | load before → after | target | met |")
 	fmt.Fprintln(b, "|---|---|---|---|---|---|---|---|---|")
-	for _, s := range r.Scale {
+	for i, s := range r.Scale {
 		t, met := r.scaleTarget(s)
 		if s.Mode == ModeFloor {
-			ratio, met := r.floorRatio(s)
+			ratio, met := r.floorRatio(i)
 			fmt.Fprintf(b, "| %d × 3 components, %s | - | %s | - | - | - | %s → %s | %s | %s |\n", s.Environments, s.Mode,
 				readyCell(s.AllReady, s.NotReady), s.LoadBefore, s.LoadAfter, ratio, met)
 			continue
@@ -332,6 +332,7 @@ func (r *Results) scaleMarkdown(b *strings.Builder) {
 			secs(s.JobLatency.Median), secs(s.JobLatency.P99), ms(s.APIServerLatency), s.APIServerRequests)
 	}
 	fmt.Fprintln(b)
+	writeStages(b, r.Scale)
 	fmt.Fprintln(b, "kube-apiserver's requests per environment from the first create to the last Ready, from every client (the operator, the Job controller, the node, a namespace's own controllers), by verb and resource (`apiserver_request_total`, watches left out):")
 	fmt.Fprintln(b)
 	fmt.Fprintln(b, "| scale | total | largest by resource |")
@@ -393,14 +394,22 @@ func (r *Results) hasFloor() bool {
 	return false
 }
 
-// floorRatio is the no-op operator's all Ready over the floor's at the
-// floor run's size.
-func (r *Results) floorRatio(f ScaleResult) (string, string) {
-	for _, s := range r.Scale {
-		if s.Mode == ModeNoop && s.Environments == f.Environments && s.NotReady == 0 && f.NotReady == 0 && f.AllReady > 0 {
-			ratio := float64(s.AllReady) / float64(f.AllReady)
-			return fmt.Sprintf("operator ÷ floor %.2fx (≤ %.1fx)", ratio, TargetFloorRatio), yesNo(ratio <= TargetFloorRatio)
+// floorRatio is the no-op operator's all Ready over the floor's: the
+// floor run at index i of r.Scale against the no-op run of its size that
+// came just before it (each floor run follows its no-op run; with the same
+// size run several times, each floor is paired with its own).
+func (r *Results) floorRatio(i int) (string, string) {
+	f := r.Scale[i]
+	for j := i - 1; j >= 0; j-- {
+		s := r.Scale[j]
+		if s.Mode != ModeNoop || s.Environments != f.Environments {
+			continue
 		}
+		if s.NotReady != 0 || f.NotReady != 0 || f.AllReady <= 0 {
+			return "", ""
+		}
+		ratio := float64(s.AllReady) / float64(f.AllReady)
+		return fmt.Sprintf("operator ÷ floor %.2fx (≤ %.1fx)", ratio, TargetFloorRatio), yesNo(ratio <= TargetFloorRatio)
 	}
 	return "", ""
 }

@@ -69,6 +69,8 @@ type ScaleResult struct {
 	MaxQueue           float64
 	// JobLatency is from a deploy Job's creation to its completion.
 	JobLatency Dist
+	// Stages is the environments' way to Ready, step by step.
+	Stages Stages
 	// APIServerLatency is kube-apiserver's mean request duration over the
 	// run (watches excluded), and APIServerRequests its requests.
 	APIServerLatency  time.Duration
@@ -118,6 +120,7 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	tracker := trackEnvironments(tctx, c, managementNamespace)
+	stages := trackStages(tctx, c, managementNamespace)
 	before, err := op.apiRequests()
 	if err != nil {
 		return res, err
@@ -134,6 +137,7 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 		names[i] = fmt.Sprintf("%s-%04d", name, i)
 	}
 	tracker.forget(names)
+	stages.forget(names)
 	var profileDone chan error
 	if o.ProfileDir != "" {
 		profileDone = make(chan error, 2)
@@ -163,6 +167,7 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 		res.AllReady = time.Since(start)
 	}
 	res.CPUToReady = sampleCPU().since(cpuBefore)
+	res.Stages = stages.stages(tracker.created(names), readyAt)
 	if apiReady, err := e.apiServerMetrics(ctx); err == nil && apiBefore != nil {
 		res.APIServerByResource = apiServerRequestsByResource(apiBefore, apiReady, o.Environments)
 	}

@@ -47,6 +47,8 @@ func (e *env) scaleFloor(ctx context.Context, n int, template *batchv1.Job, time
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	jobs := trackJobs(tctx, c, floorNamespace)
+	envs := trackEnvironments(tctx, c, floorNamespace)
+	stages := trackStages(tctx, c, floorNamespace)
 	apiBefore, _ := e.apiServerMetrics(ctx)
 
 	names := make([]string, n)
@@ -92,6 +94,11 @@ func (e *env) scaleFloor(ctx context.Context, n int, template *batchv1.Job, time
 	wg.Wait()
 	res.CPUToReady = sampleCPU().since(cpuBefore)
 	res.AllReady, res.NotReady = last, missing
+	if missing == 0 {
+		// The floor's client wrote Ready; its watch may show it a moment later.
+		readyAt, _, _ := envs.waitAll(ctx, names, false, timeout)
+		res.Stages = stages.stages(envs.created(names), readyAt)
+	}
 	if len(errs) > 0 {
 		res.Error = fmt.Sprintf("%d not Ready, first errors: %v", missing, errs)
 		res.AllReady = time.Since(start)

@@ -46,6 +46,7 @@ func (n *notifier) notify() {
 type envTracker struct {
 	notifier
 	mu     sync.Mutex
+	seen   map[string]time.Time
 	ready  map[string]time.Time
 	gone   map[string]time.Time
 	failed map[string]string
@@ -53,7 +54,7 @@ type envTracker struct {
 }
 
 func trackEnvironments(ctx context.Context, c client.WithWatch, namespace string) *envTracker {
-	t := &envTracker{ready: map[string]time.Time{}, gone: map[string]time.Time{}, failed: map[string]string{}, known: map[string]bool{}}
+	t := &envTracker{seen: map[string]time.Time{}, ready: map[string]time.Time{}, gone: map[string]time.Time{}, failed: map[string]string{}, known: map[string]bool{}}
 	synced := make(chan struct{})
 	go benchkit.WatchLoop(ctx, c, func() client.ObjectList { return &petriv1.EphemeralEnvironmentList{} },
 		[]client.ListOption{client.InNamespace(namespace)}, t.observe, t.listed, synced)
@@ -85,6 +86,9 @@ func (t *envTracker) observe(typ watch.EventType, o client.Object) {
 	now := time.Now()
 	t.mu.Lock()
 	t.known[e.Name] = true
+	if _, ok := t.seen[e.Name]; !ok && typ != watch.Deleted {
+		t.seen[e.Name] = now
+	}
 	switch {
 	case typ == watch.Deleted:
 		if _, seen := t.gone[e.Name]; !seen {
@@ -122,11 +126,25 @@ func (t *envTracker) forget(names []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, n := range names {
+		delete(t.seen, n)
 		delete(t.ready, n)
 		delete(t.gone, n)
 		delete(t.failed, n)
 		delete(t.known, n)
 	}
+}
+
+// created is when each of names was first seen.
+func (t *envTracker) created(names []string) map[string]time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]time.Time{}
+	for _, n := range names {
+		if at, ok := t.seen[n]; ok {
+			out[n] = at
+		}
+	}
+	return out
 }
 
 // waitAll waits until every name is ready (or gone, with gone set), or the
