@@ -2,9 +2,11 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -133,6 +135,7 @@ func (r *EphemeralEnvironmentReconciler) startStartable(ctx context.Context, env
 		states[c.Name] = componentGraphState(componentStatus(env, c.Name))
 	}
 	bindingFailed := map[string]bool{}
+	var startable []string
 	for _, name := range graph.Startable(nodes, states) {
 		if blocker, failed := bindingBlocker(env, name); blocker != "" {
 			componentStatus(env, name).Message = blocker
@@ -144,16 +147,30 @@ func (r *EphemeralEnvironmentReconciler) startStartable(ctx context.Context, env
 			}
 			continue
 		}
-		started, err := r.startDeploy(ctx, env, name, p)
+		startable = append(startable, name)
+	}
+	// Components that do not depend on one another start together: their
+	// Jobs' requests go out at once, not one component after the other
+	// (a pass's requests are most of an environment's way to its first
+	// Jobs; docs/benchmarks.md). What they found is recorded in the
+	// graph's order.
+	launches := r.launchDeploys(ctx, env, startable)
+	var errs []error
+	for _, l := range launches {
+		started, err := r.recordLaunch(ctx, env, l, p)
 		if err != nil {
-			return err
+			errs = append(errs, err)
+			continue
 		}
 		if started {
-			states[name] = graph.Running
+			states[l.component] = graph.Running
 		} else {
 			// The API server may have refused its Job: a failed attempt.
-			states[name] = componentGraphState(componentStatus(env, name))
+			states[l.component] = componentGraphState(componentStatus(env, l.component))
 		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
 	blocked := graph.Blocked(nodes, states)
 	for _, c := range env.Spec.Components {
@@ -290,27 +307,61 @@ func findComponent(env *petriv1.EphemeralEnvironment, name string) *petriv1.Comp
 	return nil
 }
 
-// startDeploy writes the component's merged values into an immutable Secret
+// deployLaunch is what starting one component's deploy Job found: the
+// Job started, its release busy with another Job, the Job refused by the
+// API server (a failed attempt, retried with the component's backoff), or an
+// error that fails the pass.
+type deployLaunch struct {
+	component, job string
+	attempt        int32
+	busy           string
+	refused        error
+	err            error
+	at             metav1.Time
+}
+
+// launchDeploys starts the deploy Jobs of the components at once, each
+// after its values Secret, and returns what each found, in their order.
+// It only reads env; recordLaunch writes each outcome to its status.
+func (r *EphemeralEnvironmentReconciler) launchDeploys(ctx context.Context, env *petriv1.EphemeralEnvironment, components []string) []deployLaunch {
+	out := make([]deployLaunch, len(components))
+	if len(components) == 1 {
+		out[0] = r.launchDeploy(ctx, env, components[0])
+		return out
+	}
+	var wg sync.WaitGroup
+	for i, name := range components {
+		wg.Go(func() { out[i] = r.launchDeploy(ctx, env, name) })
+	}
+	wg.Wait()
+	return out
+}
+
+// launchDeploy writes the component's merged values into an immutable Secret
 // of this generation and creates its deploy Job. Both names are
 // deterministic: after a restart the existing ones are adopted. It starts
 // nothing while another Helm operation on the release runs (releaseBusy).
-func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, name string, p *pass) (bool, error) {
-	attempt := max(componentStatus(env, name).Attempt, 1)
-	jobName := deployJobName(env, name, attempt)
-	if busy, err := r.releaseBusy(ctx, env, name, jobName, p); err != nil || busy != "" {
-		if busy != "" {
-			componentStatus(env, name).Message = busyMessage(busy)
+func (r *EphemeralEnvironmentReconciler) launchDeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, name string) deployLaunch {
+	attempt := int32(1)
+	for _, cs := range env.Status.Components {
+		if cs.Name == name {
+			attempt = max(cs.Attempt, 1)
 		}
-		return false, err
+	}
+	l := deployLaunch{component: name, attempt: attempt, job: deployJobName(env, name, attempt)}
+	if l.busy, l.err = r.releaseBusy(ctx, env, name, l.job); l.err != nil || l.busy != "" {
+		return l
 	}
 	c := findComponent(env, name)
 	merged, err := values.Merge(c.Values, specValues(env, name))
 	if err != nil {
-		return false, fmt.Errorf("values of component %s: %w", name, err)
+		l.err = fmt.Errorf("values of component %s: %w", name, err)
+		return l
 	}
 	data, err := values.YAML(merged)
 	if err != nil {
-		return false, err
+		l.err = err
+		return l
 	}
 	gen := env.Generation
 	secretName := envJobKey(env, valuesSubject, name, gen).Name()
@@ -321,10 +372,12 @@ func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *p
 		Data:       map[string][]byte{jobs.ValuesKey: data},
 	}
 	if err := controllerutil.SetControllerReference(env, secret, r.Scheme()); err != nil {
-		return false, err
+		l.err = err
+		return l
 	}
 	if err := r.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-		return false, fmt.Errorf("create values secret for %s: %w", name, err)
+		l.err = fmt.Errorf("create values secret for %s: %w", name, err)
+		return l
 	}
 
 	args := []string{"deploy",
@@ -337,27 +390,47 @@ func (r *EphemeralEnvironmentReconciler) startDeploy(ctx context.Context, env *p
 		"--termination-log", jobs.TerminationLogPath,
 	}
 	args = append(args, releaseArgs(r.Options, c.Chart, c.Release)...)
-	cs := componentStatus(env, name)
-	now := r.Options.metaNow()
-	if err := r.createJobWithin(ctx, env, jobName, labels, args, secretName, releaseDeadline(c.Release)); err != nil {
+	l.at = r.Options.metaNow()
+	if err := r.createJobWithin(ctx, env, l.job, labels, args, secretName, releaseDeadline(c.Release)); err != nil {
 		if !apierrors.IsForbidden(err) && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsInternalError(err) && !apierrors.IsTooManyRequests(err) && !apierrors.IsServiceUnavailable(err) {
-			return false, err
+			l.err = err
+			return l
 		}
 		// The API server refused the Job (a quota, an admission webhook
-		// that timed out): a failed attempt like any other, retried with
-		// the component's backoff.
-		cs.Phase, cs.Job, cs.Generation, cs.Attempt, cs.StartedAt, cs.FinishedAt = petriv1.ComponentFailed, jobName, gen, attempt, &now, &now
-		cs.LastError = oneLine(string(contract.ReasonKubernetesRefused) + ": " + err.Error())
+		// that timed out): a failed attempt like any other.
+		l.refused = err
+		return l
+	}
+	r.releaseJobs.created(env, name, l.job)
+	return l
+}
+
+// recordLaunch writes what starting a component's deploy Job found to its
+// status, and says whether the Job started.
+func (r *EphemeralEnvironmentReconciler) recordLaunch(ctx context.Context, env *petriv1.EphemeralEnvironment, l deployLaunch, p *pass) (bool, error) {
+	cs := componentStatus(env, l.component)
+	switch {
+	case l.err != nil:
+		return false, l.err
+	case l.busy != "":
+		cs.Message = busyMessage(l.busy)
+		p.requeueAfter(uncachedPoll)
+		return false, nil
+	case l.refused != nil:
+		// Retried with the component's backoff.
+		now := l.at
+		cs.Phase, cs.Job, cs.Generation, cs.Attempt, cs.StartedAt, cs.FinishedAt = petriv1.ComponentFailed, l.job, env.Generation, l.attempt, &now, &now
+		cs.LastError = oneLine(string(contract.ReasonKubernetesRefused) + ": " + l.refused.Error())
 		r.scheduleRetry(env, cs, true)
 		if cs.NextRetryAt != nil {
 			p.requeueAfter(r.Options.until(cs.NextRetryAt.Time))
 		}
 		return false, nil
 	}
-	r.releaseJobs.created(env, name, jobName)
+	now := l.at
 	cs.Phase, cs.Job, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.Message, cs.LastError, cs.Attempt, cs.NextRetryAt =
-		petriv1.ComponentDeploying, jobName, gen, &now, nil, "", "", attempt, nil
-	log.FromContext(ctx).Info("Started deploy job", "component", name, "job", jobName, "attempt", attempt)
+		petriv1.ComponentDeploying, l.job, env.Generation, &now, nil, "", "", l.attempt, nil
+	log.FromContext(ctx).Info("Started deploy job", "component", l.component, "job", l.job, "attempt", l.attempt)
 	return true, nil
 }
 

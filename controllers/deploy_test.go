@@ -427,3 +427,28 @@ func TestOlderJobUnknownToTheCacheHoldsTheNextGeneration(t *testing.T) {
 	require.NotZero(t, newCreated, "generation 2 ran a Job")
 	assert.Greater(t, newCreated, oldDone, "generation 2's Job starts only after generation 1's finished")
 }
+
+// Components that do not depend on one another start in the same pass, their
+// Jobs' creates sent at once; a dependant starts after them.
+func TestIndependentComponentsStartTogether(t *testing.T) {
+	t.Parallel()
+	je := watchJobs(t, "together")
+	hold := holdJobCreates(t, "together", 3, 20*time.Second)
+	e := newEnv("together",
+		component("one", imageCharts, "strict", "0.1.0"),
+		component("two", imageCharts, "strict", "0.1.0"),
+		component("three", imageCharts, "strict", "0.1.0"),
+		component("after", imageCharts, "strict", "0.1.0", "one", "two"),
+	)
+	require.NoError(t, env.Client.Create(context.Background(), e))
+	e = waitFor(t, "together", "ready", ready)
+	assert.Equal(t, 3, hold.mostAtOnce(), "the three independent components' Job creates were in flight together")
+	_, oneDone := je.get("deploy/one/1")
+	_, twoDone := je.get("deploy/two/1")
+	afterCreated, _ := je.get("deploy/after/1")
+	assert.Greater(t, afterCreated, max(oneDone, twoDone), "after starts once both its dependencies are deployed")
+	assert.Equal(t, 4, je.count("deploy/"), "one Job per component")
+	for _, cs := range e.Status.Components {
+		assert.Equal(t, petriv1.ComponentDeployed, cs.Phase, cs.Name)
+	}
+}

@@ -18,7 +18,8 @@ import (
 
 // releaseBusy names a deploy or undeploy Job of the component's release,
 // other than job, that has not finished; "" when there is none. The caller
-// then starts nothing; the environment is looked at again shortly.
+// then starts nothing and looks at the environment again shortly
+// (uncachedPoll). It only reads env: the deploys of one pass run it at once.
 //
 // The cache shows the release's Jobs but for two: one created a moment ago
 // (its watch event not delivered yet, its start perhaps not in the status
@@ -30,7 +31,7 @@ import (
 // list of every Job goes to the API server before each Helm operation (at a
 // thousand environments it was one of the costliest requests;
 // docs/benchmarks.md has the figures).
-func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *petriv1.EphemeralEnvironment, component, job string, p *pass) (string, error) {
+func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *petriv1.EphemeralEnvironment, component, job string) (string, error) {
 	var list batchv1.JobList
 	if err := r.List(ctx, &list, client.InNamespace(r.Options.ManagementNamespace), client.MatchingFields{indexReleaseJobs: releaseKey(string(env.UID), naming.LabelValue(component))}); err != nil {
 		return "", fmt.Errorf("list jobs of release %s: %w", component, err)
@@ -46,11 +47,13 @@ func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *p
 			// may mark it Complete a second later.
 			continue
 		}
-		return r.busy(ctx, component, other.Name, p), nil
+		return r.busy(ctx, component, other.Name), nil
 	}
 	var candidates []string
-	if cs := componentStatus(env, component); cs != nil && cs.Job != "" {
-		candidates = append(candidates, cs.Job)
+	for _, cs := range env.Status.Components {
+		if cs.Name == component && cs.Job != "" {
+			candidates = append(candidates, cs.Job)
+		}
 	}
 	if last := r.releaseJobs.last(env, component); last != "" {
 		candidates = append(candidates, last)
@@ -65,7 +68,7 @@ func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *p
 			return "", err
 		}
 		if st.exists && !st.done {
-			return r.busy(ctx, component, name, p), nil
+			return r.busy(ctx, component, name), nil
 		}
 	}
 	return "", nil
@@ -87,9 +90,8 @@ func indexJobsByRelease(ctx context.Context, indexer client.FieldIndexer) error 
 	})
 }
 
-func (r *EphemeralEnvironmentReconciler) busy(ctx context.Context, component, job string, p *pass) string {
+func (r *EphemeralEnvironmentReconciler) busy(ctx context.Context, component, job string) string {
 	log.FromContext(ctx).Info("Release busy, waiting", "component", component, "job", job)
-	p.requeueAfter(uncachedPoll)
 	return job
 }
 

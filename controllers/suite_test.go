@@ -212,6 +212,9 @@ func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	if resp := injectedFault(r); resp != nil {
 		return resp, nil
 	}
+	if err := holdJobCreate(r); err != nil {
+		return nil, err
+	}
 	if r.Method == http.MethodGet {
 		operatorWriteLog.Lock()
 		if strings.HasSuffix(r.URL.Path, "/jobs") {
@@ -278,6 +281,99 @@ func countLogged(list func() []string, match func(string) bool) int {
 		}
 	}
 	return n
+}
+
+// jobCreateHold holds the operator's Job creates of one environment until
+// a number of them are in flight at once, or a time passes: it tells
+// whether they were sent together.
+type jobCreateHold struct {
+	env     string
+	want    int
+	mu      sync.Mutex
+	waiting int
+	most    int
+	// all is closed once want were in flight at once.
+	all      chan struct{}
+	released bool
+	timeout  time.Duration
+}
+
+var jobHolds struct {
+	sync.Mutex
+	m map[string]*jobCreateHold
+}
+
+// holdJobCreates holds the operator's Job creates for the environment
+// until want of them are in flight at once (or timeout passes, after which
+// each is let through alone); most reports the most seen at once.
+func holdJobCreates(t *testing.T, envName string, want int, timeout time.Duration) *jobCreateHold {
+	h := &jobCreateHold{env: envName, want: want, all: make(chan struct{}), timeout: timeout}
+	jobHolds.Lock()
+	if jobHolds.m == nil {
+		jobHolds.m = map[string]*jobCreateHold{}
+	}
+	jobHolds.m[envName] = h
+	jobHolds.Unlock()
+	t.Cleanup(func() {
+		jobHolds.Lock()
+		delete(jobHolds.m, envName)
+		jobHolds.Unlock()
+	})
+	return h
+}
+
+func (h *jobCreateHold) mostAtOnce() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.most
+}
+
+// holdJobCreate holds a Job create that a hold names (its body carries the
+// environment's label).
+func holdJobCreate(r *http.Request) error {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/jobs") || r.GetBody == nil {
+		return nil
+	}
+	jobHolds.Lock()
+	holds := make([]*jobCreateHold, 0, len(jobHolds.m))
+	for _, h := range jobHolds.m {
+		holds = append(holds, h)
+	}
+	jobHolds.Unlock()
+	if len(holds) == 0 {
+		return nil
+	}
+	body, err := r.GetBody()
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return err
+	}
+	for _, h := range holds {
+		// The Job's name begins with the environment's (the body is JSON or
+		// protobuf: both carry it as it is).
+		if !strings.Contains(string(data), h.env+"-") || !strings.Contains(string(data), petriv1.LabelEnvironment) {
+			continue
+		}
+		h.mu.Lock()
+		h.waiting++
+		h.most = max(h.most, h.waiting)
+		if h.waiting == h.want && !h.released {
+			close(h.all)
+			h.released = true
+		}
+		h.mu.Unlock()
+		select {
+		case <-h.all:
+		case <-time.After(h.timeout):
+		}
+		h.mu.Lock()
+		h.waiting--
+		h.mu.Unlock()
+	}
+	return nil
 }
 
 // faults are the operator's requests the API server seems to fail: a

@@ -167,9 +167,10 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 	key := envJobKey(env, contract.ActionUndeploy, cs.Name, gen)
 	key.Attempt = attempt
 	jobName := key.Name()
-	if busy, err := r.releaseBusy(ctx, env, cs.Name, jobName, p); err != nil || busy != "" {
+	if busy, err := r.releaseBusy(ctx, env, cs.Name, jobName); err != nil || busy != "" {
 		if busy != "" {
 			cs.Message = busyMessage(busy)
+			p.requeueAfter(uncachedPoll)
 		}
 		return false, err
 	}
