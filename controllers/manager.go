@@ -44,7 +44,9 @@ type Options struct {
 	// pass spends its time waiting on the API server (a handful of
 	// requests in a row), so workers, not the operator's CPU, bound how
 	// many environments move at once; the API server's priority and
-	// fairness bounds what they cost it.
+	// fairness bounds what they cost it. At 100 environments created
+	// together, 32 workers gave the last of them its first pass 7 to 10 s
+	// after its create (docs/benchmarks.md).
 	Concurrency int
 	// JobBackoffLimit is the retry count of each Job's pod.
 	JobBackoffLimit int32
@@ -110,7 +112,7 @@ func DefaultOptions() Options {
 		ManagementNamespace:          "petri-system",
 		SharedNamespace:              "petri-shared",
 		DeployerImage:                "ghcr.io/petri-dev/petri-deployer:latest",
-		Concurrency:                  32,
+		Concurrency:                  64,
 		JobBackoffLimit:              2,
 		JobActiveDeadline:            15 * time.Minute,
 		JobTTLAfterFinished:          24 * time.Hour,
