@@ -41,6 +41,9 @@ func benchEnvironment(namespace, name string) *petriv1.EphemeralEnvironment {
 	}
 }
 
+// benchComponents are benchEnvironment's components.
+var benchComponents = []string{"db", "api", "web"}
+
 // ScaleResult is one scale run: N environments created at once.
 type ScaleResult struct {
 	Mode         string
@@ -167,6 +170,9 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 		res.AllReady = time.Since(start)
 	}
 	res.CPUToReady = sampleCPU().since(cpuBefore)
+	if res.NotReady == 0 {
+		stages.settle(ctx, names, benchComponents, false, 30*time.Second)
+	}
 	res.Stages = stages.stages(tracker.created(names), readyAt)
 	if apiReady, err := e.apiServerMetrics(ctx); err == nil && apiBefore != nil {
 		res.APIServerByResource = apiServerRequestsByResource(apiBefore, apiReady, o.Environments)

@@ -97,6 +97,7 @@ func (e *env) scaleFloor(ctx context.Context, n int, template *batchv1.Job, time
 	if missing == 0 {
 		// The floor's client wrote Ready; its watch may show it a moment later.
 		readyAt, _, _ := envs.waitAll(ctx, names, false, timeout)
+		stages.settle(ctx, names, benchComponents, true, 30*time.Second)
 		res.Stages = stages.stages(envs.created(names), readyAt)
 	}
 	if len(errs) > 0 {

@@ -34,6 +34,7 @@ type Stages struct {
 // seen, when its pod was first seen Succeeded and when the Job was first
 // seen Complete, by environment and component (the Job's labels).
 type stageTracker struct {
+	notifier
 	mu   sync.Mutex
 	jobs map[[2]string]*jobTimes // environment, component
 	// byName maps a Job's name to its environment and component, for its
@@ -86,6 +87,7 @@ func (t *stageTracker) observeJob(typ watch.EventType, o client.Object) {
 			jt.complete = now
 		}
 	}
+	t.notify()
 }
 
 func (t *stageTracker) observePod(typ watch.EventType, o client.Object) {
@@ -109,6 +111,40 @@ func (t *stageTracker) observePod(typ watch.EventType, o client.Object) {
 	}
 	if jt := t.jobs[key]; jt.podDone.IsZero() {
 		jt.podDone = now
+	}
+	t.notify()
+}
+
+// settle waits until this process's watches have shown every deploy Job of
+// the environments' components with its pod Succeeded (and, with complete,
+// the Job Complete), or the timeout passes: the environments' own watch
+// may show them Ready first.
+func (t *stageTracker) settle(ctx context.Context, names, components []string, complete bool, timeout time.Duration) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		ch := t.changed()
+		t.mu.Lock()
+		all := true
+		for _, n := range names {
+			for _, c := range components {
+				jt := t.jobs[[2]string{n, c}]
+				if jt == nil || jt.podDone.IsZero() || complete && jt.complete.IsZero() {
+					all = false
+				}
+			}
+		}
+		t.mu.Unlock()
+		if all {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			return
+		}
 	}
 }
 

@@ -106,6 +106,23 @@ func checkScale(t *testing.T, o bench.Options, res *bench.Results) {
 		if sc.Mode != bench.ModeFloor {
 			assert.Positive(t, sc.CPUToReady["petri-operator"], sc.Mode)
 		}
+		// Every environment was timed through each step of its way to
+		// Ready, by the same watches in both runs; the steps fit in the
+		// whole.
+		st := sc.Stages
+		n := sc.Environments
+		assert.Equal(t, n, st.Ready.N, "created → Ready, %s", sc.Mode)
+		assert.Equal(t, n, st.ToFirstJob.N, "created → first Jobs, %s", sc.Mode)
+		assert.Equal(t, n, st.DependencyToJob.N, "db done → api Job, %s", sc.Mode)
+		assert.Equal(t, n, st.LastPodToReady.N, "last pod → Ready, %s", sc.Mode)
+		assert.Equal(t, 3*n, st.JobToPodDone.N, "Job → pod Succeeded, %s", sc.Mode)
+		assert.Positive(t, st.DependencyToJob.Median, sc.Mode)
+		assert.Less(t, st.ToFirstJob.Max, st.Ready.Max, "the first Jobs before Ready, %s", sc.Mode)
+		assert.LessOrEqual(t, st.Ready.Max, sc.AllReady+time.Second, "no environment Ready after the run's last, %s", sc.Mode)
+		if sc.Mode == bench.ModeFloor {
+			// The floor waits for each Job's Complete before the next step.
+			assert.Equal(t, 3*n, st.PodDoneToJobComplete.N, sc.Mode)
+		}
 		if sc.Mode == bench.ModeFloor {
 			assert.Zero(t, sc.NotReady, sc.Mode)
 			assert.Positive(t, sc.AllReady, sc.Mode)
