@@ -21,7 +21,8 @@ import (
 // Stages is an environment's way to Ready in a scale run, each step a
 // distribution over the run's environments, timed by this process's
 // watches (the same watches for the operator's run and the floor's): the
-// environment created → its first deploy Jobs (db, web) created; a Job
+// environment created (first shown by its watch) → its first deploy Jobs
+// (db, web) created; a Job
 // created → its pod Succeeded (Job controller, node, the pod); db's pod
 // Succeeded → api's Job created (the operator reads the pod; the floor
 // waits for the Job's Complete, JobComplete); the last pod Succeeded →
@@ -238,7 +239,7 @@ func writeStages(b io.Writer, runs []ScaleResult) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintln(b, "An environment's way to Ready, median / p99 over the run's environments, timed by the benchmark's watches of the environments, the deploy Jobs and their pods (the same for the operator's run and the floor's): created → its first deploy Jobs (db, web) created; a Job created → its pod Succeeded; the pod Succeeded → the Job Complete (what the floor waits for; the operator reads the pod); db's pod Succeeded → api's Job created; the last pod Succeeded → Ready; created → Ready:")
+	fmt.Fprintln(b, "An environment's way to Ready, median / p99 over the run's environments, timed by the benchmark's watches of the environments, the deploy Jobs and their pods (the same for the operator's run and the floor's; an environment is created when its watch first shows it, which lags the Jobs' watch when kube-apiserver is saturated, so this step can read negative at 500 and more): created → its first deploy Jobs (db, web) created; a Job created → its pod Succeeded; the pod Succeeded → the Job Complete (what the floor waits for; the operator reads the pod); db's pod Succeeded → api's Job created; the last pod Succeeded → Ready; created → Ready:")
 	fmt.Fprintln(b)
 	fmt.Fprintln(b, "| scale | created → first Jobs | Job → pod Succeeded | pod Succeeded → Job Complete | db done → api Job | last pod → Ready | created → Ready |")
 	fmt.Fprintln(b, "|---|---|---|---|---|---|---|")
