@@ -67,7 +67,10 @@ func start(t *testing.T, install string, setup func(*stack.Options)) *stack.Stac
 	if setup != nil {
 		setup(&opts)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// The start builds Petri's images (go build -trimpath, whose build cache
+	// is not the tests'): from a cold cache, on 2 cores that also run the
+	// other test packages, that alone took over 4.5 minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	s, err := stack.Start(ctx, opts)
 	require.NoError(t, err)
