@@ -289,13 +289,23 @@ func graphState(p petriv1.ComponentPhase) graph.State {
 // componentStatus returns the status entry of a component, adding a Pending
 // one for the current generation when there is none.
 func componentStatus(env *petriv1.EphemeralEnvironment, name string) *petriv1.ComponentStatus {
+	if cs := findComponentStatus(env, name); cs != nil {
+		return cs
+	}
+	env.Status.Components = append(env.Status.Components, petriv1.ComponentStatus{Name: name, Phase: petriv1.ComponentPending, Generation: env.Generation})
+	return &env.Status.Components[len(env.Status.Components)-1]
+}
+
+// findComponentStatus is the component's status, or nil; unlike
+// componentStatus it never adds one, so passes' concurrent launches may
+// call it.
+func findComponentStatus(env *petriv1.EphemeralEnvironment, name string) *petriv1.ComponentStatus {
 	for i := range env.Status.Components {
 		if env.Status.Components[i].Name == name {
 			return &env.Status.Components[i]
 		}
 	}
-	env.Status.Components = append(env.Status.Components, petriv1.ComponentStatus{Name: name, Phase: petriv1.ComponentPending, Generation: env.Generation})
-	return &env.Status.Components[len(env.Status.Components)-1]
+	return nil
 }
 
 func findComponent(env *petriv1.EphemeralEnvironment, name string) *petriv1.Component {
@@ -325,10 +335,6 @@ type deployLaunch struct {
 // It only reads env; recordLaunch writes each outcome to its status.
 func (r *EphemeralEnvironmentReconciler) launchDeploys(ctx context.Context, env *petriv1.EphemeralEnvironment, components []string) []deployLaunch {
 	out := make([]deployLaunch, len(components))
-	if len(components) == 1 {
-		out[0] = r.launchDeploy(ctx, env, components[0])
-		return out
-	}
 	var wg sync.WaitGroup
 	for i, name := range components {
 		wg.Go(func() { out[i] = r.launchDeploy(ctx, env, name) })
@@ -343,10 +349,8 @@ func (r *EphemeralEnvironmentReconciler) launchDeploys(ctx context.Context, env 
 // nothing while another Helm operation on the release runs (releaseBusy).
 func (r *EphemeralEnvironmentReconciler) launchDeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, name string) deployLaunch {
 	attempt := int32(1)
-	for _, cs := range env.Status.Components {
-		if cs.Name == name {
-			attempt = max(cs.Attempt, 1)
-		}
+	if cs := findComponentStatus(env, name); cs != nil {
+		attempt = max(cs.Attempt, 1)
 	}
 	l := deployLaunch{component: name, attempt: attempt, job: deployJobName(env, name, attempt)}
 	if l.busy, l.err = r.releaseBusy(ctx, env, name, l.job); l.err != nil || l.busy != "" {

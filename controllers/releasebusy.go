@@ -50,10 +50,8 @@ func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *p
 		return r.busy(ctx, component, other.Name), nil
 	}
 	var candidates []string
-	for _, cs := range env.Status.Components {
-		if cs.Name == component && cs.Job != "" {
-			candidates = append(candidates, cs.Job)
-		}
+	if cs := findComponentStatus(env, component); cs != nil && cs.Job != "" {
+		candidates = append(candidates, cs.Job)
 	}
 	if last := r.releaseJobs.last(env, component); last != "" {
 		candidates = append(candidates, last)
