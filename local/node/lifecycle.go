@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,6 +41,23 @@ func (n *Node) forget(pod *corev1.Pod) {
 	}
 }
 
+// defaultGracePeriod is Kubernetes' terminationGracePeriodSeconds when a
+// pod gives none.
+const defaultGracePeriod = 30 * time.Second
+
+// gracePeriod is how long a deleted pod's containers have between SIGTERM
+// and SIGKILL: the deletion's grace period, else the pod's
+// terminationGracePeriodSeconds, else 30 seconds.
+func gracePeriod(pod *corev1.Pod) time.Duration {
+	switch {
+	case pod.DeletionGracePeriodSeconds != nil:
+		return time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+	case pod.Spec.TerminationGracePeriodSeconds != nil:
+		return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	return defaultGracePeriod
+}
+
 func (n *Node) observe(ctx context.Context, obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok || ctx.Err() != nil {
@@ -71,12 +89,12 @@ func (n *Node) observe(ctx context.Context, obj any) {
 		n.mu.Unlock()
 		switch {
 		case pod.DeletionTimestamp != nil:
+			grace := gracePeriod(pod)
 			n.wg.Add(1)
 			go func() {
 				defer n.wg.Done()
 				if isRunning {
-					run.kill()
-					<-run.exited
+					run.terminate(grace)
 				}
 				n.finishDeletion(ctx, pod)
 			}()
@@ -159,6 +177,31 @@ func (r *podRun) kill() {
 	r.killed = true
 	for _, p := range r.procs {
 		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+	}
+}
+
+// terminate stops a deleted pod the way the kubelet does: SIGTERM to every
+// running container, SIGKILL to what still runs once grace has passed. No
+// container starts or restarts after it is called. It returns when every
+// container has ended; calling it again only waits.
+func (r *podRun) terminate(grace time.Duration) {
+	r.mu.Lock()
+	first := !r.killed
+	if first {
+		close(r.stop)
+		r.killed = true
+		for _, p := range r.current {
+			_ = syscall.Kill(-p.Pid, syscall.SIGTERM)
+		}
+	}
+	r.mu.Unlock()
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-r.exited:
+	case <-timer.C:
+		r.kill()
+		<-r.exited
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,4 +134,53 @@ func TestUnknownImageStaysPending(t *testing.T) {
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(unknown), unknown))
 	assert.Equal(t, corev1.PodPending, unknown.Status.Phase)
 	assert.Empty(t, unknown.Spec.NodeName)
+}
+
+// A deleted pod is stopped the way the kubelet stops it: SIGTERM first, so
+// that its process can finish what it is doing, and SIGKILL only for a
+// process still running when the pod's grace period is over.
+func TestDeletedPodGetsSIGTERMThenSIGKILLAfterItsGracePeriod(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := namespace(t)
+	pod := func(name, onTerm string, grace int64) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{{
+				Name: "main", Image: helperImage, Command: []string{"/petri-testhelper"}, Args: []string{"on-sigterm", onTerm},
+			}}},
+		}
+	}
+	graceful, stubborn := pod("graceful", "exit", 30), pod("stubborn", "ignore", 2)
+	logs := func(p *corev1.Pod) string {
+		b, _ := os.ReadFile(env.Node.LogPath(ns, p.Name, "main"))
+		return string(b)
+	}
+	for _, p := range []*corev1.Pod{graceful, stubborn} {
+		require.NoError(t, env.Client.Create(ctx, p))
+	}
+	for _, p := range []*corev1.Pod{graceful, stubborn} {
+		require.Eventually(t, func() bool { return strings.Contains(logs(p), "waiting for SIGTERM") }, 30*time.Second, 20*time.Millisecond)
+	}
+	gone := func(p *corev1.Pod) func() bool {
+		return func() bool {
+			return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}))
+		}
+	}
+
+	// The graceful process stops on SIGTERM, long before its 30 seconds.
+	deleted := time.Now()
+	require.NoError(t, env.Client.Delete(ctx, graceful))
+	require.Eventually(t, gone(graceful), 20*time.Second, 20*time.Millisecond)
+	assert.Contains(t, logs(graceful), "SIGTERM received: stopping")
+	assert.Less(t, time.Since(deleted), 20*time.Second)
+
+	// The stubborn one heard SIGTERM, went on, and was killed after its
+	// 2 seconds; it was not started again under restartPolicy Always.
+	deleted = time.Now()
+	require.NoError(t, env.Client.Delete(ctx, stubborn))
+	require.Eventually(t, gone(stubborn), 30*time.Second, 20*time.Millisecond)
+	assert.GreaterOrEqual(t, time.Since(deleted), 2*time.Second, "killed before its grace period was over")
+	assert.Contains(t, logs(stubborn), "SIGTERM received: ignored")
+	assert.Equal(t, 1, strings.Count(logs(stubborn), "waiting for SIGTERM"), "started once")
 }

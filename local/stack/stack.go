@@ -29,6 +29,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/petri-dev/petri/hack/images"
@@ -435,7 +436,30 @@ func (s *Stack) waitDeployments(ctx context.Context, timeout time.Duration, keys
 			if d.Spec.Replicas != nil {
 				want = *d.Spec.Replicas
 			}
-			if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas != want || d.Status.AvailableReplicas != want {
+			if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas != want || d.Status.AvailableReplicas != want ||
+				d.Status.Replicas != want {
+				return false, nil
+			}
+			// A rollout is over once the old pods are gone, not only
+			// stopping: until then they may still answer requests.
+			sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+			if err != nil {
+				return false, fmt.Errorf("deployment %s: %w", k, err)
+			}
+			var pods corev1.PodList
+			if err := s.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+				return false, nil
+			}
+			live := int32(0)
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp != nil {
+					return false, nil
+				}
+				if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+					live++
+				}
+			}
+			if live != want {
 				return false, nil
 			}
 		}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/petri-dev/petri/local/gitea"
 	"github.com/petri-dev/petri/local/stack"
@@ -37,6 +39,7 @@ func TestResyncRequestsOnGitea(t *testing.T) {
 	h := &hostileRun{t: t, ctx: ctx, g: g}
 	require.NoError(t, st.SetSyncFlags(ctx, "-resync-interval=6s"))
 	t.Cleanup(func() { require.NoError(t, st.SetSyncFlags(context.Background(), "-resync-interval=5m0s")) })
+	onlyNewSyncPods(t, "-resync-interval=6s")
 
 	var numbers []int
 	for i := range resyncPulls {
@@ -139,4 +142,18 @@ func (b *bursts) kinds(i int) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, ", ")
+}
+
+// onlyNewSyncPods checks that a rollout of sync is over when SetSyncFlags
+// returns: every pod left has the flag, and none is stopping, so no
+// delivery sent from then on can reach a replica on its way out.
+func onlyNewSyncPods(t *testing.T, flag string) {
+	t.Helper()
+	var pods corev1.PodList
+	require.NoError(t, st.Client.List(context.Background(), &pods, client.InNamespace(stack.SyncNamespace)))
+	require.NotEmpty(t, pods.Items)
+	for _, p := range pods.Items {
+		assert.Nil(t, p.DeletionTimestamp, "pod %s is still stopping", p.Name)
+		assert.Contains(t, p.Spec.Containers[0].Args, flag, "pod %s is of the old template", p.Name)
+	}
 }

@@ -5,6 +5,8 @@
 //	succeed                         print a line and exit 0
 //	fail CODE MESSAGE               write MESSAGE to the termination log, exit CODE
 //	block                           run until killed
+//	on-sigterm exit|ignore          say when SIGTERM arrives; then exit 0, or
+//	                                ignore it and run until SIGKILL
 //	create-configmap NS NAME        create a ConfigMap as the pod's identity; on
 //	                                refusal write the error to the termination log
 //	record FILE                     write the process environment to FILE
@@ -73,6 +75,22 @@ func main() {
 		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
 		<-ch
 		os.Exit(143)
+	case "on-sigterm":
+		// on-sigterm exit|ignore: says what SIGTERM did, then exits 0 or
+		// goes on until SIGKILL.
+		if len(args) != 1 || args[0] != "exit" && args[0] != "ignore" {
+			terminate(2, "usage: on-sigterm exit|ignore")
+		}
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGTERM)
+		fmt.Println("waiting for SIGTERM")
+		for range ch {
+			if args[0] == "exit" {
+				fmt.Println("SIGTERM received: stopping")
+				os.Exit(0)
+			}
+			fmt.Println("SIGTERM received: ignored")
+		}
 	case "create-configmap":
 		if len(args) != 2 {
 			terminate(2, "usage: create-configmap NAMESPACE NAME")
