@@ -242,12 +242,12 @@ func (r *Results) atRestSummary() (row, bool) {
 func (r *Results) atRestIntro() string {
 	o := r.AtRest[0].Options
 	s := r.AtRest[0]
-	return fmt.Sprintf("At rest (%s): %d environments of 3 components (no-op deployer) created, all Ready, then left idle for a simulated day: a verify Job every %s and finished Jobs kept %s (TTL/interval %.0f; production %s and %s, %.0f), each operator on a fresh control plane. "+
+	return fmt.Sprintf("At rest (%s, %d CPUs (%s), %d MiB): %d environments of 3 components (no-op deployer) created, all Ready, then left idle for a simulated day: a verify Job every %s and finished Jobs kept %s (TTL/interval %.0f; production %s and %s, %.0f), each operator on a fresh control plane. "+
 		"The steady state is read over %s, %d samples, starting %s after the last Ready (an interval and a TTL). "+
 		"Per 1,000 environments; the simulated day runs %.0f times faster than a real one, so rates are divided by %.0f (a simulated hour is %s). "+
 		"Extrapolated figures follow Little's law (kept = made per second × time kept): what is kept for the TTL grows with TTL/interval, what is kept seconds does not. "+
 		"The environments are not pushed to, so the values Secrets of older generations do not show here (`controllers/atrest_test.go` covers them).",
-		r.Machine.Date.Format("2006-01-02 15:04 MST"), o.Environments, o.VerifyInterval, o.JobTTL, o.Ratio(), production.VerifyInterval, production.JobTTLAfterFinished, productionRatio(),
+		r.Machine.Date.Format("2006-01-02 15:04 MST"), r.Machine.CPUs, r.Machine.CPUModel, r.Machine.MemoryMiB, o.Environments, o.VerifyInterval, o.JobTTL, o.Ratio(), production.VerifyInterval, production.JobTTLAfterFinished, productionRatio(),
 		o.Window, s.Samples, o.VerifyInterval+o.JobTTL, s.speedup(), s.speedup(), secs(time.Duration(float64(time.Hour)/s.speedup())))
 }
 

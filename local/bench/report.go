@@ -11,11 +11,15 @@ import (
 	"time"
 )
 
-// Markers around the generated part of docs/benchmarks.md; the rest of the
-// file (the history of optimisations) is kept as it is.
+// Markers around the generated parts of docs/benchmarks.md; the rest of
+// the file (the history of optimisations) is kept as it is. The at-rest
+// figures (most of an hour to measure) have a part of their own, rewritten
+// only by a run that measured them.
 const (
-	BeginMarker = "<!-- petri-bench:begin (make bench rewrites up to the end marker) -->"
-	EndMarker   = "<!-- petri-bench:end -->"
+	BeginMarker       = "<!-- petri-bench:begin (make bench rewrites up to the end marker) -->"
+	EndMarker         = "<!-- petri-bench:end -->"
+	AtRestBeginMarker = "<!-- petri-bench-atrest:begin (rewritten by a make bench that measures at rest) -->"
+	AtRestEndMarker   = "<!-- petri-bench-atrest:end -->"
 )
 
 // Targets. The first round's absolute ones for scale (1,000 no-op
@@ -291,9 +295,25 @@ func (r *Results) Markdown() string {
 		fmt.Fprintf(&b, "\nA real run's cost per deploy Job: the CPU time of every process of the run (the control plane, the operator, the node and the pods) from the first create to the last Ready, over the run's 3 × N deploy Jobs, beside one deploy Job process's own (the deployer measurement's install: %s); and kube-apiserver's requests per environment from every client over 3. The deployer floor of N environments, every deploy Job's process alone spread over the %d cores, is N × 3 × %s ÷ %d; for 500: %s.\n",
 			ms(d.ProcessInstallCPU.Median), m.CPUs, ms(d.ProcessInstallCPU.Median), m.CPUs, secs(r.DeployerFloor(500)))
 	}
-	r.atRestMarkdown(&b)
+	if len(r.AtRest) == 0 {
+		fmt.Fprintf(&b, "\nAt rest was not measured in this run; the at-rest part below is from the last run that measured it, on the machine and at the date it names.\n")
+	}
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, EndMarker)
+	return b.String()
+}
+
+// AtRestMarkdown is the generated at-rest part of docs/benchmarks.md;
+// empty when the run did not measure at rest.
+func (r *Results) AtRestMarkdown() string {
+	if len(r.AtRest) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintln(&b, AtRestBeginMarker)
+	r.atRestMarkdown(&b)
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, AtRestEndMarker)
 	return b.String()
 }
 
@@ -434,26 +454,38 @@ func topResources(m map[[2]string]float64, n int) string {
 	return strings.Join(parts, ", ")
 }
 
-// UpdateDoc replaces the generated part of the document at path (between
-// BeginMarker and EndMarker) with the results, keeping everything else; a
-// document without the markers gets the part appended.
+// UpdateDoc replaces the generated parts of the document at path with the
+// results, keeping everything else: the part between BeginMarker and
+// EndMarker, and the at-rest part when the run measured at rest (a run
+// that did not keeps the one there). A document without the markers gets
+// the parts appended.
 func (r *Results) UpdateDoc(path string) error {
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	doc := string(old)
-	gen := r.Markdown()
-	i, j := strings.Index(doc, BeginMarker), strings.Index(doc, EndMarker)
-	switch {
-	case i >= 0 && j > i:
-		doc = doc[:i] + gen + strings.TrimPrefix(doc[j+len(EndMarker):], "\n")
-	case doc == "":
-		doc = "# Benchmarks\n\n" + gen
-	default:
-		doc = strings.TrimRight(doc, "\n") + "\n\n" + gen
+	if doc == "" {
+		doc = "# Benchmarks\n"
+	}
+	doc = replacePart(doc, BeginMarker, EndMarker, r.Markdown(), len(doc))
+	if atRest := r.AtRestMarkdown(); atRest != "" {
+		// A new at-rest part goes right after the main one.
+		after := strings.Index(doc, EndMarker) + len(EndMarker) + 1
+		doc = replacePart(doc, AtRestBeginMarker, AtRestEndMarker, atRest, min(after, len(doc)))
 	}
 	return os.WriteFile(path, []byte(doc), 0o644)
+}
+
+// replacePart replaces what lies between begin and end (both included,
+// and the newline after end) with gen; without them gen is inserted at
+// offset at.
+func replacePart(doc, begin, end, gen string, at int) string {
+	i, j := strings.Index(doc, begin), strings.Index(doc, end)
+	if i >= 0 && j > i {
+		return doc[:i] + gen + strings.TrimPrefix(doc[j+len(end):], "\n")
+	}
+	return strings.TrimRight(doc[:at], "\n") + "\n\n" + gen + doc[at:]
 }
 
 // byVerb is verbs' text without its leading total ("54.1: ").

@@ -52,6 +52,41 @@ func TestUpdateDoc(t *testing.T) {
 	assert.NotContains(t, doc, "| 42.0 s |")
 }
 
+// A run that did not measure at rest keeps the at-rest part of the
+// document; one that did replaces it, and the first one puts it right after
+// the main part.
+func TestUpdateDocKeepsAtRestUnlessMeasured(t *testing.T) {
+	atRest := func(revision string) AtRestResult {
+		return AtRestResult{Side: SideAfter, Revision: revision, Samples: 4, Jobs: 500, JobsStarted: 100,
+			Options: AtRestOptions{Environments: 1000, VerifyInterval: time.Minute, JobTTL: 6 * time.Minute, Window: 2 * time.Minute}}
+	}
+	path := filepath.Join(t.TempDir(), "benchmarks.md")
+	require.NoError(t, os.WriteFile(path, []byte("# Benchmarks\n\n"+BeginMarker+"\nold\n"+EndMarker+"\n\n## Peers\n\nKept.\n"), 0o644))
+
+	measured := &Results{Machine: Machine{CPUs: 2, Date: time.Now()}, AtRest: []AtRestResult{atRest("aaaaaaa")}}
+	require.NoError(t, measured.UpdateDoc(path))
+	doc := string(mustRead(t, path))
+	assert.Contains(t, doc, EndMarker+"\n\n"+AtRestBeginMarker+"\n", "the at-rest part follows the main one")
+	assert.Contains(t, doc, AtRestEndMarker+"\n\n## Peers\n\nKept.\n")
+	assert.Contains(t, doc, "| at rest, per 1,000 idle environments | after (aaaaaaa) |")
+
+	scaleOnly := &Results{Machine: Machine{CPUs: 2, Date: time.Now()}, Scale: []ScaleResult{{Mode: ModeNoop, Environments: 100, AllReady: 20 * time.Second}}}
+	require.NoError(t, scaleOnly.UpdateDoc(path))
+	doc = string(mustRead(t, path))
+	assert.Contains(t, doc, "| 100 × 3 components, no-op deployer |", "the main part is the new run's")
+	assert.Contains(t, doc, "| at rest, per 1,000 idle environments | after (aaaaaaa) |", "the at-rest part is kept")
+	assert.Contains(t, doc, "At rest was not measured in this run")
+
+	require.NoError(t, (&Results{Machine: Machine{CPUs: 2, Date: time.Now()}, AtRest: []AtRestResult{atRest("bbbbbbb")}}).UpdateDoc(path))
+	doc = string(mustRead(t, path))
+	assert.Contains(t, doc, "| at rest, per 1,000 idle environments | after (bbbbbbb) |")
+	assert.NotContains(t, doc, "aaaaaaa")
+	for _, m := range []string{BeginMarker, EndMarker, AtRestBeginMarker, AtRestEndMarker} {
+		assert.Equal(t, 1, strings.Count(doc, m), m)
+	}
+	assert.Contains(t, doc, "## Peers\n\nKept.\n")
+}
+
 func mustRead(t *testing.T, path string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(path)
