@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -77,6 +78,7 @@ func run() error {
 		renewDeadline  = flag.Duration("leader-election-renew-deadline", syncer.DefaultRenewDeadline, "How long the leader tries to renew before it stops acting (and exits).")
 		retryPeriod    = flag.Duration("leader-election-retry-period", syncer.DefaultRetryPeriod, "How often the Lease is tried and renewed.")
 		servePage      = flag.Bool("ui", true, "Serve the read-only web page of the environments at / (docs/ui.md).")
+		shutdownDelay  = flag.Duration("shutdown-delay", 5*time.Second, "How long a stopping replica goes on answering (webhooks included, /readyz failing) before it closes its port, so that Services and ingress controllers stop sending to it first; terminationGracePeriodSeconds must leave room for it and 10 s more.")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -89,6 +91,9 @@ func run() error {
 	}
 	if *webhookMaxBody <= 0 || *webhookReads <= 0 || *webhookTimeout <= 0 {
 		return errors.New("-webhook-max-body, -webhook-concurrency and -webhook-read-timeout must be positive")
+	}
+	if *shutdownDelay < 0 {
+		return errors.New("-shutdown-delay must not be negative")
 	}
 	others, hooks, err := forges.build()
 	if err != nil {
@@ -184,34 +189,43 @@ func run() error {
 		page.Register(mux)
 	}
 	srv := api.Server(*listen, mux)
-	errc := make(chan error, 3)
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	replica := api.NewReplica(srv)
+	// The syncer and the page stop after the server: the webhooks a
+	// draining replica accepts are still acted on or handed over.
+	syncCtx, stopSync := context.WithCancel(context.Background())
+	defer stopSync()
+	errc := make(chan error, 2)
 	syncDone := make(chan struct{})
 	go func() {
 		defer close(syncDone)
-		errc <- s.Start(ctx)
+		errc <- s.Start(syncCtx)
 	}()
 	if page != nil {
 		go func() {
-			if err := page.Run(ctx); err != nil {
+			if err := page.Run(syncCtx); err != nil {
 				errc <- err
 			}
 		}()
 	}
-	go func() {
-		log.Info("Serving", "address", *listen)
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errc <- err
-		}
-	}()
+	log.Info("Serving", "address", l.Addr().String())
+	replica.Start(l)
 	select {
 	case <-ctx.Done():
+		log.Info("Stopping: answering for a while before closing the port", "delay", *shutdownDelay)
+		replica.Drain(*shutdownDelay)
 	case err = <-errc:
+	case err = <-replica.Err():
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(shutdown)
+	_ = replica.Shutdown(shutdown)
 	// A leader stops acting and releases its Lease before the process
 	// ends, so that another replica takes over at once.
+	stopSync()
 	select {
 	case <-syncDone:
 	case <-shutdown.Done():

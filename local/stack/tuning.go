@@ -63,3 +63,10 @@ func withFlags(args, flags []string) []string {
 	}
 	return out
 }
+
+// WaitRollouts waits until the operator's and sync's Deployments have
+// every replica updated and available and no old pod left, stopping or
+// not.
+func (s *Stack) WaitRollouts(ctx context.Context) error {
+	return s.waitDeployments(ctx, 3*time.Minute, ManagementNamespace+"/petri-operator", SyncNamespace+"/petri-sync")
+}

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +24,8 @@ import (
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/local/controlplane"
+	"github.com/petri-dev/petri/local/githubapi"
+	"github.com/petri-dev/petri/local/node"
 	"github.com/petri-dev/petri/local/stack"
 	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/tests/internal/stacktest"
@@ -238,4 +241,44 @@ func TestManagementNamespaceIsRestricted(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, apierrors.IsForbidden(err), "refused by admission: %v", err)
 	assert.Contains(t, err.Error(), `violates PodSecurity "restricted`)
+}
+
+// TestStoppingSyncReplicaAnswersUntilItLeaves deletes a sync pod: for its
+// drain the replica still answers webhooks at its own address while its
+// readiness fails, so a delivery already routed to it is not dropped; then
+// it leaves, and its replacement is ready.
+func TestStoppingSyncReplicaAnswersUntilItLeaves(t *testing.T) {
+	stacktest.RegisterInputs(t)
+	ctx := context.Background()
+	var pods corev1.PodList
+	require.NoError(t, st.Client.List(ctx, &pods, client.InNamespace(stack.SyncNamespace), client.HasLabels{"app.kubernetes.io/name"}))
+	require.NotEmpty(t, pods.Items)
+	victim := pods.Items[0]
+	port, ok := node.PodPorts(&victim)[8080]
+	require.True(t, ok, "pod %s has no local port for 8080", victim.Name)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	direct := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
+	get := func(path string) int {
+		resp, err := direct.Get(base + path)
+		if err != nil {
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, get("/readyz"))
+
+	require.NoError(t, st.Client.Delete(ctx, &victim))
+	require.Eventually(t, func() bool { return get("/readyz") == http.StatusServiceUnavailable }, 10*time.Second, 20*time.Millisecond,
+		"the stopping replica says it is not ready while it still answers")
+	ping := githubapi.Delivery{Event: "ping", Body: []byte(`{"zen":"Keep it logically awesome.","hook_id":1}`)}
+	resp, err := ping.Send(ctx, direct, base+"/webhooks/github", st.WebhookSecret)
+	require.NoError(t, err, "a delivery to the draining replica is answered")
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	require.Eventually(t, func() bool {
+		return apierrors.IsNotFound(st.Client.Get(ctx, client.ObjectKeyFromObject(&victim), &corev1.Pod{}))
+	}, time.Minute, 50*time.Millisecond, "the pod leaves within its grace period")
+	require.NoError(t, st.WaitRollouts(ctx), "a new replica takes its place")
 }
