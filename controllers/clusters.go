@@ -276,6 +276,9 @@ func newWorkloadCluster(ctx context.Context, cfg *rest.Config, o Options) (clust
 	if err := indexJobsByRelease(ctx, cl.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
+	if err := indexPodsByRelease(ctx, cl.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
 	if err := indexPodsByJob(ctx, cl.GetFieldIndexer()); err != nil {
 		return nil, err
 	}

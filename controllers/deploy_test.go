@@ -452,3 +452,56 @@ func TestIndependentComponentsStartTogether(t *testing.T) {
 		assert.Equal(t, petriv1.ComponentDeployed, cs.Phase, cs.Name)
 	}
 }
+
+// A Job deleted while its pod runs can leave the pod running: for its grace
+// period under a kubelet, to its end when the Job is deleted with its pods
+// orphaned (as here). The operator starts the release's next Job only once
+// that pod has ended, so no two Helm operations on the release run at once.
+func TestPodOfADeletedJobHoldsTheNextJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := greeter("app")
+	// The example app's pod never becomes ready here: Helm waits the whole
+	// timeout, and the Job runs that long.
+	c.Release = petriv1.ReleaseOptions{Wait: new(true), Timeout: &metav1.Duration{Duration: 8 * time.Second}}
+	require.NoError(t, env.Client.Create(ctx, newEnv("orphaned", c)))
+	e := waitFor(t, "orphaned", "deploying", func(e *petriv1.EphemeralEnvironment) bool {
+		cs := componentNamed(e, "app")
+		return cs != nil && cs.Phase == petriv1.ComponentDeploying && cs.Job != ""
+	})
+	job := runningJob(t, componentNamed(e, "app").Job)
+	var pods corev1.PodList
+	require.NoError(t, env.Client.List(ctx, &pods, client.InNamespace(mgmtNS), client.MatchingLabels{batchv1.JobNameLabel: job.Name}))
+	require.Len(t, pods.Items, 1)
+	pod := pods.Items[0]
+	require.NoError(t, env.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationOrphan)))
+
+	var ended time.Time
+	require.True(t, eventually(time.Minute, func() bool {
+		var p corev1.Pod
+		if env.Client.Get(ctx, client.ObjectKeyFromObject(&pod), &p) != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false
+		}
+		if term := p.Status.ContainerStatuses[0].State.Terminated; term != nil {
+			ended = term.FinishedAt.Time
+			return true
+		}
+		return false
+	}), "the orphaned pod ends when Helm's wait runs out")
+	var next *batchv1.Job
+	require.True(t, eventually(time.Minute, func() bool {
+		var list batchv1.JobList
+		if env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironmentUID: string(e.UID), contract.LabelAction: contract.ActionDeploy}) != nil {
+			return false
+		}
+		for i := range list.Items {
+			if list.Items[i].UID != job.UID {
+				next = &list.Items[i]
+				return true
+			}
+		}
+		return false
+	}), "the operator starts the deploy again")
+	assert.False(t, next.CreationTimestamp.Time.Before(ended.Truncate(time.Second)),
+		"the next Job (created %s) started before the deleted Job's pod ended (%s)", next.CreationTimestamp.Time, ended)
+}

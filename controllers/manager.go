@@ -314,6 +314,9 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := indexJobsByRelease(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("index jobs by release: %w", err)
 	}
+	if err := indexPodsByRelease(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, fmt.Errorf("index pods by release: %w", err)
+	}
 	if err := indexPodsByJob(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("index pods by job: %w", err)
 	}

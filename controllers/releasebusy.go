@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -69,7 +70,31 @@ func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *p
 			return r.busy(ctx, component, name), nil
 		}
 	}
+	// A pod outlives its Job when the Job is deleted while it runs: the
+	// kubelet gives it its grace period, and a Job deleted with its pods
+	// orphaned leaves them running to the end. Its Helm operation may still
+	// be under way, so no other starts before it has ended.
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(r.Options.ManagementNamespace), client.MatchingFields{indexReleasePods: releaseKey(string(env.UID), naming.LabelValue(component))}); err != nil {
+		return "", fmt.Errorf("list pods of release %s: %w", component, err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		owner := p.Labels[batchv1.JobNameLabel]
+		if cached[owner] || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		return r.busy(ctx, component, owner), nil
+	}
 	return "", nil
+}
+
+// indexReleasePods indexes cached pods of deploy and undeploy Jobs by the
+// release they operate on, as indexReleaseJobs does their Jobs.
+const indexReleasePods = "releasePods"
+
+func indexPodsByRelease(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &corev1.Pod{}, indexReleasePods, releaseOf)
 }
 
 // indexReleaseJobs indexes cached deploy and undeploy Jobs by the release
@@ -79,13 +104,17 @@ const indexReleaseJobs = "releaseJobs"
 func releaseKey(envUID, component string) string { return envUID + "/" + component }
 
 func indexJobsByRelease(ctx context.Context, indexer client.FieldIndexer) error {
-	return indexer.IndexField(ctx, &batchv1.Job{}, indexReleaseJobs, func(obj client.Object) []string {
-		l := obj.GetLabels()
-		if a := l[contract.LabelAction]; a != contract.ActionDeploy && a != contract.ActionUndeploy || l[petriv1.LabelEnvironmentUID] == "" {
-			return nil
-		}
-		return []string{releaseKey(l[petriv1.LabelEnvironmentUID], l[contract.LabelComponent])}
-	})
+	return indexer.IndexField(ctx, &batchv1.Job{}, indexReleaseJobs, releaseOf)
+}
+
+// releaseOf is the release a deploy or undeploy Job, or its pod, operates
+// on (by their labels); none for every other object.
+func releaseOf(obj client.Object) []string {
+	l := obj.GetLabels()
+	if a := l[contract.LabelAction]; a != contract.ActionDeploy && a != contract.ActionUndeploy || l[petriv1.LabelEnvironmentUID] == "" {
+		return nil
+	}
+	return []string{releaseKey(l[petriv1.LabelEnvironmentUID], l[contract.LabelComponent])}
 }
 
 func (r *EphemeralEnvironmentReconciler) busy(ctx context.Context, component, job string) string {
