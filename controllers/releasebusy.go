@@ -18,7 +18,8 @@ import (
 )
 
 // releaseBusy names a deploy or undeploy Job of the component's release,
-// other than job, that has not finished; "" when there is none. The caller
+// other than job, that has not finished, or whose pod still runs though
+// the Job is gone; "" when there is none. The caller
 // then starts nothing and looks at the environment again shortly
 // (uncachedPoll). It only reads env: the deploys of one pass run it at once.
 //

@@ -93,10 +93,10 @@ func ChooseAction(latest *release.Release) Action {
 //     back. A Lease left without a holder is taken at once.
 //
 // The operator never starts two Jobs on one release (it asks the API server,
-// not its cache, before it creates one), and a Job's replacement pod starts
-// only after the previous one terminated. The Lease makes the deployer safe
-// on its own as well, whatever starts it, and covers the pod of a deleted
-// Job that is still running.
+// not its cache, before it creates one), nor one while a pod of a deleted
+// Job of the release still runs, and a Job's replacement pod starts only
+// after the previous one terminated. The Lease makes the deployer safe on
+// its own as well, whatever starts it.
 
 // Lease timing. A live deployer renews every lockRenewEvery; a dead one's
 // Lease is taken over lockDuration after its last renewal was seen.
