@@ -232,7 +232,7 @@ func (n *Node) runPod(ctx context.Context, pod *corev1.Pod, run *podRun) {
 	}
 	defer release()
 	dir := filepath.Join(n.opts.Dir, "pods", string(pod.UID))
-	env, ok := n.setUp(ctx, pod, dir)
+	env, ok := n.setUp(ctx, pod, dir, run.stop)
 	if !ok {
 		return
 	}
@@ -254,7 +254,7 @@ func (n *Node) exited(pod *corev1.Pod, run *podRun) {
 
 // setUp gives a claimed pod its ports and its files (volumes, kubeconfig,
 // tokens); a pod that cannot have them is reported failed.
-func (n *Node) setUp(ctx context.Context, pod *corev1.Pod, dir string) (podEnv, bool) {
+func (n *Node) setUp(ctx context.Context, pod *corev1.Pod, dir string, stop <-chan struct{}) (podEnv, bool) {
 	ports, err := allocatePorts(pod)
 	if err != nil {
 		n.fail(ctx, pod, "CreateContainerError", err.Error())
@@ -266,14 +266,50 @@ func (n *Node) setUp(ctx context.Context, pod *corev1.Pod, dir string) (podEnv, 
 			return podEnv{}, false
 		}
 	}
-	env, err := n.prepare(ctx, pod, dir)
-	if err != nil {
-		n.fail(ctx, pod, "CreateContainerConfigError", err.Error())
-		return podEnv{}, false
+	// A Secret or ConfigMap a volume needs may not exist yet (the
+	// namespace's kube-root-ca.crt is published a moment after the
+	// namespace): the kubelet keeps trying to mount it, and so does this
+	// node, until the pod is deleted.
+	backoff := volumeRetryInitial
+	for {
+		env, err := n.prepare(ctx, pod, dir)
+		if err == nil {
+			env.ports = ports
+			return env, true
+		}
+		if !apierrors.IsNotFound(err) {
+			n.fail(ctx, pod, "CreateContainerConfigError", err.Error())
+			return podEnv{}, false
+		}
+		if backoff == volumeRetryInitial {
+			// Said once, where kubectl describe shows it.
+			msg := "MountVolume.SetUp failed: " + err.Error()
+			n.updateStatus(ctx, pod, func(p *corev1.Pod) {
+				for i := range p.Spec.Containers {
+					setContainerState(p, i, p.Spec.Containers[i].Name, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating", Message: msg}}, false)
+				}
+			})
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return podEnv{}, false
+		case <-stop:
+			t.Stop()
+			return podEnv{}, false
+		case <-t.C:
+		}
+		backoff = min(2*backoff, volumeRetryMax)
 	}
-	env.ports = ports
-	return env, true
 }
+
+// How often a volume whose Secret or ConfigMap is missing is tried again:
+// doubled after each try, up to the cap.
+const (
+	volumeRetryInitial = 100 * time.Millisecond
+	volumeRetryMax     = 5 * time.Second
+)
 
 // runContainers runs the pod's init containers one after the other, then
 // its containers together, reporting Running and then the outcome.

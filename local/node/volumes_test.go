@@ -140,3 +140,34 @@ func outsideTmp(t *testing.T, name string) string {
 	t.Cleanup(func() { os.RemoveAll(outDir) })
 	return filepath.Join(outDir, name)
 }
+
+// A volume whose ConfigMap does not exist yet is mounted once it does, as
+// the kubelet keeps trying: the pod waits instead of failing (a new
+// namespace's kube-root-ca.crt comes a moment after the namespace).
+func TestVolumeWaitsForItsConfigMap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := namespace(t)
+	j := job(ns, "waits", "wait-file", "/etc/settings/greeting")
+	c := &j.Spec.Template.Spec.Containers[0]
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "settings", MountPath: "/etc/settings"}}
+	j.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "settings", VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "later"}},
+	}}}
+	require.NoError(t, env.Client.Create(ctx, j))
+	// The node has tried to mount the volume, and says why the pod waits.
+	require.Eventually(t, func() bool {
+		pods := jobPods(ns, "waits")
+		if len(pods) != 1 || len(pods[0].Status.ContainerStatuses) == 0 {
+			return false
+		}
+		w := pods[0].Status.ContainerStatuses[0].State.Waiting
+		return w != nil && w.Reason == "ContainerCreating" && strings.Contains(w.Message, `configmap "later"`)
+	}, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, env.Client.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "later"},
+		Data:       map[string]string{"greeting": "hello"},
+	}))
+	require.Eventually(t, func() bool { return jobCondition(ctx, ns, "waits")() == batchv1.JobComplete }, 30*time.Second, 50*time.Millisecond,
+		"the pod ran once its ConfigMap existed")
+}
