@@ -404,16 +404,7 @@ func TestOlderJobUnknownToTheCacheHoldsTheNextGeneration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	je := watchJobs(t, "inflight")
-	c := greeter("app")
-	// The example app's pod never becomes ready here: Helm waits the whole
-	// timeout, and the Job runs that long.
-	c.Release = petriv1.ReleaseOptions{Wait: new(true), Timeout: &metav1.Duration{Duration: 8 * time.Second}}
-	require.NoError(t, env.Client.Create(ctx, newEnv("inflight", c)))
-	e := waitFor(t, "inflight", "deploying", func(e *petriv1.EphemeralEnvironment) bool {
-		cs := componentNamed(e, "app")
-		return cs != nil && cs.Phase == petriv1.ComponentDeploying && cs.Job != ""
-	})
-	job := runningJob(t, componentNamed(e, "app").Job)
+	_, job := deployingForLong(t, "inflight")
 	// Out of the operator's cache, which selects Jobs by this label.
 	patch := client.MergeFrom(job.DeepCopy())
 	delete(job.Labels, petriv1.LabelManagedBy)
@@ -460,16 +451,7 @@ func TestIndependentComponentsStartTogether(t *testing.T) {
 func TestPodOfADeletedJobHoldsTheNextJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := greeter("app")
-	// The example app's pod never becomes ready here: Helm waits the whole
-	// timeout, and the Job runs that long.
-	c.Release = petriv1.ReleaseOptions{Wait: new(true), Timeout: &metav1.Duration{Duration: 8 * time.Second}}
-	require.NoError(t, env.Client.Create(ctx, newEnv("orphaned", c)))
-	e := waitFor(t, "orphaned", "deploying", func(e *petriv1.EphemeralEnvironment) bool {
-		cs := componentNamed(e, "app")
-		return cs != nil && cs.Phase == petriv1.ComponentDeploying && cs.Job != ""
-	})
-	job := runningJob(t, componentNamed(e, "app").Job)
+	e, job := deployingForLong(t, "orphaned")
 	var pods corev1.PodList
 	require.NoError(t, env.Client.List(ctx, &pods, client.InNamespace(mgmtNS), client.MatchingLabels{batchv1.JobNameLabel: job.Name}))
 	require.Len(t, pods.Items, 1)
@@ -504,4 +486,19 @@ func TestPodOfADeletedJobHoldsTheNextJob(t *testing.T) {
 	}), "the operator starts the deploy again")
 	assert.False(t, next.CreationTimestamp.Time.Before(ended.Truncate(time.Second)),
 		"the next Job (created %s) started before the deleted Job's pod ended (%s)", next.CreationTimestamp.Time, ended)
+}
+
+// deployingForLong creates an environment whose one component's deploy Job
+// runs for 8 s (the example app's pod never becomes ready here, and Helm
+// waits its whole timeout), and returns it once that Job's pod runs.
+func deployingForLong(t *testing.T, name string) (*petriv1.EphemeralEnvironment, *batchv1.Job) {
+	t.Helper()
+	c := greeter("app")
+	c.Release = petriv1.ReleaseOptions{Wait: new(true), Timeout: &metav1.Duration{Duration: 8 * time.Second}}
+	require.NoError(t, env.Client.Create(context.Background(), newEnv(name, c)))
+	e := waitFor(t, name, "deploying", func(e *petriv1.EphemeralEnvironment) bool {
+		cs := componentNamed(e, "app")
+		return cs != nil && cs.Phase == petriv1.ComponentDeploying && cs.Job != ""
+	})
+	return e, runningJob(t, componentNamed(e, "app").Job)
 }
