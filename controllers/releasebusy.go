@@ -51,6 +51,7 @@ func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *p
 		}
 		return r.busy(ctx, component, other.Name), nil
 	}
+	jobCached := cached[job]
 	var candidates []string
 	if cs := findComponentStatus(env, component); cs != nil && cs.Job != "" {
 		candidates = append(candidates, cs.Job)
@@ -71,10 +72,11 @@ func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *p
 			return r.busy(ctx, component, name), nil
 		}
 	}
-	// A pod outlives its Job when the Job is deleted while it runs: the
-	// kubelet gives it its grace period, and a Job deleted with its pods
-	// orphaned leaves them running to the end. Its Helm operation may still
-	// be under way, so no other starts before it has ended.
+	// A pod outlives its Job when the Job is deleted or fails while it
+	// runs: the kubelet gives it its grace period, and a Job deleted with
+	// its pods orphaned leaves them running to the end. Its Helm operation
+	// may still be under way, so no other starts before it has ended. Only
+	// job's own pod, job being there, is the work itself.
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(r.Options.ManagementNamespace), client.MatchingFields{indexReleasePods: releaseKey(string(env.UID), naming.LabelValue(component))}); err != nil {
 		return "", fmt.Errorf("list pods of release %s: %w", component, err)
@@ -82,7 +84,7 @@ func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *p
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		owner := p.Labels[batchv1.JobNameLabel]
-		if cached[owner] || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if owner == job && jobCached || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		return r.busy(ctx, component, owner), nil
