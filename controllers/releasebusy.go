@@ -7,6 +7,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -72,24 +73,52 @@ func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *p
 			return r.busy(ctx, component, name), nil
 		}
 	}
-	// A pod outlives its Job when the Job is deleted or fails while it
-	// runs: the kubelet gives it its grace period, and a Job deleted with
-	// its pods orphaned leaves them running to the end. Its Helm operation
-	// may still be under way, so no other starts before it has ended. Only
-	// job's own pod, job being there, is the work itself.
+	owner, err := runningReleasePod(ctx, r.Client, r.Options.ManagementNamespace, releaseKey(string(env.UID), naming.LabelValue(component)), job, jobCached)
+	if err != nil || owner == "" {
+		return "", err
+	}
+	return r.busy(ctx, component, owner), nil
+}
+
+// runningReleasePod names the Job of a pod of the release (by its
+// indexReleasePods key) that still runs; "" when none does. A pod outlives
+// its Job when the Job is deleted or fails while it runs: the kubelet gives
+// it its grace period, and a Job deleted with its pods orphaned leaves them
+// running to the end. Its Helm operation may still be under way, so no
+// other starts before it has ended. Only job's own pod, job being there
+// (jobExists), is the work itself. The pods come from c's cache.
+func runningReleasePod(ctx context.Context, c client.Reader, ns, key, job string, jobExists bool) (string, error) {
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(r.Options.ManagementNamespace), client.MatchingFields{indexReleasePods: releaseKey(string(env.UID), naming.LabelValue(component))}); err != nil {
-		return "", fmt.Errorf("list pods of release %s: %w", component, err)
+	if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingFields{indexReleasePods: key}); err != nil {
+		return "", fmt.Errorf("list pods of release %s: %w", key, err)
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		owner := p.Labels[batchv1.JobNameLabel]
-		if owner == job && jobCached || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if owner == job && jobExists || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		return r.busy(ctx, component, owner), nil
+		return owner, nil
 	}
 	return "", nil
+}
+
+// sharedReleaseBusy names a Job of the shared workload's release whose pod
+// still runs though the status no longer follows it (runningReleasePod);
+// "" when there is none. The status names the one Job of the release that
+// runs, and a pass waits for it (observeRelease, teardown); a pod of a Job
+// deleted or failed while it ran is seen only here.
+func (r *SharedWorkloadReconciler) sharedReleaseBusy(ctx context.Context, sw *petriv1.SharedWorkload, job string) (string, error) {
+	var cur batchv1.Job
+	err := r.Get(ctx, client.ObjectKey{Namespace: r.Options.ManagementNamespace, Name: job}, &cur)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("get job %s: %w", job, err)
+	}
+	owner, err := runningReleasePod(ctx, r.Client, r.Options.ManagementNamespace, sharedReleaseKey(naming.LabelValue(sw.Name)), job, err == nil)
+	if owner != "" {
+		log.FromContext(ctx).Info("Release busy, waiting", "job", owner)
+	}
+	return owner, err
 }
 
 // indexReleasePods indexes cached pods of deploy and undeploy Jobs by the
@@ -110,14 +139,25 @@ func indexJobsByRelease(ctx context.Context, indexer client.FieldIndexer) error 
 	return indexer.IndexField(ctx, &batchv1.Job{}, indexReleaseJobs, releaseOf)
 }
 
+// sharedReleaseKey is the indexReleaseJobs and indexReleasePods key of a
+// shared workload's release, by the shared workload's label value.
+func sharedReleaseKey(sharedWorkload string) string { return "shared/" + sharedWorkload }
+
 // releaseOf is the release a deploy or undeploy Job, or its pod, operates
-// on (by their labels); none for every other object.
+// on (by their labels): an environment's component, or a shared workload;
+// none for every other object.
 func releaseOf(obj client.Object) []string {
 	l := obj.GetLabels()
-	if a := l[contract.LabelAction]; a != contract.ActionDeploy && a != contract.ActionUndeploy || l[petriv1.LabelEnvironmentUID] == "" {
+	if a := l[contract.LabelAction]; a != contract.ActionDeploy && a != contract.ActionUndeploy {
 		return nil
 	}
-	return []string{releaseKey(l[petriv1.LabelEnvironmentUID], l[contract.LabelComponent])}
+	switch {
+	case l[petriv1.LabelEnvironmentUID] != "":
+		return []string{releaseKey(l[petriv1.LabelEnvironmentUID], l[contract.LabelComponent])}
+	case l[LabelSharedWorkload] != "":
+		return []string{sharedReleaseKey(l[LabelSharedWorkload])}
+	}
+	return nil
 }
 
 func (r *EphemeralEnvironmentReconciler) busy(ctx context.Context, component, job string) string {

@@ -339,6 +339,14 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 		key.Attempt = attempt
 		name := key.Name()
 		args := []string{"undeploy", "--release", releaseName(sw), "--namespace", r.Options.SharedNamespace, "--termination-log", jobs.TerminationLogPath}
+		if busy, err := r.sharedReleaseBusy(ctx, sw, name); err != nil {
+			return reconcile.Result{}, err
+		} else if busy != "" {
+			msg := "undeploy waits for job " + busy + ", whose pod still runs on the release"
+			setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownProgressing, msg)
+			setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownProgressing, msg)
+			return reconcile.Result{RequeueAfter: uncachedPoll}, nil
+		}
 		if err := r.createJob(ctx, sw, name, contract.ActionUndeploy, gen, args, ""); err != nil {
 			return reconcile.Result{}, err
 		}

@@ -199,6 +199,12 @@ func (r *SharedWorkloadReconciler) startRelease(ctx context.Context, sw *petriv1
 		key.Attempt = attempt
 	}
 	name := key.Name()
+	if busy, err := r.sharedReleaseBusy(ctx, sw, name); err != nil {
+		return reconcile.Result{}, err
+	} else if busy != "" {
+		r.summarize(sw, petriv1.ReasonDeployProgressing, "deploy waits for job "+busy+", whose pod still runs on the release")
+		return reconcile.Result{RequeueAfter: uncachedPoll}, nil
+	}
 	if err := r.createJob(ctx, sw, name, contract.ActionDeploy, gen, args, secretName); err != nil {
 		return reconcile.Result{}, err
 	}
