@@ -135,6 +135,7 @@ func TestOneBindDoesNotWakeTheOtherUsers(t *testing.T) {
 	}
 	before := map[string]int{}
 	for name, ns := range namespaces {
+		waitPassAfterLastWrite(t, name, ns)
 		before[name] = roleBindingReadsIn(ns)
 	}
 	fifth := boundEnv("fanout-5", sw.Name)

@@ -226,6 +226,7 @@ func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/rolebindings/") {
 		operatorWriteLog.Lock()
 		operatorWriteLog.roleBindingReads = append(operatorWriteLog.roleBindingReads, r.URL.Path)
+		operatorWriteLog.sequence = append(operatorWriteLog.sequence, r.Method+" "+r.URL.Path)
 		operatorWriteLog.Unlock()
 	}
 	switch r.Method {
@@ -233,9 +234,39 @@ func (w writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 		operatorWrites.Add(1)
 		operatorWriteLog.Lock()
 		operatorWriteLog.requests = append(operatorWriteLog.requests, r.Method+" "+r.URL.Path)
+		operatorWriteLog.sequence = append(operatorWriteLog.sequence, r.Method+" "+r.URL.Path)
 		operatorWriteLog.Unlock()
 	}
 	return w.next.RoundTrip(r)
+}
+
+// waitPassAfterLastWrite waits until the operator has read the settled
+// environment's RoleBinding (the one uncached read of its every pass) after
+// its last write of the environment: the pass its own last write asked for
+// has run, and a pass of the environment from now on has another cause.
+// Each write of an environment wakes it once more, and a test that counts
+// passes from the moment it sees the state that write made would count that
+// pass too.
+func waitPassAfterLastWrite(t testing.TB, name, namespace string) {
+	t.Helper()
+	own := func(entry string) bool {
+		path := entry[strings.IndexByte(entry, ' ')+1:]
+		return strings.HasSuffix(path, "/ephemeralenvironments/"+name) || strings.HasSuffix(path, "/ephemeralenvironments/"+name+"/status")
+	}
+	read := "/namespaces/" + namespace + "/rolebindings/"
+	require.True(t, eventually(30*time.Second, func() bool {
+		operatorWriteLog.Lock()
+		defer operatorWriteLog.Unlock()
+		for i := len(operatorWriteLog.sequence) - 1; i >= 0; i-- {
+			switch e := operatorWriteLog.sequence[i]; {
+			case strings.HasPrefix(e, "GET ") && strings.Contains(e, read):
+				return true
+			case !strings.HasPrefix(e, "GET ") && own(e):
+				return false
+			}
+		}
+		return false
+	}), "no pass of %s read its RoleBinding after the operator's last write of it", name)
 }
 
 // operatorWriteLog keeps the method and path of every write request of the
@@ -251,6 +282,9 @@ var operatorWriteLog struct {
 	jobLists []string
 	// reads are the paths of all its GET requests.
 	reads []string
+	// sequence are its writes and RoleBinding reads, method and path, in
+	// the order they were sent.
+	sequence []string
 }
 
 // readsOf counts the operator's GET requests of path.
