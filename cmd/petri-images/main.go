@@ -37,10 +37,14 @@ func run() error {
 		insecure  = flag.Bool("insecure", false, "push over plain HTTP")
 		only      = flag.String("only", "", "comma-separated images to build (default all: "+strings.Join(images.Names(), ",")+")")
 		caCerts   = flag.String("ca-certificates", images.CACertsPath, "the CA bundle put into the images that talk TLS")
+		compile   = flag.Bool("compile", false, "only compile the images' Go packages as a build does, filling Go's build cache, and write no image")
 	)
 	flag.Parse()
-	if *layoutDir == "" && *tarFile == "" && *push == "" {
-		return fmt.Errorf("say where the images go: -o DIR, -tar FILE or -push REGISTRY")
+	if *compile && (*layoutDir != "" || *tarFile != "" || *push != "") {
+		return fmt.Errorf("-compile writes no image: drop -o, -tar and -push")
+	}
+	if !*compile && *layoutDir == "" && *tarFile == "" && *push == "" {
+		return fmt.Errorf("say where the images go: -o DIR, -tar FILE or -push REGISTRY (or -compile)")
 	}
 	specs := images.Specs
 	if *only != "" {
@@ -56,6 +60,13 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	start := time.Now()
+	if *compile {
+		if err := images.Compile(ctx, specs, images.Options{}); err != nil {
+			return err
+		}
+		fmt.Printf("compiled the packages of %d images in %s\n", len(specs), time.Since(start).Round(time.Millisecond))
+		return nil
+	}
 	built, err := images.Build(ctx, specs, images.Options{CACerts: *caCerts, Version: *tag})
 	if err != nil {
 		return err
