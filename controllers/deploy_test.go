@@ -450,8 +450,17 @@ func TestIndependentComponentsStartTogether(t *testing.T) {
 // that pod has ended, so no two Helm operations on the release run at once.
 func TestPodOfADeletedJobHoldsTheNextJob(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	e, job := deployingForLong(t, "orphaned")
+	assertNextJobWaitsForOrphanedPod(t, job, client.MatchingLabels{petriv1.LabelEnvironmentUID: string(e.UID), contract.LabelAction: contract.ActionDeploy})
+}
+
+// assertNextJobWaitsForOrphanedPod deletes job, whose one pod runs, with its
+// pod orphaned, waits until that pod has ended and until another Job that
+// sel matches is there, and checks that this next Job was not created
+// before the pod ended.
+func assertNextJobWaitsForOrphanedPod(t *testing.T, job *batchv1.Job, sel client.MatchingLabels) {
+	t.Helper()
+	ctx := context.Background()
 	var pods corev1.PodList
 	require.NoError(t, env.Client.List(ctx, &pods, client.InNamespace(mgmtNS), client.MatchingLabels{batchv1.JobNameLabel: job.Name}))
 	require.Len(t, pods.Items, 1)
@@ -473,7 +482,7 @@ func TestPodOfADeletedJobHoldsTheNextJob(t *testing.T) {
 	var next *batchv1.Job
 	require.True(t, eventually(time.Minute, func() bool {
 		var list batchv1.JobList
-		if env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironmentUID: string(e.UID), contract.LabelAction: contract.ActionDeploy}) != nil {
+		if env.Client.List(ctx, &list, client.InNamespace(mgmtNS), sel) != nil {
 			return false
 		}
 		for i := range list.Items {
@@ -483,7 +492,7 @@ func TestPodOfADeletedJobHoldsTheNextJob(t *testing.T) {
 			}
 		}
 		return false
-	}), "the operator starts the deploy again")
+	}), "the operator starts the Job again")
 	assert.False(t, next.CreationTimestamp.Time.Before(ended.Truncate(time.Second)),
 		"the next Job (created %s) started before the deleted Job's pod ended (%s)", next.CreationTimestamp.Time, ended)
 }

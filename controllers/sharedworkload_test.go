@@ -316,40 +316,7 @@ func TestPodOfADeletedJobHoldsTheSharedWorkloadsNextJob(t *testing.T) {
 			cur.Status.Release.Phase == petriv1.ComponentDeploying && cur.Status.Release.Job != ""
 	}), "deploying: %+v", cur.Status)
 	job := runningJob(t, cur.Status.Release.Job)
-	var pods corev1.PodList
-	require.NoError(t, env.Client.List(ctx, &pods, client.InNamespace(mgmtNS), client.MatchingLabels{batchv1.JobNameLabel: job.Name}))
-	require.Len(t, pods.Items, 1)
-	pod := pods.Items[0]
-	require.NoError(t, env.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationOrphan)))
-
-	var ended time.Time
-	require.True(t, eventually(time.Minute, func() bool {
-		var p corev1.Pod
-		if env.Client.Get(ctx, client.ObjectKeyFromObject(&pod), &p) != nil || len(p.Status.ContainerStatuses) == 0 {
-			return false
-		}
-		if term := p.Status.ContainerStatuses[0].State.Terminated; term != nil {
-			ended = term.FinishedAt.Time
-			return true
-		}
-		return false
-	}), "the orphaned pod ends when Helm's wait runs out")
-	var next *batchv1.Job
-	require.True(t, eventually(time.Minute, func() bool {
-		var list batchv1.JobList
-		if env.Client.List(ctx, &list, client.InNamespace(mgmtNS), client.MatchingLabels{"petri.dev/shared-workload": "orphaned-sw", contract.LabelAction: contract.ActionDeploy}) != nil {
-			return false
-		}
-		for i := range list.Items {
-			if list.Items[i].UID != job.UID {
-				next = &list.Items[i]
-				return true
-			}
-		}
-		return false
-	}), "the operator starts the deploy again")
-	assert.False(t, next.CreationTimestamp.Time.Before(ended.Truncate(time.Second)),
-		"the next Job (created %s) started before the deleted Job's pod ended (%s)", next.CreationTimestamp.Time, ended)
+	assertNextJobWaitsForOrphanedPod(t, job, client.MatchingLabels{"petri.dev/shared-workload": "orphaned-sw", contract.LabelAction: contract.ActionDeploy})
 
 	require.NoError(t, env.Client.Delete(ctx, sw))
 	waitGone(t, sw)
