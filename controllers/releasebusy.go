@@ -114,7 +114,8 @@ func (r *SharedWorkloadReconciler) sharedReleaseBusy(ctx context.Context, sw *pe
 	if err != nil && !apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("get job %s: %w", job, err)
 	}
-	owner, err := runningReleasePod(ctx, r.Client, r.Options.ManagementNamespace, sharedReleaseKey(naming.LabelValue(sw.Name)), job, err == nil)
+	jobExists := err == nil
+	owner, err := runningReleasePod(ctx, r.Client, r.Options.ManagementNamespace, sharedReleaseKey(naming.LabelValue(sw.Name)), job, jobExists)
 	if owner != "" {
 		log.FromContext(ctx).Info("Release busy, waiting", "job", owner)
 	}

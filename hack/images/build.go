@@ -35,10 +35,7 @@ type Built struct {
 // (CGO_ENABLED=0, -trimpath, stripped), then each image of its binary, its
 // trees and CA certificates.
 func Build(ctx context.Context, specs []Spec, opts Options) ([]Built, error) {
-	root := opts.Root
-	if root == "" {
-		root = "."
-	}
+	root := opts.root()
 	tmp, err := os.MkdirTemp("", "petri-images-")
 	if err != nil {
 		return nil, err
@@ -64,11 +61,15 @@ func Build(ctx context.Context, specs []Spec, opts Options) ([]Built, error) {
 // (minutes on two cores), which make test spends before its tests, not
 // inside the timeout of a test that builds images.
 func Compile(ctx context.Context, specs []Spec, opts Options) error {
-	root := opts.Root
-	if root == "" {
-		root = "."
+	return goBuild(ctx, opts.Go, opts.root(), "", specs)
+}
+
+// root is the module's root directory: Root, or the current directory.
+func (o Options) root() string {
+	if o.Root == "" {
+		return "."
 	}
-	return goBuild(ctx, opts.Go, root, "", specs)
+	return o.Root
 }
 
 // goBuild builds the specs' packages into dir, statically; with dir "" it
