@@ -324,7 +324,7 @@ func findComponent(env *petriv1.EphemeralEnvironment, name string) *petriv1.Comp
 type deployLaunch struct {
 	component, job string
 	attempt        int32
-	busy           string
+	wait           releaseWait
 	refused        error
 	err            error
 	at             metav1.Time
@@ -353,7 +353,7 @@ func (r *EphemeralEnvironmentReconciler) launchDeploy(ctx context.Context, env *
 		attempt = max(cs.Attempt, 1)
 	}
 	l := deployLaunch{component: name, attempt: attempt, job: deployJobName(env, name, attempt)}
-	if l.busy, l.err = r.releaseBusy(ctx, env, name, l.job); l.err != nil || l.busy != "" {
+	if l.wait, l.err = r.releaseBusy(ctx, env, name, l.job); l.err != nil || l.wait.busy() {
 		return l
 	}
 	c := findComponent(env, name)
@@ -416,8 +416,8 @@ func (r *EphemeralEnvironmentReconciler) recordLaunch(ctx context.Context, env *
 	switch {
 	case l.err != nil:
 		return false, l.err
-	case l.busy != "":
-		cs.Message = busyMessage(l.busy)
+	case l.wait.busy():
+		cs.Message = l.wait.waiting()
 		p.requeueAfter(uncachedPoll)
 		return false, nil
 	case l.refused != nil:
@@ -433,13 +433,12 @@ func (r *EphemeralEnvironmentReconciler) recordLaunch(ctx context.Context, env *
 	}
 	now := l.at
 	cs.Phase, cs.Job, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.Message, cs.LastError, cs.Attempt, cs.NextRetryAt =
-		petriv1.ComponentDeploying, l.job, env.Generation, &now, nil, "", "", l.attempt, nil
+		petriv1.ComponentDeploying, l.job, env.Generation, &now, nil, l.wait.passedOver(), "", l.attempt, nil
 	log.FromContext(ctx).Info("Started deploy job", "component", l.component, "job", l.job, "attempt", l.attempt)
+	if passed := l.wait.passedOver(); passed != "" {
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonReleaseHolderLost, "Deploy", "component %s: %s", l.component, passed)
+	}
 	return true, nil
-}
-
-func busyMessage(job string) string {
-	return fmt.Sprintf("waiting for job %s, another Helm operation on this release, to finish", job)
 }
 
 // releaseArgs are the deployer flags for chart access and Helm options.

@@ -511,3 +511,86 @@ func deployingForLong(t *testing.T, name string) (*petriv1.EphemeralEnvironment,
 	})
 	return e, runningJob(t, componentNamed(e, "app").Job)
 }
+
+// A deploy pod on a node that was lost never finishes: its phase stays
+// Running and no kubelet confirms it gone. It holds its release only while
+// its node may still run it: the next deploy waits for it, naming the pod,
+// and starts once the node is not Ready, saying why it stopped waiting (the
+// deployer's own Lease on the release keeps two Helm operations apart if
+// the node comes back).
+func TestPodOnALostNodeNoLongerHoldsItsRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, newEnv("lostnode", greeter("app"))))
+	e := waitFor(t, "lostnode", "ready", ready)
+	var pods corev1.PodList
+	require.NoError(t, env.Client.List(ctx, &pods, client.InNamespace(mgmtNS), client.MatchingLabels{batchv1.JobNameLabel: componentNamed(e, "app").Job}))
+	require.NotEmpty(t, pods.Items, "the deploy Job's pod")
+
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "lost-" + string(e.UID)[:8]}}
+	require.NoError(t, env.Client.Create(ctx, node))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })
+	setNodeReady(t, node, corev1.ConditionTrue)
+
+	// What a lost node leaves: a pod of an earlier deploy of the release,
+	// its Job gone, Running on that node for good.
+	labels := map[string]string{}
+	for k, v := range pods.Items[0].Labels {
+		labels[k] = v
+	}
+	labels[batchv1.JobNameLabel] = "lostnode-app-deploy-gone"
+	stuck := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: "lostnode-stuck", Labels: labels},
+		Spec: corev1.PodSpec{
+			NodeName:      node.Name,
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "deployer", Image: "petri.dev/on-a-lost-node"}},
+		},
+	}
+	require.NoError(t, env.Client.Create(ctx, stuck))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), stuck) })
+	stuck.Status.Phase = corev1.PodRunning
+	require.NoError(t, env.Client.Status().Update(ctx, stuck))
+
+	e = get(t, "lostnode")
+	e.Spec.Values = map[string]apiextensionsv1.JSON{"app": *jsonValues(map[string]any{"message": "pushed"})}
+	require.NoError(t, env.Client.Update(ctx, e))
+	waitFor(t, "lostnode", "the next deploy waits for the stuck pod", func(e *petriv1.EphemeralEnvironment) bool {
+		cs := componentNamed(e, "app")
+		return cs != nil && strings.Contains(cs.Message, "its pod lostnode-stuck still runs")
+	})
+	assert.Equal(t, int64(1), componentNamed(get(t, "lostnode"), "app").Generation, "no deploy of the new generation started while the pod's node is Ready")
+
+	setNodeReady(t, node, corev1.ConditionUnknown)
+	e = waitFor(t, "lostnode", "ready at the new generation", func(e *petriv1.EphemeralEnvironment) bool {
+		cs := componentNamed(e, "app")
+		return ready(e) && cs != nil && cs.Generation == e.Generation
+	})
+	why := "pod lostnode-stuck of job lostnode-app-deploy-gone: its node " + node.Name + " is not Ready"
+	require.True(t, eventually(10*time.Second, func() bool {
+		var events corev1.EventList
+		if env.Client.List(ctx, &events, client.InNamespace(mgmtNS)) != nil {
+			return false
+		}
+		for _, ev := range events.Items {
+			if ev.InvolvedObject.UID == e.UID && ev.Reason == petriv1.ReasonReleaseHolderLost && strings.Contains(ev.Message, why) {
+				return true
+			}
+		}
+		return false
+	}), "an Event says why the deploy no longer waited for the pod")
+}
+
+// setNodeReady writes node's Ready condition, as a kubelet (Ready) or the
+// node lifecycle controller (Unknown, once the kubelet stopped reporting)
+// would.
+func setNodeReady(t *testing.T, node *corev1.Node, status corev1.ConditionStatus) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(node), node))
+	node.Status.Conditions = []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: status, Reason: "NodeStatusUnknown",
+		LastHeartbeatTime: metav1.NewTime(testClock.Now()), LastTransitionTime: metav1.NewTime(testClock.Now()),
+	}}
+	require.NoError(t, env.Client.Status().Update(ctx, node))
+}

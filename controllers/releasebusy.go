@@ -3,7 +3,9 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,11 +20,48 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/naming"
 )
 
-// releaseBusy names a deploy or undeploy Job of the component's release,
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
+
+// releaseWait is what a check before a Helm operation found of the
+// release's earlier operations: the Job that holds the release (and the pod
+// of it that runs, when the hold is a pod's), and the pods that had not
+// finished but never will (jobs.PodMayRun), passed over, each with why. The
+// status says both: what a launch waits for, and, once it starts, why it
+// stopped waiting for a pod that had not finished.
+type releaseWait struct {
+	job, pod string
+	passed   []string
+}
+
+// busy reports whether another Helm operation holds the release.
+func (w releaseWait) busy() bool { return w.job != "" }
+
+// waiting says what a launch waits for.
+func (w releaseWait) waiting() string {
+	if w.pod != "" {
+		return fmt.Sprintf("waiting for job %s, another Helm operation on this release, to finish (its pod %s still runs)", w.job, w.pod)
+	}
+	return fmt.Sprintf("waiting for job %s, another Helm operation on this release, to finish", w.job)
+}
+
+// passedOver says why a launch did not wait for the pods it passed over;
+// "" when it passed over none.
+func (w releaseWait) passedOver() string {
+	if len(w.passed) == 0 {
+		return ""
+	}
+	return "started without waiting for " + strings.Join(w.passed, "; ")
+}
+
+// releaseBusy finds a deploy or undeploy Job of the component's release,
 // other than job, that has not finished, or whose pod still runs though
-// the Job is gone; "" when there is none. The caller
-// then starts nothing and looks at the environment again shortly
-// (uncachedPoll). It only reads env: the deploys of one pass run it at once.
+// the Job is gone. The caller then starts nothing and looks at the
+// environment again shortly (uncachedPoll). A Job or pod that has not
+// finished but never will (its pod's node is lost, its phase Unknown, or it
+// is terminating long past its grace period) does not hold the release:
+// the deployer's own Lease on the release keeps two Helm operations apart
+// should it come back. It only reads env: the deploys of one pass run it at
+// once.
 //
 // The cache shows the release's Jobs but for two: one created a moment ago
 // (its watch event not delivered yet, its start perhaps not in the status
@@ -34,11 +73,12 @@ import (
 // list of every Job goes to the API server before each Helm operation (at a
 // thousand environments it was one of the costliest requests;
 // docs/benchmarks.md has the figures).
-func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *petriv1.EphemeralEnvironment, component, job string) (string, error) {
+func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *petriv1.EphemeralEnvironment, component, job string) (releaseWait, error) {
 	var list batchv1.JobList
 	if err := r.List(ctx, &list, client.InNamespace(r.Options.ManagementNamespace), client.MatchingFields{indexReleaseJobs: releaseKey(string(env.UID), naming.LabelValue(component))}); err != nil {
-		return "", fmt.Errorf("list jobs of release %s: %w", component, err)
+		return releaseWait{}, fmt.Errorf("list jobs of release %s: %w", component, err)
 	}
+	held := releaseHolds{c: r.Client, nodes: r.APIReader, now: r.Options.now()}
 	cached := map[string]bool{}
 	for i := range list.Items {
 		other := &list.Items[i]
@@ -50,7 +90,13 @@ func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *p
 			// may mark it Complete a second later.
 			continue
 		}
-		return r.busy(ctx, component, other.Name), nil
+		holds, err := held.jobMayRun(ctx, other)
+		if err != nil {
+			return releaseWait{}, err
+		}
+		if holds {
+			return r.busy(ctx, component, held.wait(other.Name, "")), nil
+		}
 	}
 	jobCached := cached[job]
 	var candidates []string
@@ -67,59 +113,143 @@ func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *p
 		cached[name] = true
 		st, _, err := observeJobLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, name)
 		if err != nil {
-			return "", err
+			return releaseWait{}, err
 		}
 		if st.exists && !st.done {
-			return r.busy(ctx, component, name), nil
+			return r.busy(ctx, component, held.wait(name, "")), nil
 		}
 	}
-	owner, err := runningReleasePod(ctx, r.Client, r.Options.ManagementNamespace, releaseKey(string(env.UID), naming.LabelValue(component)), job, jobCached)
-	if err != nil || owner == "" {
-		return "", err
+	w, err := held.runningPod(ctx, r.Options.ManagementNamespace, releaseKey(string(env.UID), naming.LabelValue(component)), job, jobCached)
+	if err != nil {
+		return releaseWait{}, err
 	}
-	return r.busy(ctx, component, owner), nil
+	if w.busy() {
+		return r.busy(ctx, component, w), nil
+	}
+	if len(w.passed) > 0 {
+		log.FromContext(ctx).Info("Release held by pods that will never finish; not waiting for them", "component", component, "passed", w.passed)
+	}
+	return w, nil
 }
 
-// runningReleasePod names the Job of a pod of the release (by its
-// indexReleasePods key) that still runs; "" when none does. A pod outlives
-// its Job when the Job is deleted or fails while it runs: the kubelet gives
-// it its grace period, and a Job deleted with its pods orphaned leaves them
-// running to the end. Its Helm operation may still be under way, so no
-// other starts before it has ended. Only job's own pod, job being there
-// (jobExists), is the work itself. The pods come from c's cache.
-func runningReleasePod(ctx context.Context, c client.Reader, ns, key, job string, jobExists bool) (string, error) {
+// releaseHolds tells, for one check of a release, which of its unfinished
+// pods may still run their Helm operation; it remembers those it passed
+// over. Pods come from c's cache, their nodes from the API server (nodes),
+// read only for a pod that would otherwise hold the release.
+type releaseHolds struct {
+	c, nodes client.Reader
+	now      time.Time
+	passed   []string
+	judged   map[types.UID]bool
+}
+
+// wait is the check's finding with job (and pod) holding the release.
+func (h *releaseHolds) wait(job, pod string) releaseWait {
+	return releaseWait{job: job, pod: pod, passed: h.passed}
+}
+
+// podMayRun says whether p may still run its Helm operation; one that never
+// will is remembered as passed over, with why.
+func (h *releaseHolds) podMayRun(ctx context.Context, p *corev1.Pod) (bool, error) {
+	if mayRun, ok := h.judged[p.UID]; ok {
+		return mayRun, nil
+	}
+	var node *corev1.Node
+	found := false
+	if p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		node = &corev1.Node{}
+		err := h.nodes.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node)
+		switch {
+		case err == nil:
+			found = true
+		case !apierrors.IsNotFound(err):
+			return false, fmt.Errorf("get node %s of pod %s: %w", p.Spec.NodeName, p.Name, err)
+		}
+	}
+	mayRun, why := jobs.PodMayRun(p, node, found, h.now)
+	if !mayRun && why != "" {
+		h.passed = append(h.passed, fmt.Sprintf("pod %s of job %s: %s", p.Name, p.Labels[batchv1.JobNameLabel], why))
+	}
+	if h.judged == nil {
+		h.judged = map[types.UID]bool{}
+	}
+	h.judged[p.UID] = mayRun
+	return mayRun, nil
+}
+
+// jobMayRun says whether an unfinished Job may still be running its Helm
+// operation: it may, unless it has pods and none of them may run. (A Job
+// whose pod is on a lost node stays active while that pod is never
+// confirmed gone.)
+func (h *releaseHolds) jobMayRun(ctx context.Context, job *batchv1.Job) (bool, error) {
 	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingFields{indexReleasePods: key}); err != nil {
-		return "", fmt.Errorf("list pods of release %s: %w", key, err)
+	if err := h.c.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingFields{indexJobPods: job.Name}); err != nil {
+		return false, fmt.Errorf("list pods of job %s: %w", job.Name, err)
+	}
+	if len(pods.Items) == 0 {
+		return true, nil
+	}
+	for i := range pods.Items {
+		mayRun, err := h.podMayRun(ctx, &pods.Items[i])
+		if err != nil || mayRun {
+			return true, err
+		}
+	}
+	return false, nil
+}
+
+// runningPod finds the Job of a pod of the release (by its indexReleasePods
+// key) that still runs. A pod outlives its Job when the Job is deleted or
+// fails while it runs: the kubelet gives it its grace period, and a Job
+// deleted with its pods orphaned leaves them running to the end. Its Helm
+// operation may still be under way, so no other starts before it has
+// ended. Only job's own pod, job being there (jobExists), is the work
+// itself.
+func (h *releaseHolds) runningPod(ctx context.Context, ns, key, job string, jobExists bool) (releaseWait, error) {
+	var pods corev1.PodList
+	if err := h.c.List(ctx, &pods, client.InNamespace(ns), client.MatchingFields{indexReleasePods: key}); err != nil {
+		return releaseWait{}, fmt.Errorf("list pods of release %s: %w", key, err)
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		owner := p.Labels[batchv1.JobNameLabel]
-		if owner == job && jobExists || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if owner == job && jobExists {
 			continue
 		}
-		return owner, nil
+		mayRun, err := h.podMayRun(ctx, p)
+		if err != nil {
+			return releaseWait{}, err
+		}
+		if mayRun {
+			return h.wait(owner, p.Name), nil
+		}
 	}
-	return "", nil
+	return releaseWait{passed: h.passed}, nil
 }
 
-// sharedReleaseBusy names a Job of the shared workload's release whose pod
-// still runs though the status no longer follows it (runningReleasePod);
-// "" when there is none. The status names the one Job of the release that
-// runs, and a pass waits for it (observeRelease, teardown); a pod of a Job
-// deleted or failed while it ran is seen only here.
-func (r *SharedWorkloadReconciler) sharedReleaseBusy(ctx context.Context, sw *petriv1.SharedWorkload, job string) (string, error) {
+// sharedReleaseBusy finds a Job of the shared workload's release whose pod
+// still runs though the status no longer follows it (runningPod). The
+// status names the one Job of the release that runs, and a pass waits for
+// it (observeRelease, teardown); a pod of a Job deleted or failed while it
+// ran is seen only here.
+func (r *SharedWorkloadReconciler) sharedReleaseBusy(ctx context.Context, sw *petriv1.SharedWorkload, job string) (releaseWait, error) {
 	var cur batchv1.Job
 	err := r.Get(ctx, client.ObjectKey{Namespace: r.Options.ManagementNamespace, Name: job}, &cur)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("get job %s: %w", job, err)
+		return releaseWait{}, fmt.Errorf("get job %s: %w", job, err)
 	}
 	jobExists := err == nil
-	owner, err := runningReleasePod(ctx, r.Client, r.Options.ManagementNamespace, sharedReleaseKey(naming.LabelValue(sw.Name)), job, jobExists)
-	if owner != "" {
-		log.FromContext(ctx).Info("Release busy, waiting", "job", owner)
+	held := releaseHolds{c: r.Client, nodes: r.APIReader, now: r.Options.now()}
+	w, err := held.runningPod(ctx, r.Options.ManagementNamespace, sharedReleaseKey(naming.LabelValue(sw.Name)), job, jobExists)
+	switch {
+	case err != nil:
+		return releaseWait{}, err
+	case w.busy():
+		log.FromContext(ctx).Info("Release busy, waiting", "job", w.job, "pod", w.pod)
+	case len(w.passed) > 0:
+		log.FromContext(ctx).Info("Release held by pods that will never finish; not waiting for them", "passed", w.passed)
 	}
-	return owner, err
+	return w, nil
 }
 
 // indexReleasePods indexes cached pods of deploy and undeploy Jobs by the
@@ -161,9 +291,9 @@ func releaseOf(obj client.Object) []string {
 	return nil
 }
 
-func (r *EphemeralEnvironmentReconciler) busy(ctx context.Context, component, job string) string {
-	log.FromContext(ctx).Info("Release busy, waiting", "component", component, "job", job)
-	return job
+func (r *EphemeralEnvironmentReconciler) busy(ctx context.Context, component string, w releaseWait) releaseWait {
+	log.FromContext(ctx).Info("Release busy, waiting", "component", component, "job", w.job, "pod", w.pod)
+	return w
 }
 
 // releaseJobs remembers the last deploy or undeploy Job this operator

@@ -339,10 +339,11 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 		key.Attempt = attempt
 		name := key.Name()
 		args := []string{"undeploy", "--release", releaseName(sw), "--namespace", r.Options.SharedNamespace, "--termination-log", jobs.TerminationLogPath}
-		if busy, err := r.sharedReleaseBusy(ctx, sw, name); err != nil {
+		wait, err := r.sharedReleaseBusy(ctx, sw, name)
+		if err != nil {
 			return reconcile.Result{}, err
-		} else if busy != "" {
-			msg := "undeploy waits for job " + busy + ", whose pod still runs on the release"
+		} else if wait.busy() {
+			msg := "undeploy " + wait.waiting()
 			setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownProgressing, msg)
 			setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownProgressing, msg)
 			return reconcile.Result{RequeueAfter: uncachedPoll}, nil
@@ -356,6 +357,10 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 		msg := "undeploying"
 		if attempt > 1 && lastError != "" {
 			msg = fmt.Sprintf("undeploying (attempt %d; attempt %d failed: %s)", attempt, attempt-1, lastError)
+		}
+		if passed := wait.passedOver(); passed != "" {
+			msg += "; " + passed
+			r.Recorder.Eventf(sw, nil, corev1.EventTypeWarning, petriv1.ReasonReleaseHolderLost, "Undeploy", "%s", passed)
 		}
 		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownProgressing, msg)
 		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownProgressing, msg)

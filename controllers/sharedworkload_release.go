@@ -199,10 +199,11 @@ func (r *SharedWorkloadReconciler) startRelease(ctx context.Context, sw *petriv1
 		key.Attempt = attempt
 	}
 	name := key.Name()
-	if busy, err := r.sharedReleaseBusy(ctx, sw, name); err != nil {
+	wait, err := r.sharedReleaseBusy(ctx, sw, name)
+	if err != nil {
 		return reconcile.Result{}, err
-	} else if busy != "" {
-		r.summarize(sw, petriv1.ReasonDeployProgressing, "deploy waits for job "+busy+", whose pod still runs on the release")
+	} else if wait.busy() {
+		r.summarize(sw, petriv1.ReasonDeployProgressing, "deploy "+wait.waiting())
 		return reconcile.Result{RequeueAfter: uncachedPoll}, nil
 	}
 	if err := r.createJob(ctx, sw, name, contract.ActionDeploy, gen, args, secretName); err != nil {
@@ -211,7 +212,12 @@ func (r *SharedWorkloadReconciler) startRelease(ctx context.Context, sw *petriv1
 	now := r.Options.metaNow()
 	rel.Phase, rel.Job, rel.StartedAt, rel.FinishedAt, rel.LastError, rel.Attempt = petriv1.ComponentDeploying, name, &now, nil, "", attempt
 	log.FromContext(ctx).Info("Started shared workload deploy job", "job", name, "attempt", attempt)
-	r.summarize(sw, petriv1.ReasonDeployProgressing, "deploy job "+name+" is running")
+	msg := "deploy job " + name + " is running"
+	if passed := wait.passedOver(); passed != "" {
+		msg += "; " + passed
+		r.Recorder.Eventf(sw, nil, corev1.EventTypeWarning, petriv1.ReasonReleaseHolderLost, "Deploy", "%s", passed)
+	}
+	r.summarize(sw, petriv1.ReasonDeployProgressing, msg)
 	return reconcile.Result{}, nil
 }
 

@@ -167,9 +167,10 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 	key := envJobKey(env, contract.ActionUndeploy, cs.Name, gen)
 	key.Attempt = attempt
 	jobName := key.Name()
-	if busy, err := r.releaseBusy(ctx, env, cs.Name, jobName); err != nil || busy != "" {
-		if busy != "" {
-			cs.Message = busyMessage(busy)
+	wait, err := r.releaseBusy(ctx, env, cs.Name, jobName)
+	if err != nil || wait.busy() {
+		if wait.busy() {
+			cs.Message = wait.waiting()
 			p.requeueAfter(uncachedPoll)
 		}
 		return false, err
@@ -185,7 +186,10 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 	r.releaseJobs.created(env, cs.Name, jobName)
 	now := r.Options.metaNow()
 	cs.Phase, cs.Job, cs.Attempt, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.LastError = petriv1.ComponentUndeploying, jobName, attempt, gen, &now, nil, ""
-	cs.Message = ""
+	cs.Message = wait.passedOver()
+	if cs.Message != "" {
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonReleaseHolderLost, "Undeploy", "component %s: %s", cs.Name, cs.Message)
+	}
 	log.FromContext(ctx).Info("Started undeploy job", "component", cs.Name, "job", jobName, "attempt", attempt)
 	return false, nil
 }

@@ -145,6 +145,12 @@ const (
 	ReasonExpired = "Expired"
 	// ReasonInUse: a SharedWorkload deletion waits for bound environments.
 	ReasonInUse = "InUse"
+	// ReasonReleaseHolderLost (an Event's reason): a Helm operation started
+	// without waiting for a pod of an earlier one that had not finished but
+	// never will (its node lost or not Ready, its phase Unknown, or
+	// terminating long past its grace period); the Event and the
+	// component's message name the pod and why.
+	ReasonReleaseHolderLost = "ReleaseHolderLost"
 
 	// ReasonSleeping: the environment is asleep (its Deployments and
 	// StatefulSets scaled to zero) or its sleep Job is running. Ready is

@@ -4,6 +4,7 @@
 package jobs
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -208,4 +209,51 @@ func TerminationMessage(pods []corev1.Pod) string {
 		}
 	}
 	return best
+}
+
+// TerminatingMargin is how long past the end of its grace period a deleted
+// pod may still be terminating before it is taken for one that never ends:
+// the kubelet kills it when the grace period is over and confirms within
+// seconds, unless its node is gone.
+const TerminatingMargin = 30 * time.Second
+
+// PodMayRun says whether a pod that has not finished may still be running
+// its work, and when not, why: its phase is Unknown (its node stopped
+// reporting), it was deleted and is still terminating well past its grace
+// period (metadata.deletionTimestamp is when that period ends), or its node
+// is not Ready or no longer exists. node is the pod's node, nil when the pod
+// names none or that node does not exist (nodeFound false). A pod that
+// finished (Succeeded, Failed) runs nothing: false, with no reason.
+func PodMayRun(pod *corev1.Pod, node *corev1.Node, nodeFound bool, now time.Time) (bool, string) {
+	switch pod.Status.Phase {
+	case corev1.PodSucceeded, corev1.PodFailed:
+		return false, ""
+	case corev1.PodUnknown:
+		return false, "its phase is Unknown: its node stopped reporting it"
+	}
+	if d := pod.DeletionTimestamp; d != nil && now.Sub(d.Time) > TerminatingMargin {
+		return false, fmt.Sprintf("it was deleted and is still terminating %s after its grace period ended", now.Sub(d.Time).Truncate(time.Second))
+	}
+	if pod.Spec.NodeName == "" {
+		return true, ""
+	}
+	if !nodeFound {
+		return false, fmt.Sprintf("its node %s no longer exists", pod.Spec.NodeName)
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue {
+				return true, ""
+			}
+			return false, fmt.Sprintf("its node %s is not Ready (%s since %s)", node.Name, nonEmpty(c.Reason, string(c.Status)), c.LastTransitionTime.UTC().Format(time.RFC3339))
+		}
+	}
+	return false, fmt.Sprintf("its node %s has not reported Ready", node.Name)
+}
+
+func nonEmpty(s, otherwise string) string {
+	if s != "" {
+		return s
+	}
+	return otherwise
 }

@@ -117,3 +117,53 @@ func TestTerminationMessagePicksTheLatestFailure(t *testing.T) {
 	})
 	assert.Equal(t, "ChartNotFound: oci://x/y", got)
 }
+
+func TestPodMayRun(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(d)); return &t }
+	pod := func(phase corev1.PodPhase, node string, deleted *metav1.Time) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", DeletionTimestamp: deleted},
+			Spec:       corev1.PodSpec{NodeName: node},
+			Status:     corev1.PodStatus{Phase: phase},
+		}
+	}
+	node := func(ready corev1.ConditionStatus) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+		if ready != "" {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, Reason: "NodeStatusUnknown", LastTransitionTime: *at(-time.Minute)}}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name      string
+		pod       *corev1.Pod
+		node      *corev1.Node
+		nodeFound bool
+		mayRun    bool
+		why       string
+	}{
+		{"running, no node named", pod(corev1.PodRunning, "", nil), nil, false, true, ""},
+		{"pending, no node yet", pod(corev1.PodPending, "", nil), nil, false, true, ""},
+		{"running on a Ready node", pod(corev1.PodRunning, "n1", nil), node(corev1.ConditionTrue), true, true, ""},
+		{"succeeded", pod(corev1.PodSucceeded, "n1", nil), nil, false, false, ""},
+		{"failed", pod(corev1.PodFailed, "", nil), nil, false, false, ""},
+		{"phase Unknown", pod(corev1.PodUnknown, "n1", nil), node(corev1.ConditionTrue), true, false, "its phase is Unknown"},
+		{"terminating within its grace period", pod(corev1.PodRunning, "", at(10*time.Second)), nil, false, true, ""},
+		{"terminating just past its grace period", pod(corev1.PodRunning, "", at(-TerminatingMargin)), nil, false, true, ""},
+		{"terminating well past its grace period", pod(corev1.PodRunning, "n1", at(-TerminatingMargin-time.Second)), node(corev1.ConditionTrue), true, false, "still terminating 31s after its grace period ended"},
+		{"node not Ready", pod(corev1.PodRunning, "n1", nil), node(corev1.ConditionUnknown), true, false, "its node n1 is not Ready (NodeStatusUnknown since 2026-12-02T11:59:00Z)"},
+		{"node without a Ready condition", pod(corev1.PodRunning, "n1", nil), node(""), true, false, "its node n1 has not reported Ready"},
+		{"node gone", pod(corev1.PodRunning, "n1", nil), nil, false, false, "its node n1 no longer exists"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mayRun, why := PodMayRun(tc.pod, tc.node, tc.nodeFound, now)
+			assert.Equal(t, tc.mayRun, mayRun)
+			if tc.why == "" {
+				assert.Empty(t, why)
+			} else {
+				assert.Contains(t, why, tc.why)
+			}
+		})
+	}
+}
