@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -270,4 +271,57 @@ func TestDeployWaitLooksAgainOnlyOnChanges(t *testing.T) {
 	defer mu.Unlock()
 	assert.Positive(t, looks)
 	assert.Less(t, looks, 30, "readiness checks in a wait of 3 seconds")
+}
+
+// slowLeases makes the API server's answers to Lease renewals (PUT) take
+// delay while slow is set, as a saturated API server answers.
+type slowLeases struct {
+	delay time.Duration
+	slow  atomic.Bool
+	next  http.RoundTripper
+}
+
+func (s *slowLeases) RoundTrip(r *http.Request) (*http.Response, error) {
+	if s.slow.Load() && r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/leases/") {
+		t := time.NewTimer(s.delay)
+		select {
+		case <-r.Context().Done():
+			t.Stop()
+			return nil, r.Context().Err()
+		case <-t.C:
+		}
+	}
+	return s.next.RoundTrip(r)
+}
+
+// A renewal of the release's Lease that takes longer than usual (a
+// saturated API server answered Lease updates in 3 to 5 seconds while
+// others timed out) is waited for and tried again while the Lease is still
+// this deployer's: the Helm operation goes on to its own end, here the
+// wait's timeout, and is not cancelled with "release lock lost".
+func TestSlowLeaseRenewalsKeepTheRelease(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	slow := &slowLeases{delay: 3 * time.Second}
+	getter := deployer.NewRESTClientGetter(env.Kubeconfig, ns)
+	flags := deployer.FlagsOf(getter)
+	wrap := flags.WrapConfigFn
+	flags.WrapConfigFn = func(cfg *rest.Config) *rest.Config {
+		cfg = wrap(cfg)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			slow.next = rt
+			return slow
+		})
+		return cfg
+	}
+	d, err := deployer.New(getter, ns, logr.Discard())
+	require.NoError(t, err)
+	slow.slow.Store(true)
+	// No node runs the pods here: one replica keeps the deploy waiting for
+	// its whole timeout, through several renewals.
+	start := time.Now()
+	deploy := deployAsync(t, d, deployer.DeployRequest{Release: "web", Chart: localChart(t, "greeter"), Values: map[string]any{"replicas": 1}, Timeout: 14 * time.Second})
+	err = awaitFailure(t, deploy, time.Minute)
+	assert.False(t, errors.Is(err, deployer.ErrReleaseLockLost), "the release was given up: %v", err)
+	assert.GreaterOrEqual(t, time.Since(start), 14*time.Second, "the deploy waited its whole timeout: %v", err)
 }

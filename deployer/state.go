@@ -83,9 +83,10 @@ func ChooseAction(latest *release.Release) Action {
 //     has not renewed it for the lease duration it wrote, measured on this
 //     deployer's own clock from when it first saw the holder's latest
 //     renewal, so clocks need not agree (client-go's leader election does
-//     the same). A holder that fails to renew for lockRenewDeadline, well
-//     under the duration, cancels its operation's context so that Helm
-//     stops before anyone may take over.
+//     the same). A holder tries a renewal that failed or timed out again
+//     while the Lease is still its own; one that has not renewed it for
+//     lockRenewDeadline, under the duration, cancels its operation's
+//     context so that Helm stops before anyone may take over.
 //   - A deployer releases the Lease by deleting it, on the condition that
 //     it is still the version this deployer last wrote (so a Lease taken
 //     over meanwhile is left to its new holder), and the next deployer
@@ -101,9 +102,9 @@ func ChooseAction(latest *release.Release) Action {
 // Lease timing. A live deployer renews every lockRenewEvery; a dead one's
 // Lease is taken over lockDuration after its last renewal was seen.
 const (
-	lockDuration      = 10 * time.Second
+	lockDuration      = 15 * time.Second
 	lockRenewEvery    = 2 * time.Second
-	lockRenewDeadline = 7 * time.Second
+	lockRenewDeadline = 12 * time.Second
 	lockRetry         = 500 * time.Millisecond
 )
 
@@ -121,6 +122,8 @@ type releaseLock struct {
 	holder  string
 	// lease is the Lease as last written by this holder.
 	lease *coordinationv1.Lease
+	// sent is when the write that took the Lease was sent.
+	sent time.Time
 }
 
 // lockRelease waits until this deployer holds the release's Lease and keeps
@@ -134,13 +137,14 @@ func (d *Deployer) lockRelease(ctx context.Context, release string) (context.Con
 		return nil, nil, err
 	}
 	lctx, cancel := context.WithCancelCause(ctx)
-	stop, stopped := make(chan struct{}), make(chan struct{})
+	kctx, stop := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		l.keep(stop, cancel, log)
+		l.keep(kctx, cancel, log)
 	}()
 	unlock := func() {
-		close(stop)
+		stop()
 		<-stopped
 		cancel(nil)
 		if err := l.giveUp(); err != nil {
@@ -172,6 +176,7 @@ func (l *releaseLock) acquire(ctx context.Context, log logr.Logger) error {
 	var lease *coordinationv1.Lease
 	for {
 		if lease == nil {
+			l.sent = time.Now()
 			created, err := l.leases.Create(ctx, l.fresh(name), metav1.CreateOptions{})
 			if err == nil {
 				l.lease = created
@@ -216,6 +221,7 @@ func (l *releaseLock) acquire(ctx context.Context, log logr.Logger) error {
 		taken := l.fresh(name)
 		taken.ObjectMeta = lease.ObjectMeta
 		taken.Spec.LeaseTransitions = lease.Spec.LeaseTransitions
+		l.sent = time.Now()
 		updated, err := l.leases.Update(ctx, taken, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			if lease, err = l.get(ctx, name); err != nil {
@@ -255,35 +261,49 @@ func (l *releaseLock) get(ctx context.Context, name string) (*coordinationv1.Lea
 	return lease, nil
 }
 
-// keep renews the Lease until stop is closed. Renewal does not follow the
-// operation's context: a deployer asked to stop (SIGTERM) keeps the Lease
-// until its Helm call has returned. When the Lease is lost it cancels the
-// operation.
-func (l *releaseLock) keep(stop <-chan struct{}, lost context.CancelCauseFunc, log logr.Logger) {
+// keep renews the Lease until ctx ends (unlock). Renewal does not follow
+// the operation's context: a deployer asked to stop (SIGTERM) keeps the
+// Lease until its Helm call has returned. It gives the Lease up, and
+// cancels the operation, only when the Lease is lost: another holder has
+// it, or no renewal has succeeded for lockRenewDeadline, after which
+// another deployer may soon take it over. A renewal that fails or times
+// out (a slow API server) is tried again meanwhile, each attempt allowed
+// the time left until that deadline: a saturated API server that answers
+// in five seconds does not cost the release.
+func (l *releaseLock) keep(ctx context.Context, lost context.CancelCauseFunc, log logr.Logger) {
 	tick := time.NewTicker(lockRenewEvery)
 	defer tick.Stop()
-	renewed := time.Now()
+	// renewed is when the last renewal that succeeded was sent: another
+	// deployer measures the Lease's duration from when it saw that write,
+	// which is later.
+	renewed := l.sent
 	for {
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		err := l.renew()
+		sent := time.Now()
+		err := l.renew(ctx, lockRenewDeadline-sent.Sub(renewed))
 		if err == nil {
-			renewed = time.Now()
+			renewed = sent
 			continue
 		}
-		if errors.Is(err, ErrReleaseLockLost) || time.Since(renewed) > lockRenewDeadline {
-			log.Info("Release lock lost, cancelling the Helm operation", "error", err.Error())
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, ErrReleaseLockLost) || time.Since(renewed) >= lockRenewDeadline {
+			log.Info("Release lock lost, cancelling the Helm operation", "error", err.Error(), "lastRenewal", renewed.Format(time.RFC3339Nano))
 			lost(fmt.Errorf("%w: %w", ErrReleaseLockLost, err))
 			return
 		}
+		log.Info("Release lock not renewed; trying again while it is still held", "error", err.Error(), "heldFor", lockRenewDeadline-time.Since(renewed))
 	}
 }
 
-func (l *releaseLock) renew() error {
-	ctx, cancel := context.WithTimeout(context.Background(), lockRenewEvery)
+// renew writes the Lease's renewal, within timeout.
+func (l *releaseLock) renew(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, max(timeout, lockRetry))
 	defer cancel()
 	lease := l.lease.DeepCopy()
 	now := metav1.NowMicro()
