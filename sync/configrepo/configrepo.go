@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
@@ -59,7 +60,16 @@ type Options struct {
 	// WorkDir holds the object store of a fetch while it runs; the
 	// system's temporary directory when empty.
 	WorkDir string
+	// Timeout bounds one Fetch, whatever the caller's context allows, so
+	// that a git server that accepts the connection and then stalls cannot
+	// hold up config updates and a new leader's first pass for good;
+	// DefaultTimeout when zero.
+	Timeout time.Duration
 }
+
+// DefaultTimeout bounds one Fetch: the reference advertisement and, when
+// the head moved, that one commit's objects.
+const DefaultTimeout = 5 * time.Minute
 
 // Snapshot is the content of the config directory at one commit.
 type Snapshot struct {
@@ -145,6 +155,12 @@ func (r *Repo) remoteRef() plumbing.ReferenceName {
 func (r *Repo) Fetch(ctx context.Context) (*Snapshot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	timeout := r.opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("the config repository did not answer within %s", timeout))
+	defer cancel()
 	auth, err := r.auth()
 	if err != nil {
 		return nil, err

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -12,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -152,4 +155,47 @@ func TestHTTPSWithToken(t *testing.T) {
 	_, err = bad.Fetch(context.Background())
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "wrong", "the token never appears in errors")
+}
+
+// A git server that accepts the connection and then never answers (a
+// stalled server or proxy) costs one Fetch its timeout, not config updates
+// for good: Fetch returns with an error that says so, though the caller's
+// context has no deadline.
+func TestFetchOfAStalledServerEndsAtItsTimeout(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				// Read the request, answer nothing, keep the connection.
+				_, _ = io.Copy(io.Discard, c)
+				<-done
+				c.Close()
+			}()
+		}
+	}()
+	r, err := configrepo.New(configrepo.Options{URL: "http://" + l.Addr().String() + "/config.git", Timeout: 2 * time.Second})
+	require.NoError(t, err)
+	start := wall.Now()
+	fetched := make(chan error, 1)
+	go func() {
+		_, err := r.Fetch(context.Background())
+		fetched <- err
+	}()
+	select {
+	case err := <-fetched:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "did not answer within 2s")
+		assert.Less(t, wall.Since(start), 10*time.Second)
+	case <-time.After(time.Minute):
+		require.FailNow(t, "Fetch of a stalled server did not return")
+	}
 }
