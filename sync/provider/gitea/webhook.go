@@ -59,16 +59,33 @@ func ValidSignature(secret, body []byte, signature string) bool {
 }
 
 // ReadVerified reads a delivery's body (at most limit bytes) and checks its
-// signature; it returns the event kind and the body.
+// signature; it returns the event kind and the body. A delivery without a
+// well-formed signature (64 hex digits), or that says it is over limit, is
+// refused before its body is read; a body whose length is given is read
+// into one allocation of that size.
 func ReadVerified(r *http.Request, secret []byte, limit int64) (string, []byte, error) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	sig := strings.TrimSpace(r.Header.Get(HeaderSignature))
+	if len(secret) == 0 || len(sig) != hex.EncodedLen(sha256.Size) || strings.Trim(strings.ToLower(sig), "0123456789abcdef") != "" {
+		return "", nil, ErrBadSignature
+	}
+	if r.ContentLength > limit {
+		return "", nil, fmt.Errorf("gitea webhook body over %d bytes", limit)
+	}
+	var body []byte
+	var err error
+	if r.ContentLength >= 0 {
+		body = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(r.Body, body)
+	} else {
+		body, err = io.ReadAll(io.LimitReader(r.Body, limit+1))
+	}
 	if err != nil {
 		return "", nil, fmt.Errorf("read gitea webhook: %w", err)
 	}
 	if int64(len(body)) > limit {
 		return "", nil, fmt.Errorf("gitea webhook body over %d bytes", limit)
 	}
-	if !ValidSignature(secret, body, r.Header.Get(HeaderSignature)) {
+	if !ValidSignature(secret, body, sig) {
 		return "", nil, ErrBadSignature
 	}
 	return r.Header.Get(HeaderEvent), body, nil

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -189,6 +190,46 @@ func TestReadVerifiedRefuses(t *testing.T) {
 	_, _, err := giteaprovider.ReadVerified(r, secret, 5)
 	assert.ErrorContains(t, err, "over 5 bytes")
 	assert.False(t, giteaprovider.ValidSignature(nil, []byte(body), good), "no secret validates nothing")
+}
+
+// countingBody counts the bytes read of a delivery's body.
+type countingBody struct {
+	r    io.Reader
+	read int
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.read += n
+	return n, err
+}
+
+// A delivery without a well-formed signature, or that says it is larger
+// than the limit, is refused before a byte of its body is read: an
+// unauthenticated sender cannot make sync read (and hold) 5 MiB per
+// request.
+func TestReadVerifiedRefusesBeforeReading(t *testing.T) {
+	big := strings.Repeat("x", 5<<20)
+	for name, tc := range map[string]struct {
+		sig    string
+		length int64
+		want   string
+	}{
+		"no signature":            {sig: "", length: int64(len(big)), want: giteaprovider.ErrBadSignature.Error()},
+		"malformed signature":     {sig: "sha256=abc", length: int64(len(big)), want: giteaprovider.ErrBadSignature.Error()},
+		"says it is too large":    {sig: strings.Repeat("ab", 32), length: int64(len(big)), want: "over 1048576 bytes"},
+		"no length, no signature": {sig: "", length: -1, want: giteaprovider.ErrBadSignature.Error()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			body := &countingBody{r: strings.NewReader(big)}
+			r := httptest.NewRequest(http.MethodPost, "/webhooks/gitea", body)
+			r.ContentLength = tc.length
+			r.Header.Set(giteaprovider.HeaderSignature, tc.sig)
+			_, _, err := giteaprovider.ReadVerified(r, []byte("k"), 1<<20)
+			assert.ErrorContains(t, err, tc.want)
+			assert.Zero(t, body.read, "bytes read of the refused body")
+		})
+	}
 }
 
 func TestParseWebhookRefuses(t *testing.T) {
