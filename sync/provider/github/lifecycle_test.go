@@ -85,16 +85,28 @@ func TestDeployments(t *testing.T) {
 	id, err := p.FindDeployment(ctx, repo, sha, "petri/shop-pr-1")
 	require.NoError(t, err)
 	assert.Zero(t, id)
+	// Someone else's deployment of that commit to that environment is
+	// theirs: never found, so never driven or deactivated.
+	srv.AddDeployment(repo, githubapi.Deployment{SHA: sha, Environment: "petri/shop-pr-1", Creator: "someone-else"})
+	id, err = p.FindDeployment(ctx, repo, sha, "petri/shop-pr-1")
+	require.NoError(t, err)
+	assert.Zero(t, id, "another creator's deployment is not sync's")
 	id, err = p.CreateDeployment(ctx, repo, provider.Deployment{SHA: sha, Environment: "petri/shop-pr-1", Description: "Preview environment shop-pr-1"})
 	require.NoError(t, err)
+	srv.AddDeployment(repo, githubapi.Deployment{SHA: sha, Environment: "petri/shop-pr-1", Creator: "someone-else"})
 	found, err := p.FindDeployment(ctx, repo, sha, "petri/shop-pr-1")
 	require.NoError(t, err)
-	assert.Equal(t, id, found)
+	assert.Equal(t, id, found, "sync's own, though another's is newer")
 	other, err := p.FindDeployment(ctx, repo, sha, "petri/other-pr-1")
 	require.NoError(t, err)
 	assert.Zero(t, other, "another environment's deployment is not this one")
 
-	ds := srv.Deployments(repo)
+	var ds []githubapi.Deployment
+	for _, d := range srv.Deployments(repo) {
+		if d.Creator != "someone-else" {
+			ds = append(ds, d)
+		}
+	}
 	require.Len(t, ds, 1)
 	d := ds[0]
 	assert.Equal(t, sha, d.Ref)

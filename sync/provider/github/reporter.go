@@ -6,6 +6,7 @@ package github
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	gh "github.com/google/go-github/v60/github"
@@ -205,24 +206,38 @@ func (p *Provider) ForgetRepository(repository string) {
 	p.posted.forget(repository)
 }
 
-// FindDeployment returns the newest deployment of sha to environment.
+// FindDeployment returns the newest deployment of sha to environment that
+// sync's credentials created; 0 when there is none. A deployment someone
+// else made to that environment (by hand, another tool) is theirs: sync
+// never drives, deactivates or adopts it. Among the newest deploymentPage
+// of that commit and environment.
 func (p *Provider) FindDeployment(ctx context.Context, repository, sha, environment string) (int64, error) {
 	owner, name, err := split(repository)
+	if err != nil {
+		return 0, err
+	}
+	self, err := p.Login(ctx)
 	if err != nil {
 		return 0, err
 	}
 	if err := p.before(); err != nil {
 		return 0, err
 	}
-	ds, resp, err := p.client.Repositories.ListDeployments(ctx, owner, name, &gh.DeploymentsListOptions{SHA: sha, Environment: environment, ListOptions: gh.ListOptions{PerPage: 1}})
+	ds, resp, err := p.client.Repositories.ListDeployments(ctx, owner, name, &gh.DeploymentsListOptions{SHA: sha, Environment: environment, ListOptions: gh.ListOptions{PerPage: deploymentPage}})
 	if err := p.after(resp, err); err != nil {
 		return 0, fmt.Errorf("list deployments of %s to %s: %w", repository, environment, err)
 	}
-	if len(ds) == 0 {
-		return 0, nil
+	for _, d := range ds {
+		if strings.EqualFold(d.GetCreator().GetLogin(), self) {
+			return d.GetID(), nil
+		}
 	}
-	return ds[0].GetID(), nil
+	return 0, nil
 }
+
+// deploymentPage is how many deployments of one commit to one environment
+// FindDeployment reads: sync makes one per commit, so more are others'.
+const deploymentPage = 10
 
 // CreateDeployment creates a transient, non-production deployment of a
 // commit that waits for no status check (required_contexts empty) and
