@@ -220,9 +220,10 @@ func timeOf(t *metav1.Time) time.Time {
 
 // Expiry is what a pull request's stored state says of one application's
 // environment: kept by /petri keep, or when it expires. ok is false when the
-// state is another pull request's or says nothing of it.
-func Expiry(spec *petriv1.PullRequestStateSpec, repository string, number int, app string) (expires time.Time, kept, ok bool) {
-	if spec == nil || !strings.EqualFold(spec.Repository, repository) || spec.Number != int64(number) {
+// state is another pull request's (another forge's pull request of the same
+// path and number included) or says nothing of it.
+func Expiry(spec *petriv1.PullRequestStateSpec, k Key, app string) (expires time.Time, kept, ok bool) {
+	if spec == nil || !strings.EqualFold(spec.Repository, k.Repository) || spec.Number != int64(k.Number) || (Key{Forge: spec.Forge}).forge() != k.forge() {
 		return time.Time{}, false, false
 	}
 	if spec.Kept {

@@ -316,27 +316,35 @@ func TestPageShowsEnvironmentsAndNoSecrets(t *testing.T) {
 // environment.
 // TestPageShowsSyncsExpiry: an environment whose expiry sync keeps (an
 // application's ttl) shows that expiry, as sync's comment does, not
-// "never"; one kept by /petri keep says so.
+// "never"; one kept by /petri keep says so. A Gitea pull request's
+// environment shows its own state's, not that of GitHub's pull request of
+// the same path and number.
 func TestPageShowsSyncsExpiry(t *testing.T) {
 	ctx := context.Background()
 	expiring := syncEnvironment("shop-pr-21-aaaa", 21, greeter("web"))
 	kept := syncEnvironment("shop-pr-22-aaaa", 22, greeter("web"))
+	onGitea := syncEnvironment("shop-pr-22-bbbb", 22, greeter("web"))
+	onGitea.Annotations[render.AnnotationForge] = "gitea"
 	at := metav1.NewTime(wall.Now().Add(50 * time.Hour))
+	giteaAt := metav1.NewTime(wall.Now().Add(80 * time.Hour))
 	states := []*petriv1.PullRequestState{
 		{Spec: petriv1.PullRequestStateSpec{Forge: "github", Repository: "acme/shop", Number: 21,
 			Applications: []petriv1.ApplicationLifecycle{{Name: "shop", ExpiresAt: &at}}}},
 		{Spec: petriv1.PullRequestStateSpec{Forge: "github", Repository: "acme/shop", Number: 22, Kept: true,
 			Applications: []petriv1.ApplicationLifecycle{{Name: "shop", ExpiresAt: &at}}}},
+		{Spec: petriv1.PullRequestStateSpec{Forge: "gitea", Repository: "acme/shop", Number: 22,
+			Applications: []petriv1.ApplicationLifecycle{{Name: "shop", ExpiresAt: &giteaAt}}}},
 	}
 	for _, st := range states {
-		st.Namespace, st.Name = mgmtNS, prstate.Name(prstate.Key{Repository: "acme/shop", Number: int(st.Spec.Number)})
+		st.Namespace, st.Name = mgmtNS, prstate.Name(prstate.Key{Forge: st.Spec.Forge, Repository: "acme/shop", Number: int(st.Spec.Number)})
 		st.Labels = map[string]string{petriv1.LabelManagedBy: render.ManagedBy}
 	}
-	for _, o := range []client.Object{expiring, kept, states[0], states[1]} {
+	objects := []client.Object{expiring, kept, onGitea, states[0], states[1], states[2]}
+	for _, o := range objects {
 		create(t, o)
 	}
 	t.Cleanup(func() {
-		for _, o := range []client.Object{expiring, kept, states[0], states[1]} {
+		for _, o := range objects {
 			_ = cluster.Client.Delete(ctx, o)
 		}
 	})
@@ -354,8 +362,9 @@ func TestPageShowsSyncsExpiry(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, body := get(t, "/")
 		return strings.Contains(section(body, expiring.Name), "data-until>in 2d") &&
-			strings.Contains(section(body, kept.Name), "never: kept by <code>/petri keep</code>")
-	}, 10*time.Second, 50*time.Millisecond, "the page shows sync's expiry and keep")
+			strings.Contains(section(body, kept.Name), "never: kept by <code>/petri keep</code>") &&
+			strings.Contains(section(body, onGitea.Name), "data-until>in 3d")
+	}, 10*time.Second, 50*time.Millisecond, "the page shows sync's expiry and keep, each of its own forge's pull request")
 }
 
 func helperJob(t *testing.T, env, name, action string) {

@@ -34,6 +34,9 @@ type page struct {
 }
 
 type environment struct {
+	// forge is the environment's forge, from its annotation; empty for
+	// GitHub.
+	forge       string
 	Name        string
 	Application string
 	Repository  string
@@ -124,7 +127,7 @@ func (u *UI) read(ctx context.Context) page {
 	for i := range envs.Items {
 		if e := &envs.Items[i]; render.Owned(e.Labels) {
 			v := environmentView(e)
-			withLifecycle(&v, byName[prstate.Name(prstate.Key{Repository: v.Repository, Number: v.PullRequest})])
+			withLifecycle(&v, byName[prstate.Name(v.stateKey())])
 			p.Environments = append(p.Environments, v)
 		}
 	}
@@ -152,7 +155,7 @@ func (u *UI) read(ctx context.Context) page {
 // withLifecycle shows what sync's state of the pull request says of the
 // environment's expiry, when it says anything.
 func withLifecycle(v *environment, st *petriv1.PullRequestStateSpec) {
-	at, kept, ok := prstate.Expiry(st, v.Repository, v.PullRequest, v.Application)
+	at, kept, ok := prstate.Expiry(st, v.stateKey(), v.Application)
 	switch {
 	case !ok:
 	case kept:
@@ -162,10 +165,16 @@ func withLifecycle(v *environment, st *petriv1.PullRequestStateSpec) {
 	}
 }
 
+// stateKey names the pull request whose state sync keeps for the
+// environment: its forge's (the annotation, GitHub's when there is none).
+func (v environment) stateKey() prstate.Key {
+	return prstate.Key{Forge: v.forge, Repository: v.Repository, Number: v.PullRequest}
+}
+
 func environmentView(e *petriv1.EphemeralEnvironment) environment {
 	_, detail := render.EnvState(e)
 	v := environment{
-		Name: e.Name, Application: e.Labels[render.LabelApplication], Repository: e.Annotations[render.AnnotationRepository],
+		Name: e.Name, Application: e.Labels[render.LabelApplication], Repository: e.Annotations[render.AnnotationRepository], forge: e.Annotations[render.AnnotationForge],
 		URL: e.Annotations[render.AnnotationURL], Namespace: e.Status.TargetNamespace, Phase: string(e.Status.Phase),
 		Cluster: render.Cluster(e), Placed: e.Status.Cluster != "", Detail: detail, Created: e.CreationTimestamp.Time,
 	}

@@ -27,6 +27,9 @@ type Environment struct {
 	Message     string `json:"message,omitempty"`
 	Application string `json:"application,omitempty"`
 	Repository  string `json:"repository,omitempty"`
+	// Forge is the repository's forge when it is not GitHub (gitlab,
+	// gitea, forgejo).
+	Forge       string `json:"forge,omitempty"`
 	PullRequest int    `json:"pullRequest,omitempty"`
 	PRURL       string `json:"pullRequestURL,omitempty"`
 	Branch      string `json:"branch,omitempty"`
@@ -95,14 +98,15 @@ func (o *options) withLifecycle(ctx context.Context, v *Environment) {
 		return
 	}
 	var st petriv1.PullRequestState
-	key := client.ObjectKey{Namespace: o.namespace, Name: prstate.Name(prstate.Key{Repository: v.Repository, Number: v.PullRequest})}
+	pr := prstate.Key{Forge: v.Forge, Repository: v.Repository, Number: v.PullRequest}
+	key := client.ObjectKey{Namespace: o.namespace, Name: prstate.Name(pr)}
 	if err := o.client.Get(ctx, key, &st); err != nil {
 		if !apierrors.IsNotFound(err) {
 			v.Warnings = append(v.Warnings, fmt.Sprintf("sync's state of the pull request cannot be read: %v", err))
 		}
 		return
 	}
-	if at, kept, ok := prstate.Expiry(&st.Spec, v.Repository, v.PullRequest, v.Application); ok {
+	if at, kept, ok := prstate.Expiry(&st.Spec, pr, v.Application); ok {
 		v.Kept, v.ExpiresAt = kept, at
 	}
 }
@@ -113,7 +117,8 @@ func (o *options) view(ctx context.Context, e *petriv1.EphemeralEnvironment) Env
 	v := Environment{
 		Name: e.Name, Phase: string(e.Status.Phase), Namespace: e.Status.TargetNamespace, Cluster: render.Cluster(e),
 		Application: e.Labels[render.LabelApplication], Repository: e.Annotations[render.AnnotationRepository],
-		URL: e.Annotations[render.AnnotationURL], Created: e.CreationTimestamp.Time,
+		Forge: e.Annotations[render.AnnotationForge],
+		URL:   e.Annotations[render.AnnotationURL], Created: e.CreationTimestamp.Time,
 		Deleting: !e.DeletionTimestamp.IsZero(), LastRedeploy: e.Status.LastRedeploy,
 	}
 	if v.Phase == "" {
