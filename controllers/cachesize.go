@@ -27,10 +27,12 @@ func slimCachedJob(in any) (any, error) {
 	return in, nil
 }
 
-// slimCachedPod drops the spec of a cached pod.
+// slimCachedPod drops the spec of a cached pod but for its node.
 func slimCachedPod(in any) (any, error) {
 	if pod, ok := in.(*corev1.Pod); ok {
-		pod.Spec = corev1.PodSpec{}
+		// The node stays: a pod on a node that is lost holds nothing
+		// (releaseHolds).
+		pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
 	}
 	return in, nil
 }

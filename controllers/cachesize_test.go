@@ -37,7 +37,7 @@ func TestCachedJobsAndPodsAreSlim(t *testing.T) {
 
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "deploy-web-x", Labels: map[string]string{batchv1.JobNameLabel: "deploy-web"}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "petri.dev/deployer"}}},
+		Spec:       corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "main", Image: "petri.dev/deployer"}}},
 		Status: corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
 			Name: "main", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: "Deployed: revision 1"}},
 		}}},
@@ -46,6 +46,7 @@ func TestCachedJobsAndPodsAreSlim(t *testing.T) {
 	require.NoError(t, err)
 	sp := out.(*corev1.Pod)
 	assert.Empty(t, sp.Spec.Containers)
+	assert.Equal(t, "node-1", sp.Spec.NodeName, "the node stays: a pod on a lost node holds no release")
 	assert.Equal(t, "deploy-web", sp.Labels[batchv1.JobNameLabel])
 	assert.Equal(t, "Deployed: revision 1", sp.Status.ContainerStatuses[0].State.Terminated.Message)
 }
