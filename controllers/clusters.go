@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -208,28 +209,32 @@ func (r *clusterRegistry) disconnect(name string) {
 // probeTimeout bounds one probe of a workload cluster.
 const probeTimeout = 5 * time.Second
 
-// probe asks the cluster's API server, with Petri's credentials, whether
-// its fences are in place (which needs it to answer and to know Petri's
-// identity), and waits briefly for the connection's cache; it records and
-// returns the finding.
+// probe asks the cluster's API server, with the credentials of its Secret,
+// who Petri is there and whether its fences refuse what they must, and waits
+// briefly for the connection's cache; it records and returns the finding.
 func (c *clusterConn) probe(ctx context.Context, o Options) (reachable bool, reason, message string) {
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	err := VerifyFences(pctx, c.target.apiReader, o)
+	err := checkWorkloadCluster(pctx, c.target, o)
+	var notPetri *notPetriError
 	switch {
 	case err == nil:
 		select {
 		case <-c.synced:
-			reachable, reason, message = true, petriv1.ReasonClusterPlaced, "answers"
+			reachable, reason, message = true, petriv1.ReasonReachable, reachableMessage(o)
 		case <-pctx.Done():
 			reason, message = petriv1.ReasonClusterUnreachable, "its cache has not synced"
 		}
+	case errors.As(err, &notPetri):
+		reason, message = petriv1.ReasonCredentialsNotPetri, err.Error()
 	case errors.Is(err, ErrFencesMissing):
-		reason, message = "FencesMissing", err.Error()
+		reason, message = petriv1.ReasonFencesMissing, err.Error()
+	case errors.Is(err, ErrFencesNotEnforced):
+		reason, message = petriv1.ReasonFencesNotEnforced, err.Error()
 	case apierrors.IsUnauthorized(err):
-		reason, message = "CredentialsRejected", "the API server refused Petri's credentials (401)"
+		reason, message = petriv1.ReasonCredentialsRejected, "the API server refused Petri's credentials (401)"
 	case apierrors.IsForbidden(err):
-		reason, message = "CredentialsRejected", "Petri's identity there lacks the rights the chart's workload-cluster mode grants (403)"
+		reason, message = petriv1.ReasonCredentialsRejected, "Petri's identity there lacks the rights the chart's workload-cluster mode grants (403)"
 	default:
 		reason, message = petriv1.ReasonClusterUnreachable, unreachableMessage(err)
 	}
@@ -237,6 +242,51 @@ func (c *clusterConn) probe(ctx context.Context, o Options) (reachable bool, rea
 	c.reachable, c.reason, c.message, c.probed = reachable, reason, message, true
 	c.mu.Unlock()
 	return reachable, reason, message
+}
+
+// reachableMessage is what a WorkloadCluster's Reachable condition says when
+// the probe found nothing wrong: exactly what was checked.
+func reachableMessage(o Options) string {
+	if o.WithoutFences {
+		return fmt.Sprintf("answers with Petri's credentials (%s); fences not checked (--require-fences=false)", OperatorUsername(o.ManagementNamespace))
+	}
+	return "answers with Petri's credentials, fences in place"
+}
+
+// checkWorkloadCluster asks the cluster, through t, who the credentials are
+// (a SelfSubjectReview) and requires the operator's ServiceAccount, which
+// the fences match; then, unless the operator runs without fences, that the
+// fences are in place, agree with the operator's settings, and refuse what
+// they must (server-side dry runs). Anything else would let the operator act
+// there with rights nothing fences.
+func checkWorkloadCluster(ctx context.Context, t *target, o Options) error {
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := t.client.Create(ctx, review); err != nil {
+		return fmt.Errorf("ask who Petri's credentials are (SelfSubjectReview): %w", err)
+	}
+	want := OperatorUsername(o.ManagementNamespace)
+	if got := review.Status.UserInfo.Username; got != want {
+		return &notPetriError{got: got, want: want}
+	}
+	if o.WithoutFences {
+		return nil
+	}
+	if err := VerifyFences(ctx, t.apiReader, o); err != nil {
+		return err
+	}
+	return ProveFences(ctx, t.client, o)
+}
+
+// notPetriError is a workload cluster's credentials authenticating as
+// another identity than the operator's ServiceAccount.
+type notPetriError struct{ got, want string }
+
+func (e *notPetriError) Error() string {
+	got := e.got
+	if got == "" {
+		got = "nobody (anonymous)"
+	}
+	return fmt.Sprintf("the credentials authenticate as %s, not as %s (the ServiceAccount the chart's workload-cluster mode creates, which the fences match); give a kubeconfig with a token of that ServiceAccount (docs/clusters.md)", got, e.want)
 }
 
 // wasProbed reports whether the connection has a probe's finding.

@@ -97,10 +97,21 @@ var stopWorkload = func() {}
 
 // register makes a WorkloadCluster named name in the management cluster
 // whose credentials reach server (the workload cluster's API server, or a
-// proxy in front of it) as Petri's identity there.
+// proxy in front of it) as Petri's identity there, and waits until it is
+// Reachable.
 func register(t testing.TB, name, server string, capacity int32, labels map[string]string) {
 	t.Helper()
-	ctx := context.Background()
+	registerKubeconfig(t, name, operatorKubeconfig(t, name, server), capacity, labels)
+	waitCluster(t, name, "reachable", func(wc *petriv1.WorkloadCluster) bool {
+		return apimeta.IsStatusConditionTrue(wc.Status.Conditions, petriv1.ConditionReachable)
+	})
+}
+
+// operatorKubeconfig is a kubeconfig of Petri's identity in the workload
+// cluster, as docs/clusters.md makes one: an inline token of its
+// ServiceAccount, the cluster's CA inline.
+func operatorKubeconfig(t testing.TB, name, server string) []byte {
+	t.Helper()
 	cfg := workload.operatorConfig
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters[name] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: cfg.CAData}
@@ -109,6 +120,15 @@ func register(t testing.TB, name, server string, capacity int32, labels map[stri
 	kc.CurrentContext = name
 	data, err := clientcmd.Write(*kc)
 	require.NoError(t, err)
+	return data
+}
+
+// registerKubeconfig makes a WorkloadCluster named name in the management
+// cluster with the kubeconfig data in its Secret; both are deleted when the
+// test ends.
+func registerKubeconfig(t testing.TB, name string, data []byte, capacity int32, labels map[string]string) {
+	t.Helper()
+	ctx := context.Background()
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: "petri-cluster-" + name}, Data: map[string][]byte{"kubeconfig": data}}
 	require.NoError(t, env.Client.Create(ctx, secret))
 	wc := &petriv1.WorkloadCluster{
@@ -122,9 +142,6 @@ func register(t testing.TB, name, server string, capacity int32, labels map[stri
 	t.Cleanup(func() {
 		_ = env.Client.Delete(ctx, wc)
 		_ = env.Client.Delete(ctx, secret)
-	})
-	waitCluster(t, name, "reachable", func(wc *petriv1.WorkloadCluster) bool {
-		return apimeta.IsStatusConditionTrue(wc.Status.Conditions, petriv1.ConditionReachable)
 	})
 }
 

@@ -8,14 +8,19 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +32,18 @@ import (
 // do (delete a namespace that is not Petri's, bind admin outside Petri's
 // namespaces, run a Job as another identity or image), whatever its code does.
 var FencePolicies = []string{"petri-operator-namespaces", "petri-operator-rolebindings", "petri-operator-jobs"}
+
+// OperatorServiceAccount is the operator's identity in its management
+// namespace, in every cluster: the fences match its username
+// (system:serviceaccount:<namespace>:petri-operator), and a workload
+// cluster's kubeconfig must authenticate as it there.
+const OperatorServiceAccount = "petri-operator"
+
+// OperatorUsername is the username of the operator's ServiceAccount, as the
+// API server and the fences know it.
+func OperatorUsername(namespace string) string {
+	return "system:serviceaccount:" + namespace + ":" + OperatorServiceAccount
+}
 
 // FenceParams is the ConfigMap in the management namespace that the fences
 // read their settings from: the deployer image, the step images, the shared
@@ -90,6 +107,72 @@ func VerifyFences(ctx context.Context, c client.Reader, o Options) error {
 	}
 	return nil
 }
+
+// ErrFencesNotEnforced means the fences are in place but the API server let
+// through a request one of them must refuse: a policy whose matchConditions
+// or match resources no longer catch the operator's requests is present and
+// bound, yet fences nothing.
+var ErrFencesNotEnforced = errors.New("admission fences not enforced")
+
+// fenceProof is a request that a fence must refuse, made as a server-side
+// dry run: the API server authorizes and admits it, and stores nothing.
+type fenceProof struct {
+	policy string
+	what   string
+	obj    client.Object
+}
+
+// fenceProofs are one request per fence that the fence, and nothing else,
+// refuses the operator's identity: RBAC grants each of them.
+func fenceProofs(o Options) []fenceProof {
+	const name = "petri-fence-probe"
+	return []fenceProof{
+		{policy: "petri-operator-namespaces", what: "create a namespace without Petri's marks",
+			obj: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}},
+		{policy: "petri-operator-rolebindings", what: "create a RoleBinding to admin in kube-system",
+			obj: &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: name},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
+				Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.ManagementNamespace, Name: OperatorServiceAccount}},
+			}},
+		{policy: "petri-operator-jobs", what: "create a Job running as " + OperatorServiceAccount,
+			obj: &batchv1.Job{
+				ObjectMeta: metav1.ObjectMeta{Namespace: o.ManagementNamespace, Name: name},
+				Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					ServiceAccountName: OperatorServiceAccount,
+					RestartPolicy:      corev1.RestartPolicyNever,
+					Containers:         []corev1.Container{{Name: "probe", Image: o.DeployerImage}},
+				}}},
+			}},
+	}
+}
+
+// ProveFences shows that the fences are enforced, not only present: as the
+// client's identity it makes a server-side dry run of one request each fence
+// must refuse, and requires each to be refused by that fence. A request let
+// through, or refused by another admission, is ErrFencesNotEnforced naming
+// the fence; an authorization refusal or a failed request is returned as the
+// API server's error.
+func ProveFences(ctx context.Context, c client.Client, o Options) error {
+	for _, p := range fenceProofs(o) {
+		err := c.Create(ctx, p.obj, client.DryRunAll)
+		switch {
+		case err == nil, apierrors.IsAlreadyExists(err):
+			return fmt.Errorf("%w: the API server let through a server-side dry run to %s, which the fence %s must refuse: its binding or its matchConditions no longer match the operator's requests", ErrFencesNotEnforced, p.what, p.policy)
+		case strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+p.policy+"'"):
+			continue
+		case policyRefusal.MatchString(err.Error()):
+			return fmt.Errorf("%w: a server-side dry run to %s was refused by %s, not by the fence %s", ErrFencesNotEnforced, p.what, policyRefusal.FindString(err.Error()), p.policy)
+		default:
+			return fmt.Errorf("server-side dry run to %s: %w", p.what, err)
+		}
+	}
+	return nil
+}
+
+// policyRefusal finds the policy that refused a request in the API server's
+// message.
+var policyRefusal = regexp.MustCompile(`ValidatingAdmissionPolicy '[^']*'`)
 
 // isMissingAPI tells a 404 for the resource type (the group/version is not
 // served) from a 404 for one object.

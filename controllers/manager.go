@@ -87,6 +87,11 @@ type Options struct {
 	// WorkloadClusters turns on placement in registered WorkloadClusters;
 	// off, an environment with spec.placement waits, saying so.
 	WorkloadClusters bool
+	// WithoutFences is --require-fences=false: the operator runs knowingly
+	// without admission fences, in the management cluster and in every
+	// workload cluster, whose probe then checks Petri's identity there but
+	// not its fences (and its Reachable condition says so).
+	WithoutFences bool
 
 	// MetricsAddr, ProbeAddr and LeaderElection configure the manager.
 	MetricsAddr    string

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/kubeconfig"
 )
 
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=workloadclusters,verbs=get;list;watch
@@ -57,7 +58,7 @@ func (r *WorkloadClusterReconciler) Reconcile(ctx context.Context, req reconcile
 	reachable, reason, msg := r.connectAndProbe(ctx, wc)
 	status := metav1.ConditionFalse
 	if reachable {
-		status, reason, msg = metav1.ConditionTrue, "Reachable", "answers with Petri's credentials, fences in place"
+		status = metav1.ConditionTrue
 	}
 	apimeta.SetStatusCondition(&wc.Status.Conditions, metav1.Condition{
 		Type: petriv1.ConditionReachable, Status: status, Reason: reason, Message: msg,
@@ -81,7 +82,8 @@ func (r *WorkloadClusterReconciler) Reconcile(ctx context.Context, req reconcile
 	return reconcile.Result{RequeueAfter: r.Options.probeInterval()}, nil
 }
 
-// connectAndProbe reads the cluster's credentials, (re)connects when they
+// connectAndProbe reads the cluster's credentials, refuses a kubeconfig that
+// is not only inline credentials before connecting, (re)connects when they
 // changed, and probes it. Nothing of the Secret's content goes into a
 // message.
 func (r *WorkloadClusterReconciler) connectAndProbe(ctx context.Context, wc *petriv1.WorkloadCluster) (bool, string, string) {
@@ -94,19 +96,23 @@ func (r *WorkloadClusterReconciler) connectAndProbe(ctx context.Context, wc *pet
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: wc.Namespace, Name: wc.Spec.Credentials.Name}, secret); err != nil {
 		r.clusters.disconnect(wc.Name)
 		if apierrors.IsNotFound(err) {
-			return false, "CredentialsMissing", ref + " not found"
+			return false, petriv1.ReasonCredentialsMissing, ref + " not found"
 		}
-		return false, "CredentialsMissing", fmt.Sprintf("read %s: %v", ref, err)
+		return false, petriv1.ReasonCredentialsMissing, fmt.Sprintf("read %s: %v", ref, err)
 	}
 	data, ok := secret.Data[key]
 	if !ok {
 		r.clusters.disconnect(wc.Name)
-		return false, "CredentialsMissing", fmt.Sprintf("%s has no key %s", ref, key)
+		return false, petriv1.ReasonCredentialsMissing, fmt.Sprintf("%s has no key %s", ref, key)
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	cfg, err := kubeconfig.RESTConfig(data)
 	if err != nil {
 		r.clusters.disconnect(wc.Name)
-		return false, "CredentialsInvalid", fmt.Sprintf("%s key %s is not a kubeconfig with a current context", ref, key)
+		var unsafe *kubeconfig.UnsafeError
+		if errors.As(err, &unsafe) {
+			return false, petriv1.ReasonCredentialsUnsafe, fmt.Sprintf("%s key %s: %v", ref, key, err)
+		}
+		return false, petriv1.ReasonCredentialsInvalid, fmt.Sprintf("%s key %s: %v", ref, key, err)
 	}
 	conn, err := r.clusters.connect(wc.Name, string(secret.UID)+"/"+secret.ResourceVersion+"/"+key, cfg)
 	if err != nil {

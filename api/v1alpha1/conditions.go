@@ -84,6 +84,53 @@ const (
 	// until it answers. The message names the cluster.
 	ReasonClusterUnreachable = "ClusterUnreachable"
 
+	// The reasons of a WorkloadCluster's Reachable condition. Every one
+	// but ReasonReachable leaves the cluster unused: nothing is placed
+	// there, and its environments wait (ReasonClusterUnreachable) without
+	// anything changed there. No message quotes the Secret's content.
+
+	// ReasonReachable: the cluster answers as the ServiceAccount the
+	// chart's workload-cluster mode creates, and its fences refuse what
+	// they must (a server-side dry run of a request each fence denies was
+	// denied by it); with --require-fences=false, the fences are not
+	// checked, and the message says so.
+	ReasonReachable = "Reachable"
+	// ReasonCredentialsMissing: the Secret the WorkloadCluster names, or
+	// its key, does not exist.
+	ReasonCredentialsMissing = "CredentialsMissing"
+	// ReasonCredentialsInvalid: the Secret's key is not a kubeconfig whose
+	// current context names a cluster and a user.
+	ReasonCredentialsInvalid = "CredentialsInvalid"
+	// ReasonCredentialsUnsafe: the kubeconfig's current context uses what
+	// the operator refuses before connecting: exec, auth-provider,
+	// tokenFile, a client certificate, key or CA file path,
+	// insecure-skip-tls-verify, impersonation, basic authentication, or a
+	// server that is not https; the message names the field. Only an
+	// inline token or inline client certificate and key, with inline CA
+	// data, are taken.
+	ReasonCredentialsUnsafe = "CredentialsUnsafe"
+	// ReasonCredentialsRejected: the API server refused the credentials
+	// (401: revoked, expired), or the identity lacks the rights the
+	// chart's workload-cluster mode grants (403).
+	ReasonCredentialsRejected = "CredentialsRejected"
+	// ReasonCredentialsNotPetri: the credentials authenticate (a
+	// SelfSubjectReview) as another identity than the operator's
+	// ServiceAccount there (system:serviceaccount:<management
+	// namespace>:petri-operator), which the fences match: an
+	// administrator's kubeconfig, or another ServiceAccount's token,
+	// would act there unfenced. The message names the identity found and
+	// the one expected.
+	ReasonCredentialsNotPetri = "CredentialsNotPetri"
+	// ReasonFencesMissing: a fence, its binding (with validationActions
+	// Deny) or the ConfigMap of their settings is missing there, or the
+	// cluster does not serve ValidatingAdmissionPolicy.
+	ReasonFencesMissing = "FencesMissing"
+	// ReasonFencesNotEnforced: the fences are there, but the API server
+	// let through a server-side dry run of a request one of them must
+	// refuse (its matchConditions or match resources changed, or another
+	// admission answered first); the message names the fence.
+	ReasonFencesNotEnforced = "FencesNotEnforced"
+
 	// ReasonDeployerIdentityNotOwned: a ServiceAccount with the name of the
 	// environment's deployer identity exists but does not carry the
 	// environment's ownership marks; Petri never adopts it, and nothing is

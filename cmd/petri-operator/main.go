@@ -25,6 +25,7 @@ func main() {
 		os.Exit(2)
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	opts.WithoutFences = !*requireFences
 	if err := run(opts, *requireFences); err != nil {
 		fmt.Fprintln(os.Stderr, "petri-operator:", err)
 		os.Exit(1)
@@ -48,7 +49,7 @@ func run(opts controllers.Options, requireFences bool) error {
 			return err
 		}
 	} else {
-		ctrl.Log.Info("Running without admission fences (--require-fences=false): only the operator's own code keeps it inside Petri's namespaces")
+		ctrl.Log.Info("Running without admission fences (--require-fences=false): only the operator's own code keeps it inside Petri's namespaces, here and in every workload cluster")
 	}
 	mgr, err := controllers.NewManager(cfg, opts)
 	if err != nil {
