@@ -118,3 +118,36 @@ func TestFencesAdmitTheDeployerOfEveryEnvironmentName(t *testing.T) {
 		})
 	}
 }
+
+// The operator itself, in the fenced workload cluster, binds an environment
+// whose deployer identity carries a hash (its name has a dot), and binds its
+// deployer again once the RoleBinding is deleted behind its back.
+func TestFencedClusterBindsAndRestoresAHashedDeployer(t *testing.T) {
+	wl := workloadCluster(t)
+	register(t, "fenced", wl.Config.Host, 10, nil)
+	ctx := context.Background()
+	const name = "fenced.pr-1"
+	sa := naming.DeployerServiceAccount(name)
+	require.NotEqual(t, "petri-deployer-fenced-pr-1", sa, "a dotted name's identity carries a hash")
+	require.NoError(t, env.Client.Create(ctx, placedIn("fenced", greeter("web"))(name)))
+	e := waitFor(t, name, "Ready in the fenced cluster", ready)
+	ns := e.Status.TargetNamespace
+
+	var remote corev1.Namespace
+	require.NoError(t, wl.Client.Get(ctx, client.ObjectKey{Name: ns}, &remote))
+	assert.Equal(t, sa, remote.Annotations[petriv1.AnnotationDeployerServiceAccount])
+	rb := &rbacv1.RoleBinding{}
+	require.NoError(t, wl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.DeployerRoleBinding}, rb))
+	assert.Equal(t, sa, rb.Subjects[0].Name)
+
+	require.NoError(t, wl.Client.Delete(ctx, rb))
+	poke(t, name)
+	require.Eventually(t, func() bool {
+		got := &rbacv1.RoleBinding{}
+		return wl.Client.Get(ctx, client.ObjectKeyFromObject(rb), got) == nil && got.UID != rb.UID && got.Subjects[0].Name == sa
+	}, 60*time.Second, 100*time.Millisecond, "the operator binds the deployer again through the fences")
+
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKeyFromObject(e), e))
+	require.NoError(t, env.Client.Delete(ctx, e))
+	waitGone(t, e)
+}
