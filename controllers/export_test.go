@@ -3,7 +3,10 @@ package controllers
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 )
 
 // RequestKind is requestKind, for the table test.
@@ -37,3 +40,13 @@ func ObserveJobLive(ctx context.Context, cache, api client.Reader, namespace, na
 		Reason: string(st.result.Reason), Revision: st.result.Revision,
 	}, err
 }
+
+// OperatorNamespace is the namespace the operator creates for env at level,
+// and EnsureAdminBinding the RoleBinding it makes and restores there: the
+// fences' test makes both as the operator.
+func OperatorNamespace(env *petriv1.EphemeralEnvironment, key []byte, level string) *corev1.Namespace {
+	return withPodSecurity(newOwnedNamespace(env, key), level)
+}
+
+// EnsureAdminBinding is ensureAdminBinding.
+var EnsureAdminBinding = ensureAdminBinding

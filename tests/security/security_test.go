@@ -50,12 +50,27 @@ const (
 	sharedNS = "petri-shared"
 	syncNS   = "petri-sync"
 
-	// workloadNS is a namespace as the operator makes it for an environment;
-	// otherWorkloadNS is another environment's.
+	// workloadNS is a namespace as the operator makes it for the
+	// environment web-pr-1; otherWorkloadNS is another environment's.
 	workloadNS      = "web-pr-1-ab12"
 	otherWorkloadNS = "web-pr-2-cd34"
 	deployerSA      = "petri-deployer-web-pr-1"
 	otherDeployerSA = "petri-deployer-web-pr-2"
+	// dottedEnv's name is not a DNS label: its deployer identity is its
+	// readable part and a hash of the name (naming.DeployerServiceAccount),
+	// and dottedNS its namespace. longEnv's name is too long for
+	// petri-deployer-<name>: its identity is that, cut, and a hash.
+	dottedEnv        = "web.pr-10"
+	dottedNS         = "web-pr-10-ab78"
+	dottedDeployerSA = "petri-deployer-web-pr-10-1868fb13"
+	longEnv          = "checkout-service-with-a-rather-long-branch-name-pr-11"
+	longDeployerSA   = "petri-deployer-checkout-service-with-a-rather-long-bra-69cd6093"
+	// selfNamedNS and sharedNamedNS carry Petri's marks but name
+	// petri-operator and the shared deployer as their deployer: namespaces
+	// made without the operator (by hand, or before its fence checked the
+	// name), which must still bind neither.
+	selfNamedNS   = "web-pr-5-ab56"
+	sharedNamedNS = "web-pr-6-ab67"
 	// foreignNS stands for any namespace Petri did not make.
 	foreignNS = "production"
 )
@@ -156,14 +171,28 @@ func install() error {
 	if err := waitForFences(ctx); err != nil {
 		return err
 	}
-	for _, e := range []struct{ ns, sa, uid string }{{workloadNS, deployerSA, "uid-1"}, {otherWorkloadNS, otherDeployerSA, "uid-2"}} {
-		if err := cluster.Client.Create(ctx, petriNamespace(e.ns, e.sa, e.uid)); err != nil {
+	for _, e := range []struct{ ns, env, sa, uid string }{
+		{workloadNS, "web-pr-1", deployerSA, "uid-1"},
+		{otherWorkloadNS, "web-pr-2", otherDeployerSA, "uid-2"},
+		{dottedNS, dottedEnv, dottedDeployerSA, "uid-10"},
+	} {
+		if err := cluster.Client.Create(ctx, petriNamespace(e.ns, e.env, e.sa, e.uid)); err != nil {
 			return err
 		}
 		if err := cluster.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: e.sa}}); err != nil {
 			return err
 		}
-		if err := cluster.Client.Create(ctx, adminBinding(e.ns, e.sa)); err != nil {
+		if e.ns != dottedNS {
+			if err := cluster.Client.Create(ctx, adminBinding(e.ns, e.sa)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, e := range []struct{ ns, env, sa, uid string }{
+		{selfNamedNS, "web-pr-5", "petri-operator", "uid-5"},
+		{sharedNamedNS, "web-pr-6", "petri-shared-deployer", "uid-6"},
+	} {
+		if err := cluster.Client.Create(ctx, petriNamespace(e.ns, e.env, e.sa, e.uid)); err != nil {
 			return err
 		}
 	}
@@ -195,17 +224,18 @@ func unstructuredString(obj map[string]any, fields ...string) (string, bool, err
 	return s, ok, nil
 }
 
-// petriNamespace is a workload namespace with the marks the operator gives it.
-func petriNamespace(name, sa, uid string) *corev1.Namespace {
+// petriNamespace is a workload namespace with the marks the operator gives
+// the namespace of environment env, naming sa as its deployer.
+func petriNamespace(name, env, sa, uid string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: name,
 		Labels: map[string]string{
 			petriv1.LabelManagedBy:      petriv1.ManagedByOperator,
-			petriv1.LabelEnvironment:    name,
+			petriv1.LabelEnvironment:    env,
 			petriv1.LabelEnvironmentUID: uid,
 		},
 		Annotations: map[string]string{
-			petriv1.AnnotationEnvironment:            mgmtNS + "/" + name,
+			petriv1.AnnotationEnvironment:            mgmtNS + "/" + env,
 			petriv1.AnnotationEnvironmentUID:         uid,
 			petriv1.AnnotationDeployerServiceAccount: sa,
 		},
@@ -353,9 +383,16 @@ func checks() []check {
 	sub := func(ns, name string) rbacv1.Subject {
 		return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}
 	}
-	fresh := withLevel(petriNamespace("web-pr-9-ef56", "petri-deployer-web-pr-9", "uid-9"), "baseline")
-	unlabelled := petriNamespace("web-pr-8-ef57", "petri-deployer-web-pr-8", "uid-8")
-	privileged := withLevel(petriNamespace("web-pr-7-ef58", "petri-deployer-web-pr-7", "uid-7"), "privileged")
+	fresh := withLevel(petriNamespace("web-pr-9-ef56", "web-pr-9", "petri-deployer-web-pr-9", "uid-9"), "baseline")
+	unlabelled := petriNamespace("web-pr-8-ef57", "web-pr-8", "petri-deployer-web-pr-8", "uid-8")
+	privileged := withLevel(petriNamespace("web-pr-7-ef58", "web-pr-7", "petri-deployer-web-pr-7", "uid-7"), "privileged")
+	// nsNaming is a new workload namespace of env, at the installation's
+	// level, whose annotation names sa as its deployer.
+	nsNaming := func(name, env, sa string) *corev1.Namespace {
+		return withLevel(petriNamespace(name, env, sa, "uid-"+name), "baseline")
+	}
+	unnamed := nsNaming("web-pr-9-ef68", "web-pr-9", "petri-deployer-web-pr-9")
+	delete(unnamed.Annotations, petriv1.AnnotationEnvironment)
 	level := func(name, level string) func(context.Context, client.Client) error {
 		return mergePatch(ns(name), `{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"`+level+`","pod-security.kubernetes.io/enforce-version":"latest"}}}`)
 	}
@@ -367,10 +404,13 @@ func checks() []check {
 	return []check{
 		// The operator: what it needs.
 		{who: operator, what: "create a workload namespace with Petri's marks, at the installation's Pod Security level", allowed: true, do: create(fresh)},
+		{who: operator, what: "create the workload namespace of an environment whose name is not a DNS label (" + dottedEnv + "), naming its deployer (readable part and hash)", allowed: true, do: create(nsNaming("web-pr-10-ef60", dottedEnv, dottedDeployerSA))},
+		{who: operator, what: "create the workload namespace of an environment whose name is too long for `petri-deployer-<name>`, naming its deployer (cut, and a hash)", allowed: true, do: create(nsNaming("checkout-ef61", longEnv, longDeployerSA))},
 		{who: operator, what: "set the installation's Pod Security level (workload-pod-security) on a workload namespace", allowed: true, do: level(workloadNS, "baseline")},
 		{who: operator, what: "set the installation's Pod Security level on the shared namespace " + sharedNS, allowed: true, do: level(sharedNS, "baseline")},
 		{who: operator, what: "delete a workload namespace with Petri's marks", allowed: true, do: del(ns(workloadNS))},
 		{who: operator, what: "create the deployer's admin RoleBinding in its workload namespace", allowed: true, do: create(adminBinding(otherWorkloadNS, otherDeployerSA).DeepCopy())},
+		{who: operator, what: "create the deployer's admin RoleBinding in the workload namespace of " + dottedEnv + " (its hashed deployer)", allowed: true, do: create(adminBinding(dottedNS, dottedDeployerSA))},
 		{who: operator, what: "create the shared deployer's admin RoleBinding in " + sharedNS, allowed: true, do: create(adminBinding(sharedNS, "petri-shared-deployer"))},
 		{who: operator, what: "create a deploy Job as a deployer, deployer image", allowed: true, do: create(job("deploy", deployerSA, nil, deployerImage))},
 		{who: operator, what: "create a shared-workload Job as the shared deployer, deployer image", allowed: true, do: create(job("shared", "petri-shared-deployer", nil, deployerImage))},
@@ -383,6 +423,13 @@ func checks() []check {
 		{who: operator, what: "create a namespace without Petri's marks", fence: fNS, do: create(ns("web-pr-4-0000"))},
 		{who: operator, what: "create a workload namespace without a Pod Security level", fence: fNS, do: create(unlabelled)},
 		{who: operator, what: "create a workload namespace at another Pod Security level (privileged)", fence: fNS, do: create(privileged)},
+		{who: operator, what: "create a workload namespace naming itself (petri-operator) as its deployer", fence: fNS, do: create(nsNaming("web-pr-9-ef62", "web-pr-9", "petri-operator"))},
+		{who: operator, what: "create a workload namespace naming sync (petri-sync) as its deployer", fence: fNS, do: create(nsNaming("web-pr-9-ef63", "web-pr-9", "petri-sync"))},
+		{who: operator, what: "create a workload namespace naming the shared deployer (petri-shared-deployer) as its deployer", fence: fNS, do: create(nsNaming("web-pr-9-ef64", "web-pr-9", "petri-shared-deployer"))},
+		{who: operator, what: "create a workload namespace naming another environment's deployer", fence: fNS, do: create(nsNaming("web-pr-9-ef65", "web-pr-9", otherDeployerSA))},
+		{who: operator, what: "create the workload namespace of " + dottedEnv + " naming web-pr-10's deployer (petri-deployer-web-pr-10)", fence: fNS, do: create(nsNaming("web-pr-10-ef66", dottedEnv, "petri-deployer-web-pr-10"))},
+		{who: operator, what: "create the workload namespace of a long-named environment naming a hashed deployer whose readable part is another's", fence: fNS, do: create(nsNaming("checkout-ef67", longEnv, "petri-deployer-web-pr-9-69cd6093"))},
+		{who: operator, what: "create a workload namespace that names no environment (annotation petri.dev/environment)", fence: fNS, do: create(unnamed)},
 		{who: operator, what: "set another Pod Security level (privileged) on a workload namespace", fence: fNS, do: level(workloadNS, "privileged")},
 		{who: operator, what: "remove the Pod Security level of a workload namespace", fence: fNS, do: mergePatch(ns(workloadNS), `{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":null}}}`)},
 		{who: operator, what: "change another label of a workload namespace with its Pod Security level", fence: fNS, do: mergePatch(ns(workloadNS),
@@ -396,6 +443,8 @@ func checks() []check {
 		{who: operator, what: "create a RoleBinding to admin in kube-system", fence: fRB, do: create(binding("kube-system", "petri-deployer", "admin", sub(mgmtNS, "petri-operator")))},
 		{who: operator, what: "create a RoleBinding to admin in a namespace Petri did not make", fence: fRB, do: create(binding(foreignNS, "petri-deployer", "admin", sub(mgmtNS, deployerSA)))},
 		{who: operator, what: "bind admin in a workload namespace to itself", fence: fRB, do: create(binding(otherWorkloadNS, "petri-deployer", "admin", sub(mgmtNS, "petri-operator")))},
+		{who: operator, what: "bind admin to itself in a namespace with Petri's marks that names it as the deployer (made without the operator)", fence: fRB, do: create(adminBinding(selfNamedNS, "petri-operator"))},
+		{who: operator, what: "bind admin to the shared deployer in a namespace with Petri's marks that names it as the deployer (made without the operator)", fence: fRB, do: create(adminBinding(sharedNamedNS, "petri-shared-deployer"))},
 		{who: operator, what: "bind admin in a workload namespace to another environment's deployer", fence: fRB, do: create(binding(otherWorkloadNS, "petri-deployer", "admin", sub(mgmtNS, deployerSA)))},
 		{who: operator, what: "bind admin in a workload namespace to sync", fence: fRB, do: create(binding(otherWorkloadNS, "petri-deployer", "admin", sub(syncNS, "petri-sync")))},
 		{who: operator, what: "create a RoleBinding of another name in a workload namespace", fence: fRB, do: create(binding(otherWorkloadNS, "extra", "admin", sub(mgmtNS, otherDeployerSA)))},
@@ -492,7 +541,11 @@ type outcome struct {
 var policyRefusal = regexp.MustCompile(`ValidatingAdmissionPolicy '([a-z0-9-]+)'`)
 
 func runCheck(ctx context.Context, t *testing.T, ch check) outcome {
-	err := ch.do(ctx, as(t, ch.who))
+	return classify(ch.do(ctx, as(t, ch.who)))
+}
+
+// classify describes the API server's answer err.
+func classify(err error) outcome {
 	if err == nil || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) {
 		// A 404 answers an authorized read; a 409 on create comes from
 		// storage, after authorization and admission admitted the request.
@@ -565,6 +618,34 @@ func TestOperatorRefusedByTheFences(t *testing.T) {
 	assert.Contains(t, err.Error(), "petri-operator may manage RoleBindings only in namespaces it marked as an environment's")
 	err = cluster.Client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "petri-deployer"}, &rbacv1.RoleBinding{})
 	assert.True(t, apierrors.IsNotFound(err), "no RoleBinding was made in kube-system: %v", err)
+}
+
+// TestOperatorCannotBindAdminToItself: the operator cannot make a namespace
+// that names itself as the deployer (a real create, not a dry run), and in
+// such a namespace made without it cannot bind admin to itself: the fences
+// checked only that the annotation was there, and the RoleBinding fence
+// bound whatever it named.
+func TestOperatorCannotBindAdminToItself(t *testing.T) {
+	ctx := context.Background()
+	c := as(t, operator)
+	ns := withLevel(petriNamespace("web-pr-12-ab90", "web-pr-12", "petri-operator", "uid-12"), "baseline")
+	t.Cleanup(func() {
+		err := cluster.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}})
+		assert.True(t, err == nil || apierrors.IsNotFound(err), "%v", err)
+	})
+	err := c.Create(ctx, ns.DeepCopy())
+	require.Error(t, err, "the operator created a namespace naming itself as its deployer")
+	assert.Equal(t, "petri-operator-namespaces", classify(err).by, "%v", err)
+	assert.Contains(t, err.Error(), "names environment 'web-pr-12' and deployer 'petri-operator'")
+	err = cluster.Client.Get(ctx, client.ObjectKey{Name: ns.Name}, &corev1.Namespace{})
+	require.True(t, apierrors.IsNotFound(err), "no namespace was made: %v", err)
+
+	// The same namespace, made without the operator.
+	require.NoError(t, cluster.Client.Create(ctx, ns.DeepCopy()))
+	err = c.Create(ctx, adminBinding(ns.Name, "petri-operator"), dryRun)
+	require.Error(t, err, "the operator bound admin to itself")
+	assert.Equal(t, "petri-operator-rolebindings", classify(err).by, "%v", err)
+	assert.Contains(t, err.Error(), "petri-operator may bind admin only to the deployer ServiceAccount Petri makes for the environment a namespace names")
 }
 
 // TestProvisionImagesFromStepImages: a provision Job may run an image the
