@@ -37,3 +37,7 @@ func ObserveJobLive(ctx context.Context, cache, api client.Reader, namespace, na
 		Reason: string(st.result.Reason), Revision: st.result.Revision,
 	}, err
 }
+
+// BindingStaging is the staged binding's name, for the test that stages one
+// as an earlier version did.
+var BindingStaging = bindingStaging
