@@ -23,13 +23,15 @@ import (
 )
 
 // A binding is staged once per environment and shared workload: the
-// generated instance keys plus the rendered binding keys go into an immutable
+// rendered binding keys and the keys generated for this binding (the
+// environment's own credentials, never an instance key) go into an immutable
 // Secret in the management namespace. The bind Job (running as the
 // environment's deployer identity) copies it into the workload namespace as
 // the binding Secret; the provision Job and, at teardown, the deprovision Job
 // read the same immutable staged Secret (a pod reads only Secrets of its own
-// namespace). All three therefore see the same bytes, however many
-// environments come and go in between.
+// namespace), and the shared workload's instance Secret beside it. All three
+// therefore see the same bytes, however many environments come and go in
+// between, and the instance keys never reach an environment's namespace.
 
 // bindingSecretName is the binding Secret in the workload namespace.
 func bindingSecretName(sw string) string { return naming.Bounded(253, "petri-binding", sw) }
