@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -22,13 +23,15 @@ import (
 )
 
 // A binding is staged once per environment and shared workload: the
-// generated instance keys plus the rendered binding keys go into an immutable
+// rendered binding keys and the keys generated for this binding (the
+// environment's own credentials, never an instance key) go into an immutable
 // Secret in the management namespace. The bind Job (running as the
 // environment's deployer identity) copies it into the workload namespace as
 // the binding Secret; the provision Job and, at teardown, the deprovision Job
 // read the same immutable staged Secret (a pod reads only Secrets of its own
-// namespace). All three therefore see the same bytes, however many
-// environments come and go in between.
+// namespace), and the shared workload's instance Secret beside it. All three
+// therefore see the same bytes, however many environments come and go in
+// between, and the instance keys never reach an environment's namespace.
 
 // bindingSecretName is the binding Secret in the workload namespace.
 func bindingSecretName(sw string) string { return naming.Bounded(253, "petri-binding", sw) }
@@ -265,10 +268,6 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 // startBind stages the binding and starts the Job that writes the binding
 // Secret into the workload namespace.
 func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, bs *petriv1.BindingStatus, p *pass) error {
-	instance, err := ensureInstanceSecret(ctx, r.Client, r.APIReader, r.Scheme(), sw)
-	if err != nil {
-		return fmt.Errorf("shared workload %s: %w", releaseName(sw), err)
-	}
 	rendered, err := binding.Render(sw.Spec.Binding, binding.Data{
 		Environment:     env.Name,
 		Namespace:       env.Status.TargetNamespace,
@@ -279,25 +278,10 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 		p.stalled(petriv1.ReasonInvalidSpec, fmt.Sprintf("shared workload %s: %v", releaseName(sw), err))
 		return nil
 	}
-	data := map[string][]byte{}
-	for k, v := range instance {
-		data[k] = v
-	}
-	for k, v := range rendered {
-		data[k] = []byte(v)
-	}
 	labels := r.jobLabels(env, releaseName(sw), contract.ActionBind, bindingEpoch(bs))
-	staged := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: env.Namespace, Name: bindingStaging(env, releaseName(sw)), Labels: labels},
-		Immutable:  ptrTo(true),
-		Data:       data,
-	}
-	if err := controllerutil.SetControllerReference(env, staged, r.Scheme()); err != nil {
+	staged, err := r.stageBinding(ctx, env, sw, rendered, labels)
+	if err != nil {
 		return err
-	}
-	// An existing staged Secret wins: a binding is written once.
-	if err := r.Create(ctx, staged); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("stage binding of %s: %w", releaseName(sw), err)
 	}
 	name := bindJob(env, bs)
 	args := []string{"write-secret",
@@ -306,7 +290,7 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 		"--from-dir", jobs.ValuesDir,
 		"--termination-log", jobs.TerminationLogPath,
 	}
-	if err := r.createJob(ctx, env, name, labels, args, staged.Name); err != nil {
+	if err := r.createJob(ctx, env, name, labels, args, staged); err != nil {
 		return err
 	}
 	now := r.Options.metaNow()
@@ -314,11 +298,92 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 	return nil
 }
 
+// stageBinding writes the environment's staged binding, the immutable Secret
+// in the management namespace that the bind Job copies into the workload
+// namespace and the provision and deprovision Jobs mount: the rendered keys
+// and the keys generated for this binding (binding.Stage), never an instance
+// key. A staged binding that holds exactly those keys is kept as it is, so
+// the values its provision step used never change; one staged by an earlier
+// version (with the instance keys) or lacking a key the spec lists now is
+// replaced, keeping the values it has. It returns the Secret's name.
+func (r *EphemeralEnvironmentReconciler) stageBinding(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, rendered map[string]string, labels map[string]string) (string, error) {
+	key := client.ObjectKey{Namespace: env.Namespace, Name: bindingStaging(env, releaseName(sw))}
+	var generated []string
+	length := 32
+	if g := sw.Spec.BindingSecret; g != nil {
+		generated = g.Keys
+		if g.Length > 0 {
+			length = int(g.Length)
+		}
+	}
+	// Read from the API server: a Secret staged a moment ago is seen.
+	cur := &corev1.Secret{}
+	var existing map[string][]byte
+	switch err := r.APIReader.Get(ctx, key, cur); {
+	case apierrors.IsNotFound(err):
+		cur = nil
+	case err != nil:
+		return "", fmt.Errorf("get staged binding of %s: %w", releaseName(sw), err)
+	default:
+		existing = cur.Data
+		if existing == nil {
+			existing = map[string][]byte{}
+		}
+	}
+	data, changed, err := binding.Stage(existing, rendered, generated, length)
+	if err != nil {
+		return "", fmt.Errorf("stage binding of %s: %w", releaseName(sw), err)
+	}
+	if !changed {
+		return key.Name, nil
+	}
+	if cur != nil {
+		// Immutable: replaced by a new Secret. Only the key names are
+		// logged, never a value.
+		log.FromContext(ctx).Info("Staging the binding again without the keys that are not the environment's own", "sharedWorkload", releaseName(sw), "secret", key.Name, "keys", slices.Sorted(maps.Keys(data)))
+		err := r.Delete(ctx, cur, client.Preconditions{UID: &cur.UID, ResourceVersion: &cur.ResourceVersion})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("replace staged binding of %s: %w", releaseName(sw), err)
+		}
+	}
+	staged := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: labels},
+		Immutable:  ptrTo(true),
+		Data:       data,
+	}
+	if err := controllerutil.SetControllerReference(env, staged, r.Scheme()); err != nil {
+		return "", err
+	}
+	// A binding is written once: a Secret created since it was read wins
+	// if it holds the same keys, and is looked at again otherwise.
+	if err := r.Create(ctx, staged); err != nil {
+		if apierrors.IsAlreadyExists(err) && cur == nil {
+			return r.stageBinding(ctx, env, sw, rendered, labels)
+		}
+		return "", fmt.Errorf("stage binding of %s: %w", releaseName(sw), err)
+	}
+	return key.Name, nil
+}
+
 // createStepJob runs a shared workload's provision or deprovision container
 // as the environment's deployer identity, with the staged binding's keys in
-// its environment and as files under the values directory.
+// its environment and as files under the values directory, and the shared
+// workload's instance keys in its environment and under the instance
+// directory. The instance keys reach these Jobs only, in the management
+// namespace; the bind Job copies the staged binding alone. A binding's key
+// wins over an instance key of the same name.
 func (r *EphemeralEnvironmentReconciler) createStepJob(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, name, action string, tmpl *petriv1.ContainerTemplate, epoch int64) error {
 	staged := bindingStaging(env, releaseName(sw))
+	var instance string
+	var envFrom []corev1.EnvFromSource
+	if sw.Spec.InstanceSecret != nil {
+		if _, err := ensureInstanceSecret(ctx, r.Client, r.APIReader, r.Scheme(), sw); err != nil {
+			return fmt.Errorf("shared workload %s: %w", releaseName(sw), err)
+		}
+		instance = instanceSecretName(sw)
+		envFrom = append(envFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: instance}}})
+	}
+	envFrom = append(envFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: staged}}})
 	envVars := append([]corev1.EnvVar{
 		{Name: "PETRI_ENVIRONMENT", Value: env.Name},
 		{Name: "PETRI_NAMESPACE", Value: env.Status.TargetNamespace},
@@ -334,8 +399,9 @@ func (r *EphemeralEnvironmentReconciler) createStepJob(ctx context.Context, env 
 		Command:        tmpl.Command,
 		Args:           tmpl.Args,
 		Env:            envVars,
-		EnvFrom:        []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: staged}}}},
+		EnvFrom:        envFrom,
 		ValuesSecret:   staged,
+		InstanceSecret: instance,
 	})
 }
 

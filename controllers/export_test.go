@@ -50,3 +50,7 @@ func OperatorNamespace(env *petriv1.EphemeralEnvironment, key []byte, level stri
 
 // EnsureAdminBinding is ensureAdminBinding.
 var EnsureAdminBinding = ensureAdminBinding
+
+// BindingStaging is the staged binding's name, for the test that stages one
+// as an earlier version did.
+var BindingStaging = bindingStaging

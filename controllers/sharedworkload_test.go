@@ -128,10 +128,11 @@ func TestBindingCredentialsAreStableAcrossEnvironmentsAndRestarts(t *testing.T) 
 		require.NotZero(t, provisioned)
 		assert.Greater(t, appCreated, provisioned, "app starts only after its provision succeeded")
 
-		// The binding Secret in the workload namespace.
+		// The binding Secret in the workload namespace: the environment's
+		// keys, not the instance's.
 		bs := &corev1.Secret{}
 		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: e.Status.TargetNamespace, Name: "petri-binding-pg"}, bs))
-		assert.Equal(t, password, string(bs.Data["ADMIN_PASSWORD"]))
+		assert.NotContains(t, bs.Data, "ADMIN_PASSWORD")
 		assert.Equal(t, name, string(bs.Data["ENV_NAME"]))
 		assert.Equal(t, "pg."+sharedNS+".svc", string(bs.Data["HOST"]))
 
@@ -157,8 +158,8 @@ func TestBindingCredentialsAreStableAcrossEnvironmentsAndRestarts(t *testing.T) 
 	assert.Equal(t, first.Data, last.Data)
 }
 
-// Two environments bound at the same time share the instance keys and have
-// their own binding keys.
+// Two environments bound at the same time have their own binding keys; their
+// provision steps share the instance keys.
 func TestConcurrentBindingsShareInstanceKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -171,7 +172,12 @@ func TestConcurrentBindingsShareInstanceKeys(t *testing.T) {
 	sa, sb := &corev1.Secret{}, &corev1.Secret{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: a.Status.TargetNamespace, Name: "petri-binding-cache-sw"}, sa))
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: b.Status.TargetNamespace, Name: "petri-binding-cache-sw"}, sb))
-	assert.Equal(t, sa.Data["ADMIN_PASSWORD"], sb.Data["ADMIN_PASSWORD"])
+	assert.NotContains(t, sa.Data, "ADMIN_PASSWORD")
+	assert.NotContains(t, sb.Data, "ADMIN_PASSWORD")
+	pa := readRecord(t, filepath.Join(dir, "pair-a-provision.env"))
+	pb := readRecord(t, filepath.Join(dir, "pair-b-provision.env"))
+	assert.Equal(t, string(instanceSecret(t, "cache-sw").Data["ADMIN_PASSWORD"]), pa["ADMIN_PASSWORD"])
+	assert.Equal(t, pa["ADMIN_PASSWORD"], pb["ADMIN_PASSWORD"])
 	assert.NotEqual(t, sa.Data["DATABASE"], sb.Data["DATABASE"])
 	assert.Equal(t, "pair-a", string(sa.Data["ENV_NAME"]))
 	assert.Equal(t, "pair-b", string(sb.Data["ENV_NAME"]))
@@ -180,7 +186,7 @@ func TestConcurrentBindingsShareInstanceKeys(t *testing.T) {
 }
 
 // Ten environments created together with their shared workload race for its
-// instance Secret: one is written, and every binding carries its values.
+// instance Secret: one is written, and every provision step has its values.
 func TestConcurrentFirstUseWritesOneInstanceSecret(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -199,10 +205,8 @@ func TestConcurrentFirstUseWritesOneInstanceSecret(t *testing.T) {
 	}
 	var passwords []string
 	for i := range 10 {
-		e := waitFor(t, fmt.Sprintf("race-%d", i), "ready", ready)
-		s := &corev1.Secret{}
-		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: e.Status.TargetNamespace, Name: "petri-binding-race"}, s))
-		passwords = append(passwords, string(s.Data["ADMIN_PASSWORD"]))
+		waitFor(t, fmt.Sprintf("race-%d", i), "ready", ready)
+		passwords = append(passwords, readRecord(t, filepath.Join(dir, fmt.Sprintf("race-%d-provision.env", i)))["ADMIN_PASSWORD"])
 	}
 	inst := instanceSecret(t, "race")
 	for i, p := range passwords {

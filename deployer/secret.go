@@ -1,12 +1,16 @@
 package deployer
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,11 +18,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// WriteSecret creates Secret name in namespace from the regular files of dir
+// WriteSecret makes Secret name in namespace hold the regular files of dir
 // (a mounted Secret: its keys are the file names; Kubernetes' hidden ..data
-// entries are skipped). It is create-only: a Secret that already exists is
-// left unchanged, so a binding's credentials are written once and never
-// rotated by a re-run.
+// entries are skipped), and nothing else. The source is a binding's staged
+// Secret, immutable, so a re-run writes nothing: a Secret that already holds
+// exactly those keys and values is left as it is. One that holds anything
+// else (a binding staged again without the instance keys an earlier version
+// put in it) is overwritten with the directory's data.
 func WriteSecret(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name, dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -43,15 +49,29 @@ func WriteSecret(ctx context.Context, getter genericclioptions.RESTClientGetter,
 	if err != nil {
 		return err
 	}
-	_, err = cs.CoreV1().Secrets(namespace).Create(ctx, &corev1.Secret{
+	secrets := cs.CoreV1().Secrets(namespace)
+	_, err = secrets.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"app.kubernetes.io/managed-by": "petri-operator"}},
 		Data:       data,
 	}, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
+	if err == nil {
 		return nil
 	}
-	if err != nil {
+	if !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create secret %s/%s: %w", namespace, name, err)
+	}
+	cur, err := secrets.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get secret %s/%s: %w", namespace, name, err)
+	}
+	if maps.EqualFunc(cur.Data, data, bytes.Equal) {
+		return nil
+	}
+	// The names of the keys only; never a value.
+	logr.FromContextOrDiscard(ctx).Info("Secret holds other keys or values than its source, writing it again", "secret", namespace+"/"+name, "keys", slices.Sorted(maps.Keys(data)))
+	cur.Data, cur.StringData = data, nil
+	if _, err := secrets.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update secret %s/%s: %w", namespace, name, err)
 	}
 	return nil
 }

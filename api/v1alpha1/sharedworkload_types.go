@@ -23,8 +23,32 @@ type InstanceSecretSpec struct {
 	Length int32 `json:"length,omitempty"`
 }
 
+// BindingSecretSpec lists the keys generated for each binding: an
+// environment's own credentials on the shared instance (a database role's
+// password), which no other environment holds.
+type BindingSecretSpec struct {
+	// Keys are generated (random, URL-safe) when an environment's binding is
+	// staged, with values of its own for every binding, and kept for the
+	// binding's life: its provision step, its components and its deprovision
+	// step see the same values.
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:validation:items:MaxLength=253
+	Keys []string `json:"keys"`
+	// Length is the number of characters of each generated value.
+	// +optional
+	// +kubebuilder:default=32
+	// +kubebuilder:validation:Minimum=16
+	// +kubebuilder:validation:Maximum=256
+	Length int32 `json:"length,omitempty"`
+}
+
 // SharedWorkloadSpec is a workload deployed once into the shared namespace and
 // bound by many environments.
+// +kubebuilder:validation:XValidation:rule="!has(self.bindingSecret) || !has(self.binding) || self.bindingSecret.keys.all(k, !(k in self.binding))",message="a key of bindingSecret.keys is also a key of binding; a binding key is either rendered or generated"
+// +kubebuilder:validation:XValidation:rule="!has(self.bindingSecret) || !has(self.instanceSecret) || self.bindingSecret.keys.all(k, !(k in self.instanceSecret.keys))",message="a key of bindingSecret.keys is also a key of instanceSecret.keys; an environment's keys and the instance's keys are apart"
 type SharedWorkloadSpec struct {
 	// Chart deploys the shared workload itself, through a Job like a component.
 	Chart ChartReference `json:"chart"`
@@ -40,22 +64,32 @@ type SharedWorkloadSpec struct {
 	// +optional
 	Release ReleaseOptions `json:"release,omitempty"`
 
-	// InstanceSecret lists keys generated once and shared by every binding.
+	// InstanceSecret lists keys generated once for the shared workload: the
+	// instance's own credentials (an admin password). They reach its chart
+	// and its provision and deprovision steps, never an environment's
+	// namespace.
 	// +optional
 	InstanceSecret *InstanceSecretSpec `json:"instanceSecret,omitempty"`
 
-	// Provision runs once per binding environment, with the binding Secret's
-	// keys in its environment (create a database and a user).
+	// BindingSecret lists keys generated for each binding (an environment's
+	// own password), written into its binding Secret beside the Binding keys.
+	// +optional
+	BindingSecret *BindingSecretSpec `json:"bindingSecret,omitempty"`
+
+	// Provision runs once per binding environment, with the binding's keys
+	// and the instance keys in its environment (create a database and a
+	// user).
 	// +optional
 	Provision *ContainerTemplate `json:"provision,omitempty"`
 
 	// Deprovision runs at an environment's teardown with the same binding
-	// Secret the provision step saw (drop the database and the user).
+	// keys the provision step saw, and the instance keys (drop the database
+	// and the user).
 	// +optional
 	Deprovision *ContainerTemplate `json:"deprovision,omitempty"`
 
-	// Binding holds the extra keys written into each binding Secret. Values
-	// are Go templates over the environment: {{ .Environment }},
+	// Binding holds the keys rendered into each binding Secret. Values are
+	// Go templates over the environment: {{ .Environment }},
 	// {{ .Namespace }}, {{ .SharedNamespace }}, {{ .Hash }}.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64

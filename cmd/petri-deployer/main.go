@@ -28,9 +28,11 @@
 // ("Verified: web=4") and exit 0, or Drifted with the releases named
 // ("ReleaseMissing: web; RevisionMismatch: api 3 != 4") and exit 3.
 //
-// write-secret creates a Secret from the files of a directory (a mounted
-// Secret of the management namespace), once: an existing Secret is left as
-// it is, so credentials written for a binding never change.
+// write-secret makes a Secret hold the files of a directory (a binding's
+// staged Secret of the management namespace, mounted), and nothing else: a
+// Secret that already holds exactly them is left as it is, so a re-run
+// writes nothing and credentials written for a binding never change; one
+// that holds anything else is overwritten.
 //
 // sleep scales every Deployment and StatefulSet of the namespace to zero and
 // records each one's replica count in its petri.dev/replicas-before-sleep

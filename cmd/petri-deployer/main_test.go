@@ -417,9 +417,11 @@ func serviceAccountKubeconfig(t *testing.T, ns, name string) string {
 	return path
 }
 
-// write-secret creates the Secret from a directory once and never changes it
-// afterwards: a binding's credentials are written once.
-func TestBinaryWriteSecretIsCreateOnly(t *testing.T) {
+// write-secret makes the Secret hold the directory's files: a re-run from
+// the same files writes nothing, and a Secret holding other keys (a binding
+// copied by an earlier version, with the instance keys) is written again
+// with exactly the directory's.
+func TestBinaryWriteSecretHoldsExactlyTheDirectory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := namespace(t)
@@ -431,12 +433,20 @@ func TestBinaryWriteSecretIsCreateOnly(t *testing.T) {
 	s := &corev1.Secret{}
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "binding"}, s))
 	assert.Equal(t, map[string][]byte{"PASSWORD": []byte("first")}, s.Data, "hidden entries are skipped")
+	written := s.ResourceVersion
 
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "PASSWORD"), []byte("second"), 0o600))
 	res = runDeployer(t, env.Kubeconfig, "write-secret", "--namespace", ns, "--name", "binding", "--from-dir", dir)
 	require.Equal(t, 0, res.code)
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "binding"}, s))
-	assert.Equal(t, "first", string(s.Data["PASSWORD"]), "an existing Secret is never overwritten")
+	assert.Equal(t, written, s.ResourceVersion, "a re-run from the same files writes nothing")
+
+	s.Data["ADMIN_PASSWORD"] = []byte("instance-secret")
+	require.NoError(t, env.Client.Update(ctx, s))
+	res = runDeployer(t, env.Kubeconfig, "write-secret", "--namespace", ns, "--name", "binding", "--from-dir", dir)
+	require.Equal(t, 0, res.code, "stdout:\n%s\nstderr:\n%s", res.stdout, res.stderr)
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "binding"}, s))
+	assert.Equal(t, map[string][]byte{"PASSWORD": []byte("first")}, s.Data, "a key that is not the directory's is gone")
+	assert.NotContains(t, res.stdout+res.stderr, "instance-secret", "no value is logged")
 
 	res = runDeployer(t, env.Kubeconfig, "write-secret", "--namespace", ns, "--from-dir", dir)
 	assert.Equal(t, 2, res.code)

@@ -111,10 +111,13 @@ func (sc *Scenario) checkBinding(ctx context.Context, env *petriv1.EphemeralEnvi
 	}
 	sort.Strings(keys)
 	r.Event("binding Secret %s/%s holds %s (values not shown)", env.Status.TargetNamespace, bindingSecret, strings.Join(keys, ", "))
-	for _, k := range []string{"ADMIN_PASSWORD", "STORE_URL", "DATABASE"} {
+	for _, k := range []string{"STORE_URL", "DATABASE"} {
 		if !slices.Contains(keys, k) {
 			return keys, "", fmt.Errorf("binding Secret lacks %s", k)
 		}
+	}
+	if slices.Contains(keys, "ADMIN_PASSWORD") {
+		return keys, "", errors.New("binding Secret holds the store's instance key ADMIN_PASSWORD")
 	}
 	db := string(secret.Data["DATABASE"])
 	code, body, err := sc.storeGet(ctx, "/databases/"+db)

@@ -151,8 +151,9 @@ func (sc *Scenario) placed(ctx context.Context, res *Result) error {
 
 // storeIn checks that the shared store env binds is its cluster's: the
 // store's copy for that cluster Ready, its release in that cluster's shared
-// namespace, and the binding Secret in env's namespace there carrying the
-// copy's instance keys. It returns the copy's name.
+// namespace, the binding Secret in env's namespace there, without the
+// instance keys, and its database on that cluster's store. It returns the
+// copy's name.
 func (sc *Scenario) storeIn(ctx context.Context, c *controlplane.Cluster, env *petriv1.EphemeralEnvironment) (string, error) {
 	s, cluster := sc.Stack, env.Status.Cluster
 	name := demoSharedWorkload + "." + cluster
@@ -174,8 +175,13 @@ func (sc *Scenario) storeIn(ctx context.Context, c *controlplane.Cluster, env *p
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: env.Status.TargetNamespace, Name: "petri-binding-" + demoSharedWorkload}, &binding); err != nil {
 		return "", fmt.Errorf("the binding of %s in %s: %w", env.Name, cluster, err)
 	}
-	if string(binding.Data["ADMIN_PASSWORD"]) != string(instance.Data["ADMIN_PASSWORD"]) {
-		return "", fmt.Errorf("the binding of %s does not carry the instance keys of %s's store", env.Name, cluster)
+	for k := range instance.Data {
+		if _, ok := binding.Data[k]; ok {
+			return "", fmt.Errorf("the binding of %s holds the instance key %s of %s's store", env.Name, k, cluster)
+		}
+	}
+	if len(binding.Data["DATABASE"]) == 0 {
+		return "", fmt.Errorf("the binding of %s in %s names no database", env.Name, cluster)
 	}
 	sc.Report.Event("%s: bound to shared workload %s, its release %s deployed in %s's namespace %s", env.Name, name, demoSharedWorkload, cluster, SharedNamespace)
 	return name, nil

@@ -225,7 +225,7 @@ func (ps *PostgresScenario) open(ctx context.Context, n int) (*PostgresEnvironme
 		return nil, err
 	}
 	e.Database, e.Role = b.Database, b.Role
-	r.Event("binding Secret %s/%s: database %s, role %s on %s:%s (the role's password derived from ROLE_KEY)", e.Namespace, postgresBinding, b.Database, b.Role, b.Host, b.Port)
+	r.Event("binding Secret %s/%s: database %s, role %s on %s:%s, the role's own password (PGPASSWORD, generated for this binding); no instance key", e.Namespace, postgresBinding, b.Database, b.Role, b.Host, b.Port)
 	if e.Notes, err = ps.writeAndRead(ctx, *e, fmt.Sprintf("written by pull request #%d", n)); err != nil {
 		return nil, fmt.Errorf("pull request #%d: %w", n, err)
 	}
@@ -234,13 +234,42 @@ func (ps *PostgresScenario) open(ctx context.Context, n int) (*PostgresEnvironme
 	return e, nil
 }
 
-// binding reads an environment's binding Secret.
+// binding reads an environment's binding Secret, and checks that no Secret
+// of its namespace holds a key of the shared workload's instance Secret, by
+// name or by value.
 func (ps *PostgresScenario) binding(ctx context.Context, ns string) (pgbinding.Binding, error) {
 	sec := &corev1.Secret{}
 	if err := ps.Stack.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: postgresBinding}, sec); err != nil {
 		return pgbinding.Binding{}, fmt.Errorf("binding Secret %s/%s: %w", ns, postgresBinding, err)
 	}
+	instance, err := ps.instance(ctx)
+	if err != nil {
+		return pgbinding.Binding{}, err
+	}
+	var all corev1.SecretList
+	if err := ps.Stack.Client.List(ctx, &all, client.InNamespace(ns)); err != nil {
+		return pgbinding.Binding{}, fmt.Errorf("Secrets of %s: %w", ns, err)
+	}
+	for _, s := range all.Items {
+		for k, v := range s.Data {
+			for ik, iv := range instance.Data {
+				if k == ik || strings.Contains(string(v), string(iv)) {
+					return pgbinding.Binding{}, fmt.Errorf("Secret %s/%s key %s holds the instance key %s", ns, s.Name, k, ik)
+				}
+			}
+		}
+	}
 	return pgbinding.FromEnv(func(k string) string { return string(sec.Data[k]) })
+}
+
+// instance reads the shared workload's instance Secret in the management
+// namespace (the superuser's password).
+func (ps *PostgresScenario) instance(ctx context.Context) (*corev1.Secret, error) {
+	sec := &corev1.Secret{}
+	if err := ps.Stack.Client.Get(ctx, client.ObjectKey{Namespace: ManagementNamespace, Name: postgresWorkload + "-instance"}, sec); err != nil {
+		return nil, fmt.Errorf("instance Secret %s/%s-instance: %w", ManagementNamespace, postgresWorkload, err)
+	}
+	return sec, nil
 }
 
 // writeAndRead posts a note to the environment's application and returns
@@ -269,13 +298,19 @@ func (ps *PostgresScenario) writeAndRead(ctx context.Context, e PostgresEnvironm
 	return list, nil
 }
 
-// server is the address of the PostgreSQL server here and the superuser's
-// binding (its instance keys).
+// server is the environment's binding with the address of the PostgreSQL
+// server here and the superuser's password from the instance Secret (which
+// the binding does not hold).
 func (ps *PostgresScenario) server(ctx context.Context, e PostgresEnvironment) (pgbinding.Binding, error) {
 	b, err := ps.binding(ctx, e.Namespace)
 	if err != nil {
 		return b, err
 	}
+	instance, err := ps.instance(ctx)
+	if err != nil {
+		return b, err
+	}
+	b.AdminPassword = string(instance.Data["ADMIN_PASSWORD"])
 	addr, err := ps.Stack.ServiceAddress(ctx, SharedNamespace, postgresWorkload, intstr.FromInt32(5432))
 	if err != nil {
 		return b, err
@@ -321,14 +356,14 @@ func (ps *PostgresScenario) isolated(ctx context.Context, a, b PostgresEnvironme
 		}
 		r.Event("database %s owned by role %s", e.Database, e.Role)
 	}
-	if pgbinding.Password(ba.RoleKey, a.Role) == pgbinding.Password(ba.RoleKey, b.Role) {
-		return "", errors.New("the two roles have the same password")
-	}
-	cross := ba
 	bb, err := ps.binding(ctx, b.Namespace)
 	if err != nil {
 		return "", err
 	}
+	if ba.Password == bb.Password {
+		return "", errors.New("the two roles have the same password")
+	}
+	cross := ba
 	cross.Database = bb.Database
 	conn, err := connectAs(ctx, cross, false)
 	if err == nil {

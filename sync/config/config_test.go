@@ -198,3 +198,45 @@ func TestRenderKeepsTextLiterally(t *testing.T) {
 		assert.Equal(t, title, got)
 	}
 }
+
+const sharedWithBindingSecret = `kind: SharedWorkload
+name: postgres
+spec:
+  chart: {repository: /charts/postgres, name: postgres, version: 0.1.0}
+  instanceSecret: {keys: [ADMIN_PASSWORD]}
+  bindingSecret:
+    keys: [PGPASSWORD]
+    length: 24
+  binding:
+    PGUSER: "env_{{ .Hash }}"
+`
+
+// A shared workload's keys generated per binding are read from the config
+// repository; a key that is also rendered or an instance key is refused at
+// its line.
+func TestSharedWorkloadBindingSecret(t *testing.T) {
+	cfg := config.Load(map[string][]byte{"shared/postgres.yaml": []byte(sharedWithBindingSecret)})
+	require.Empty(t, cfg.Errors)
+	require.Len(t, cfg.SharedWorkloads, 1)
+	g := cfg.SharedWorkloads[0].Spec.BindingSecret
+	require.NotNil(t, g)
+	assert.Equal(t, []string{"PGPASSWORD"}, g.Keys)
+	assert.Equal(t, int32(24), g.Length)
+
+	for _, tt := range []struct{ name, from, to, want string }{
+		{"rendered too", "PGUSER:", "PGPASSWORD:", `shared/postgres.yaml:7: spec.bindingSecret.keys[0]: "PGPASSWORD" is also a key of spec.binding`},
+		{"instance key too", "[ADMIN_PASSWORD]", "[PGPASSWORD]", `shared/postgres.yaml:7: spec.bindingSecret.keys[0]: "PGPASSWORD" is also a key of spec.instanceSecret.keys`},
+		{"length", "length: 24", "length: 8", "shared/postgres.yaml:8: spec.bindingSecret.length: 8 is not between 16 and 256"},
+		{"unknown field", "length: 24", "lenght: 24", "shared/postgres.yaml:8: spec.bindingSecret.lenght: unknown field"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := config.Load(map[string][]byte{"shared/postgres.yaml": []byte(strings.Replace(sharedWithBindingSecret, tt.from, tt.to, 1))})
+			require.Empty(t, cfg.SharedWorkloads)
+			var got []string
+			for _, e := range cfg.Errors {
+				got = append(got, e.Error())
+			}
+			assert.Contains(t, strings.Join(got, "\n"), tt.want)
+		})
+	}
+}

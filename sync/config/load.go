@@ -253,6 +253,23 @@ func validateSharedWorkload(d *decoder, s *SharedWorkload) {
 	if s.Spec.Deprovision != nil && s.Spec.Deprovision.Image == "" {
 		d.errorf("spec.deprovision.image", "missing")
 	}
+	if g := s.Spec.BindingSecret; g != nil {
+		if len(g.Keys) == 0 {
+			d.errorf("spec.bindingSecret.keys", "missing: list the keys generated for each binding")
+		}
+		for i, k := range g.Keys {
+			p := fmt.Sprintf("spec.bindingSecret.keys[%d]", i)
+			if _, ok := s.Spec.Binding[k]; ok {
+				d.errorf(p, "%q is also a key of spec.binding; a binding key is either rendered or generated", k)
+			}
+			if s.Spec.InstanceSecret != nil && slices.Contains(s.Spec.InstanceSecret.Keys, k) {
+				d.errorf(p, "%q is also a key of spec.instanceSecret.keys; an environment's keys and the instance's keys are apart", k)
+			}
+		}
+		if g.Length != 0 && (g.Length < 16 || g.Length > 256) {
+			d.errorf("spec.bindingSecret.length", "%d is not between 16 and 256", g.Length)
+		}
+	}
 }
 
 // IsExactVersion reports whether a chart version needs no resolution.

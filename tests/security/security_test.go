@@ -297,6 +297,16 @@ func withBinding(j *batchv1.Job, values, envFrom string) *batchv1.Job {
 	return j
 }
 
+// withInstance mounts Secret instance as the Job's volume "instance", as a
+// provision or deprovision Job's instance keys are, and adds it to its first
+// container's envFrom.
+func withInstance(j *batchv1.Job, instance string) *batchv1.Job {
+	pod := &j.Spec.Template.Spec
+	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "instance", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: instance}}})
+	pod.Containers[0].EnvFrom = append(pod.Containers[0].EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: instance}}})
+	return j
+}
+
 // identity is one of Petri's: a ServiceAccount the API server authenticates.
 type identity struct{ title, namespace, name string }
 
@@ -380,6 +390,8 @@ func checks() []check {
 		}}},
 	}
 	stepLabels := map[string]string{"petri.dev/action": "provision"}
+	pgStep := map[string]string{"petri.dev/action": "provision", "petri.dev/component": "pg"}
+	pgBind := map[string]string{"petri.dev/action": "bind", "petri.dev/component": "pg"}
 	sub := func(ns, name string) rbacv1.Subject {
 		return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}
 	}
@@ -459,6 +471,9 @@ func checks() []check {
 		{who: operator, what: "create a Job whose environment reads a ConfigMap (valueFrom.configMapKeyRef)", fence: fJobs, do: create(withEnv(job("env-cm", deployerSA, nil, deployerImage), corev1.EnvVar{Name: "X", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: controllers.FenceParams}, Key: "deployer-image"}}}))},
 		{who: operator, what: "create a Job with envFrom a Secret it does not mount as its values (another environment's binding)", fence: fJobs, do: create(withBinding(job("envfrom-other", deployerSA, nil, deployerImage), "binding-web-pr-1", "binding-web-pr-2"))},
 		{who: operator, what: "create a Job with envFrom the Secret it mounts as its values (a step's binding)", allowed: true, do: create(withBinding(job("envfrom-own", deployerSA, nil, deployerImage), "binding-web-pr-1", "binding-web-pr-1"))},
+		{who: operator, what: "create a provision Job with envFrom its own shared workload's instance Secret", allowed: true, do: create(withInstance(withBinding(job("instance-own", deployerSA, pgStep, deployerImage), "binding-web-pr-1", "binding-web-pr-1"), "pg-instance"))},
+		{who: operator, what: "create a provision Job with envFrom another shared workload's instance Secret", fence: fJobs, do: create(withInstance(withBinding(job("instance-other", deployerSA, pgStep, deployerImage), "binding-web-pr-1", "binding-web-pr-1"), "queue-instance"))},
+		{who: operator, what: "create a bind Job with envFrom its shared workload's instance Secret (into the environment's namespace)", fence: fJobs, do: create(withInstance(withBinding(job("instance-bind", deployerSA, pgBind, deployerImage), "binding-web-pr-1", "binding-web-pr-1"), "pg-instance"))},
 		// The operator: what RBAC refuses.
 		{who: operator, what: "write a pull request's lifecycle state (PullRequestState, sync's alone)", do: create(prState())},
 		{who: operator, what: "read sync's Secret in " + syncNS, do: get(&corev1.Secret{}, syncNS, "petri-sync")},

@@ -1,5 +1,7 @@
-// Package binding renders what a shared-workload binding holds: generated
-// instance keys and the per-environment keys templated from the environment.
+// Package binding renders what a shared-workload binding holds: the keys
+// templated from the environment and the keys generated for it. A binding
+// holds the environment's own credentials only; the shared workload's
+// instance keys are never part of it.
 package binding
 
 import (
@@ -44,6 +46,37 @@ func Render(templates map[string]string, d Data) (map[string]string, error) {
 		out[k] = b.String()
 	}
 	return out, nil
+}
+
+// Stage returns the data of an environment's staged binding: the rendered
+// keys and the keys generated for this binding (length characters each),
+// and nothing else. An existing staged binding keeps its values for those
+// keys, so a binding staged again keeps the credentials its provision step
+// used; a key it lacks is added, and a key that is neither rendered nor
+// generated (an instance key staged by an earlier version) is left out.
+// changed reports whether the result differs from existing, that is,
+// whether existing has to be written again.
+func Stage(existing map[string][]byte, rendered map[string]string, generated []string, length int) (data map[string][]byte, changed bool, err error) {
+	data = make(map[string][]byte, len(rendered)+len(generated))
+	for k, v := range rendered {
+		data[k] = []byte(v)
+	}
+	for _, k := range generated {
+		v, err := Generate(length)
+		if err != nil {
+			return nil, false, err
+		}
+		data[k] = []byte(v)
+	}
+	changed = existing == nil || len(existing) != len(data)
+	for k := range data {
+		if v, ok := existing[k]; ok {
+			data[k] = v
+		} else {
+			changed = true
+		}
+	}
+	return data, changed, nil
 }
 
 // Generate returns a random, URL-safe value of n characters.

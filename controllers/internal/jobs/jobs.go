@@ -25,6 +25,9 @@ const (
 	CAFile             = CADir + "/ca.crt"
 	TmpDir             = "/tmp"
 	TerminationLogPath = corev1.TerminationMessagePathDefault
+	// InstanceDir holds a shared workload's instance keys in its provision
+	// and deprovision Jobs, one file per key.
+	InstanceDir = "/etc/petri/instance"
 	// ValuesKey is the key of the values Secret.
 	ValuesKey = "values.yaml"
 	// DeployerEntrypoint is the deployer binary in its image.
@@ -52,6 +55,9 @@ type Spec struct {
 	EnvFrom         []corev1.EnvFromSource
 	// ValuesSecret, when set, is mounted at ValuesDir.
 	ValuesSecret string
+	// InstanceSecret, when set, is mounted at InstanceDir (a provision or
+	// deprovision step's instance keys).
+	InstanceSecret string
 	// CASecret, when set, is mounted at CADir.
 	CASecret string
 
@@ -76,6 +82,10 @@ func Build(s Spec) *batchv1.Job {
 	if s.ValuesSecret != "" {
 		volumes = append(volumes, corev1.Volume{Name: "values", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s.ValuesSecret}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "values", MountPath: ValuesDir, ReadOnly: true})
+	}
+	if s.InstanceSecret != "" {
+		volumes = append(volumes, corev1.Volume{Name: "instance", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s.InstanceSecret}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "instance", MountPath: InstanceDir, ReadOnly: true})
 	}
 	if s.CASecret != "" {
 		volumes = append(volumes, corev1.Volume{Name: "ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s.CASecret}}})

@@ -21,7 +21,7 @@ func TestBuild(t *testing.T) {
 		Owner:          metav1.OwnerReference{Name: "env", UID: "u", Controller: new(bool)},
 		ServiceAccount: "petri-deployer-env", Image: "deployer:1",
 		Command: []string{DeployerEntrypoint}, Args: []string{"deploy"},
-		ValuesSecret: "values-secret", CASecret: "ca",
+		ValuesSecret: "values-secret", CASecret: "ca", InstanceSecret: "pg-instance",
 		BackoffLimit: 2, ActiveDeadline: 10 * time.Minute, TTLAfterFinished: time.Hour,
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
@@ -45,7 +45,14 @@ func TestBuild(t *testing.T) {
 	for _, m := range c.VolumeMounts {
 		mounts[m.Name] = m.MountPath
 	}
-	assert.Equal(t, map[string]string{"tmp": TmpDir, "values": ValuesDir, "ca": CADir}, mounts)
+	assert.Equal(t, map[string]string{"tmp": TmpDir, "values": ValuesDir, "ca": CADir, "instance": InstanceDir}, mounts)
+	secrets := map[string]string{}
+	for _, v := range pod.Volumes {
+		if v.Secret != nil {
+			secrets[v.Name] = v.Secret.SecretName
+		}
+	}
+	assert.Equal(t, map[string]string{"values": "values-secret", "ca": "ca", "instance": "pg-instance"}, secrets)
 	require.Len(t, j.OwnerReferences, 1)
 }
 

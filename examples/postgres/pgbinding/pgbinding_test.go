@@ -22,7 +22,7 @@ func env(m map[string]string) func(string) string { return func(k string) string
 func binding() map[string]string {
 	return map[string]string{
 		"PGHOST": "postgres.petri-shared.svc", "PGPORT": "5432", "PGDATABASE": "env_0a1b2c3d", "PGUSER": "env_0a1b2c3d",
-		"ADMIN_PASSWORD": "admin-secret", "ROLE_KEY": "role-key",
+		"PGPASSWORD": "role-password",
 	}
 }
 
@@ -36,7 +36,7 @@ func TestFromEnv(t *testing.T) {
 		change func(map[string]string)
 		want   string
 	}{
-		{"missing keys", func(m map[string]string) { delete(m, "PGHOST"); delete(m, "ROLE_KEY") }, "binding lacks PGHOST, ROLE_KEY"},
+		{"missing keys", func(m map[string]string) { delete(m, "PGHOST"); delete(m, "PGPASSWORD") }, "binding lacks PGHOST, PGPASSWORD"},
 		{"quote in a name", func(m map[string]string) { m["PGDATABASE"] = `env"; DROP` }, "PGDATABASE"},
 		{"superuser", func(m map[string]string) { m["PGUSER"] = "postgres" }, "must not be the superuser"},
 	} {
@@ -46,19 +46,31 @@ func TestFromEnv(t *testing.T) {
 			_, err := pgbinding.FromEnv(env(m))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
-			assert.NotContains(t, err.Error(), "role-key", "no secret in the error")
+			assert.NotContains(t, err.Error(), "role-password", "no secret in the error")
 		})
 	}
 }
 
-// Passwords are stable, different per role and per instance key.
-func TestPasswordIsDerived(t *testing.T) {
-	a := pgbinding.Password("key", "env_a")
-	assert.Len(t, a, 32)
-	assert.Equal(t, a, pgbinding.Password("key", "env_a"))
-	assert.NotEqual(t, a, pgbinding.Password("key", "env_b"))
-	assert.NotEqual(t, a, pgbinding.Password("other", "env_a"))
-	assert.NotContains(t, a, "'")
+// The application connects with the binding's own password; only a step
+// that has the instance key connects as the superuser.
+func TestCredentials(t *testing.T) {
+	b, err := pgbinding.FromEnv(env(binding()))
+	require.NoError(t, err)
+	cfg, err := b.Config()
+	require.NoError(t, err)
+	assert.Equal(t, "env_0a1b2c3d", cfg.User)
+	assert.Equal(t, "role-password", cfg.Password)
+	_, err = b.AdminConfig()
+	require.Error(t, err, "an environment has no superuser password")
+
+	m := binding()
+	m["ADMIN_PASSWORD"] = "admin-secret"
+	b, err = pgbinding.FromEnv(env(m))
+	require.NoError(t, err)
+	cfg, err = b.AdminConfig()
+	require.NoError(t, err)
+	assert.Equal(t, pgbinding.AdminUser, cfg.User)
+	assert.Equal(t, "admin-secret", cfg.Password)
 }
 
 // A Service name is dialled through the proxy with CONNECT, unresolved;

@@ -1,10 +1,10 @@
 // Command petri-postgres-tools is the provision and deprovision step of the
 // PostgreSQL shared workload (examples/postgres/config-repo). Petri runs it
-// as a Job with the environment's binding in its environment
-// (examples/postgres/pgbinding).
+// as a Job with the environment's binding and the instance key
+// ADMIN_PASSWORD in its environment (examples/postgres/pgbinding).
 //
 //	petri-postgres-tools provision     create the environment's role (LOGIN,
-//	                                   with its derived password) and its
+//	                                   with its binding's PGPASSWORD) and its
 //	                                   database, owned by the role and closed
 //	                                   to every other role; idempotent
 //	petri-postgres-tools deprovision   end the database's open connections and
@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -105,9 +106,9 @@ func connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
 // they must be.
 func Provision(ctx context.Context, conn *pgx.Conn, b pgbinding.Binding) error {
 	role, db := pgbinding.Quote(b.Role), pgbinding.Quote(b.Database)
-	// A password literal cannot be a query parameter in DDL; it is 32
-	// URL-safe characters (no quote), quoted anyway.
-	password := "'" + b.Password() + "'"
+	// A password literal cannot be a query parameter in DDL; Petri
+	// generates it URL-safe (no quote), and a quote is doubled anyway.
+	password := "'" + strings.ReplaceAll(b.Password, "'", "''") + "'"
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", b.Role).Scan(&exists); err != nil {
 		return err
