@@ -36,6 +36,8 @@ const Mask = "***"
 const minSecret = 4
 
 var (
+	// suspect is in any text the patterns below would change.
+	suspect = regexp.MustCompile(`(?i)://|token|secret|pass|pwd|sig|key|cred|auth|bearer|basic`)
 	// userinfo is the user:password@ of a URL (also of an oci:// reference).
 	userinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/?#@\s"'<>]+@`)
 	// credentialParam is a query parameter or an assignment whose name reads
@@ -53,6 +55,11 @@ var (
 // are known credentials (tokens, passwords, webhook secrets) replaced
 // wherever they appear.
 func String(s string, secrets ...string) string {
+	if len(secrets) == 0 && !suspect.MatchString(s) {
+		// Most text (every log line) holds nothing the patterns match:
+		// one scan instead of four.
+		return s
+	}
 	for _, sec := range secrets {
 		for _, form := range forms(sec) {
 			s = strings.ReplaceAll(s, form, Mask)

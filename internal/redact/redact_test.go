@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"testing"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -62,4 +63,23 @@ func TestErrorKeepsTheChain(t *testing.T) {
 	require.NoError(t, redact.Error(nil))
 	plain := errors.New("nothing to hide")
 	assert.Same(t, plain, redact.Error(plain))
+}
+
+type stringer string
+
+func (s stringer) String() string { return string(s) }
+
+func TestLogger(t *testing.T) {
+	var lines []string
+	base := funcr.New(func(prefix, args string) { lines = append(lines, prefix+" "+args) }, funcr.Options{})
+	log := redact.Logger(base, "known-"+tok).WithName("sync").WithValues("repository", "https://u:"+tok+"@h/")
+	log.Info("Fetching https://h/?token="+tok, "url", "https://h/?access_token="+tok, "sent", []byte("Authorization: Bearer "+tok),
+		"ref", stringer("oci://u:"+tok+"@r/c"), "count", 3)
+	log.Error(fmt.Errorf("answer: known-%s", tok), "Failed", "err", errors.New("GET https://"+tok+"@h/"))
+	require.Len(t, lines, 2)
+	for _, l := range lines {
+		assert.NotContains(t, l, tok)
+	}
+	assert.Contains(t, lines[0], `"count"=3`)
+	assert.Contains(t, lines[0], "sync")
 }
