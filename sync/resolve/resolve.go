@@ -274,12 +274,15 @@ func answered(code int) string {
 }
 
 func (r *Resolver) fetchIndex(ctx context.Context, repository, chart string) ([]string, error) {
-	u := strings.TrimSuffix(repository, "/") + "/index.yaml"
-	where := redact.URL(u)
-	origin, err := url.Parse(u)
+	origin, err := url.Parse(repository)
 	if err != nil {
-		return nil, fmt.Errorf("chart repository index %s: not a valid URL", where)
+		return nil, fmt.Errorf("chart repository %s: not a valid URL", redact.URL(repository))
 	}
+	// index.yaml beside the repository's path; a query (a token) stays.
+	origin.Path = strings.TrimSuffix(origin.Path, "/") + "/index.yaml"
+	origin.RawPath = ""
+	u := origin.String()
+	where := redact.URL(u)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, fmt.Errorf("chart repository index %s: not a valid URL", where)

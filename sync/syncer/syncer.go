@@ -216,8 +216,10 @@ func New(opts Options) (*Syncer, error) {
 		return nil, fmt.Errorf("index environments by pull request: %w", err)
 	}
 	return &Syncer{
-		opts:          opts,
-		log:           opts.Log,
+		opts: opts,
+		// Errors of forges, repositories and registries are logged: never
+		// with their credentials.
+		log:           redact.Logger(opts.Log),
 		client:        c,
 		cache:         ca,
 		forges:        forges,
