@@ -167,3 +167,20 @@ func TestResolveRefusesHugeIndexes(t *testing.T) {
 	_, err := (&resolve.Resolver{HTTPClient: srv.Client()}).Resolve(context.Background(), srv.URL, "web", "~1")
 	require.ErrorContains(t, err, "larger than 16 MiB")
 }
+
+// A repository URL's query (a token) is kept when index.yaml is asked for
+// beside its path.
+func TestResolveKeepsTheRepositoryQuery(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/charts/index.yaml" || r.URL.Query().Get("token") != planted {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, index)
+	}))
+	t.Cleanup(srv.Close)
+	got, err := (&resolve.Resolver{HTTPClient: srv.Client()}).Resolve(context.Background(), srv.URL+"/charts/?token="+planted, "web", "~1.4")
+	require.NoError(t, err)
+	assert.Equal(t, "1.4.10", got)
+}
