@@ -17,6 +17,7 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/internal/redact"
 )
 
 // jobState is what the reconciler needs to know of one Job.
@@ -34,13 +35,16 @@ type jobState struct {
 }
 
 // setMessage records a termination message: a deployer's result is decoded,
-// anything else is kept for people only and never parsed.
+// anything else is kept for people only and never parsed. Either is
+// redacted of credentials (the deployer redacts its own, a step's container
+// may not): the message goes into conditions, Events and pull requests.
 func (st *jobState) setMessage(msg string) {
 	if res, ok := contract.Decode(msg); ok {
+		res.Message = redact.String(res.Message)
 		st.result, st.typed, st.message = res, true, res.Message
 		return
 	}
-	st.message = msg
+	st.message = redact.String(msg)
 }
 
 // retryable reports whether a new Job of the same spec may succeed where

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/petri-dev/petri/api/contract"
+	"github.com/petri-dev/petri/internal/redact"
 )
 
 // Sentinel errors wrapped by the chart loaders and the Helm wrappers, so that
@@ -91,7 +92,7 @@ func Classify(err error) contract.Reason {
 
 // TerminationMessage renders err as the one line for people in the result
 // written to the termination log (FailureResult): "<Reason>: <detail>",
-// whitespace collapsed, credentials in URLs redacted, at most
+// whitespace collapsed, credentials redacted (redact.String), at most
 // MaxMessageBytes long.
 func TerminationMessage(err error) string {
 	reason := Classify(err)
@@ -105,16 +106,15 @@ func TerminationMessage(err error) string {
 	return truncate(string(reason)+": "+detail, MaxMessageBytes)
 }
 
-var (
-	urlUserinfo = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@`)
-	whitespace  = regexp.MustCompile(`\s+`)
-)
+var whitespace = regexp.MustCompile(`\s+`)
 
 // condense makes a multi-line error (Helm's schema errors are a list) fit one
-// line and strips user:password@ from any URL in it, since termination
-// messages end up in object status that many can read.
+// line and removes credentials from it (redact.String: URL userinfo,
+// credential-like query values, Authorization echoes), since termination
+// messages end up in object status, Events and pull requests that many can
+// read.
 func condense(s string) string {
-	s = urlUserinfo.ReplaceAllString(s, "${1}***@")
+	s = redact.String(s)
 	return strings.TrimSpace(whitespace.ReplaceAllString(s, " "))
 }
 

@@ -18,13 +18,17 @@ import (
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote/errcode"
 	"sigs.k8s.io/yaml"
+
+	"github.com/petri-dev/petri/internal/redact"
 )
 
 // errHTTPNotFound marks a 404 from a chart repository, which means a missing
 // chart, not a broken repository.
 var errHTTPNotFound = errors.New("not found")
 
-func redactURL(s string) string { return urlUserinfo.ReplaceAllString(s, "${1}***@") }
+// redactURL names a repository or an archive without the credentials of
+// its URL.
+func redactURL(s string) string { return redact.URL(s) }
 
 // loadFromRepository resolves NAME at VERSION in the repository's index,
 // downloads the archive and checks it against the index entry's digest when

@@ -74,6 +74,7 @@ import (
 
 	"github.com/petri-dev/petri/api/contract"
 	"github.com/petri-dev/petri/deployer"
+	"github.com/petri-dev/petri/internal/redact"
 )
 
 const defaultTerminationLog = "/dev/termination-log"
@@ -100,7 +101,8 @@ type options struct {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	log := logr.FromSlogHandler(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// The deployer's log is read by people and by sync's web page.
+	log := redact.Logger(logr.FromSlogHandler(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	// Found before parsing, so that errors up to and including a parse error
 	// are reported there too.
 	preParseLog := terminationLogArg(args)
@@ -187,7 +189,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "verify":
 		return verify(ctx, log, d, opts, stdout, stderr)
 	default:
-		err = deploy(ctx, d, opts)
+		// A repository's answer may quote its URL's credentials in a form
+		// the patterns do not know.
+		err = redact.Error(deploy(ctx, d, opts), redact.SecretsOf(opts.source.Repository)...)
 	}
 	if err != nil {
 		return fail(log, stderr, opts.terminationLog, command, err)

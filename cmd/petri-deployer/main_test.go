@@ -453,3 +453,36 @@ func TestBinaryWriteSecretHoldsExactlyTheDirectory(t *testing.T) {
 	assert.Contains(t, res.terminationLog, "InvalidArguments")
 	assert.Contains(t, res.terminationLog, "--name")
 }
+
+// A credential in the chart repository's URL (userinfo, query) is in none
+// of the deployer's outputs when the repository refuses it and echoes the
+// Authorization header: not in the termination message (which the operator
+// copies into the environment's status, conditions and Events), its stderr
+// or its log.
+func TestBinaryFailureCarriesNoCredentials(t *testing.T) {
+	t.Parallel()
+	const planted = "PLANTED-dep-3b7a1f"
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		status := http.StatusUnauthorized
+		if strings.HasPrefix(r.URL.Path, "/gone") {
+			status = http.StatusNotFound
+		}
+		w.WriteHeader(status)
+		fmt.Fprintf(w, "refused: Authorization: %s; query %s\n", r.Header.Get("Authorization"), r.URL.RawQuery)
+	}))
+	t.Cleanup(srv.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600))
+	for _, path := range []string{"/charts", "/gone"} {
+		repository := strings.Replace(srv.URL, "https://", "https://ci:"+planted+"@", 1) + path + "?token=" + planted
+		ns := namespace(t)
+		res := runDeployer(t, env.Kubeconfig, "deploy", "--release", "web", "--namespace", ns, "--chart-name", "greeter", "--chart-version", "0.1.0",
+			"--values", valuesFile(t, "message: hi\n"), "--chart-repository", repository, "--ca-file", caFile)
+		require.NotEqual(t, 0, res.code)
+		failure := res.decoded(t)
+		assert.Contains(t, failure.Message, strings.TrimPrefix(srv.URL, "https://"), "the message names the repository's host")
+		for where, text := range map[string]string{"termination message": res.terminationLog, "stderr": res.stderr, "log": res.stdout} {
+			assert.NotContains(t, text, planted, "%s of %s", where, path)
+		}
+	}
+}

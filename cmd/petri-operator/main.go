@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/petri-dev/petri/controllers"
+	"github.com/petri-dev/petri/internal/redact"
 )
 
 func main() {
@@ -24,7 +25,9 @@ func main() {
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	// What the operator logs (a Job's message, an API server's answer) is
+	// redacted of credentials.
+	ctrl.SetLogger(redact.Logger(zap.New(zap.UseFlagOptions(&zapOpts))))
 	opts.WithoutFences = !*requireFences
 	if err := run(opts, *requireFences); err != nil {
 		fmt.Fprintln(os.Stderr, "petri-operator:", err)

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/internal/redact"
 	"github.com/petri-dev/petri/sync/api"
 	"github.com/petri-dev/petri/sync/configrepo"
 	"github.com/petri-dev/petri/sync/metrics"
@@ -71,6 +73,7 @@ func run() error {
 		chartCacheTTL  = flag.Duration("chart-index-ttl", time.Minute, "How long a chart repository index or tag list is trusted.")
 		chartPlainHTTP = flag.Bool("chart-plain-http", false, "Talk to OCI registries over plain http.")
 		chartTimeout   = flag.Duration("chart-timeout", resolve.DefaultTimeout, "Timeout of one chart repository index or OCI tag list fetch.")
+		chartHosts     = flag.String("chart-allowed-hosts", "", "Comma-separated hosts (host, host:port or *.domain) that chart look-ups may reach besides a repository's own: an index's redirect or a registry's token realm there is followed; to any other host, or from https to http, it is refused.")
 		leaderElect    = flag.Bool("leader-elect", true, "Run as one of several replicas: only the holder of a Lease writes and reports; the others answer webhooks and hand them to it (docs/sync.md#high-availability).")
 		leNamespace    = flag.String("leader-election-namespace", "petri-sync", "sync's own namespace: the Lease and the hand-over ConfigMap live there.")
 		leIdentity     = flag.String("leader-election-id", "", "This replica's identity in the Lease (default: $POD_NAME, else the host name with a random suffix).")
@@ -83,7 +86,9 @@ func run() error {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	log := zap.New(zap.UseFlagOptions(&zapOpts))
+	// Whatever sync logs (errors of forges, repositories and registries
+	// included) is redacted of credentials.
+	log := redact.Logger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	ctrl.SetLogger(log)
 
 	if *repoURL == "" {
@@ -164,7 +169,7 @@ func run() error {
 	}
 	s, err := syncer.New(syncer.Options{
 		RESTConfig: cfg, Scheme: scheme, Namespace: *namespace, Provider: prov, Forges: others,
-		Resolver: &resolve.Resolver{TTL: *chartCacheTTL, PlainHTTP: *chartPlainHTTP, Timeout: *chartTimeout},
+		Resolver: &resolve.Resolver{TTL: *chartCacheTTL, PlainHTTP: *chartPlainHTTP, Timeout: *chartTimeout, AllowedHosts: strings.FieldsFunc(*chartHosts, func(r rune) bool { return r == ',' || r == ' ' })},
 		Config:   repo, ConfigRepository: configRepo, Metrics: m, Log: log.WithName("sync"),
 		ConfigInterval: *repoInterval, ResyncInterval: *resyncInterval, Workers: *workers, EventQueue: *eventQueue,
 		LeaderElection: election,

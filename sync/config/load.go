@@ -16,6 +16,8 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/petri-dev/petri/internal/redact"
 )
 
 var (
@@ -225,7 +227,7 @@ func validateChart(d *decoder, p string, c Chart) {
 			return
 		}
 	default:
-		d.errorf(p+".repository", "%q must be an https:// chart repository, an oci:// reference or an absolute path inside the deployer image", c.Repository)
+		d.errorf(p+".repository", "%q must be an https:// chart repository, an oci:// reference or an absolute path inside the deployer image", redact.URL(c.Repository))
 	}
 	if !chartName.MatchString(c.Name) {
 		d.errorf(p+".name", "%q is not a valid chart name", c.Name)

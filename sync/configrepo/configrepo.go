@@ -35,6 +35,8 @@ import (
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/petri-dev/petri/internal/redact"
 )
 
 // Options say where the config repository is and how to authenticate.
@@ -152,6 +154,8 @@ func (r *Repo) remoteRef() plumbing.ReferenceName {
 
 // Fetch reads the config files of the branch's head; while the head stays
 // where it was, it returns the last snapshot without fetching objects.
+// Its errors carry no credential of the URL or the token: they reach the
+// logs and sync's readiness answer.
 func (r *Repo) Fetch(ctx context.Context) (*Snapshot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -163,8 +167,20 @@ func (r *Repo) Fetch(ctx context.Context) (*Snapshot, error) {
 	defer cancel()
 	auth, err := r.auth()
 	if err != nil {
-		return nil, err
+		return nil, redact.Error(err, redact.SecretsOf(r.opts.URL)...)
 	}
+	snap, err := r.fetch(ctx, auth)
+	if err != nil {
+		secrets := redact.SecretsOf(r.opts.URL)
+		if b, ok := auth.(*githttp.BasicAuth); ok {
+			secrets = append(secrets, b.Password)
+		}
+		return nil, redact.Error(err, secrets...)
+	}
+	return snap, nil
+}
+
+func (r *Repo) fetch(ctx context.Context, auth transport.AuthMethod) (*Snapshot, error) {
 	head, err := r.head(ctx, auth)
 	if err != nil {
 		return nil, err
@@ -199,7 +215,7 @@ func (r *Repo) head(ctx context.Context, auth transport.AuthMethod) (plumbing.Ha
 	remote := git.NewRemote(memory.NewStorage(), &gitconfig.RemoteConfig{Name: "origin", URLs: []string{r.opts.URL}})
 	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, CABundle: r.opts.CABundle})
 	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("list the branches of %s: %w", redact(r.opts.URL), err)
+		return plumbing.ZeroHash, fmt.Errorf("list the branches of %s: %w", redact.URL(r.opts.URL), err)
 	}
 	want := plumbing.NewBranchReferenceName(r.opts.Branch)
 	for _, ref := range refs {
@@ -207,7 +223,7 @@ func (r *Repo) head(ctx context.Context, auth transport.AuthMethod) (plumbing.Ha
 			return ref.Hash(), nil
 		}
 	}
-	return plumbing.ZeroHash, fmt.Errorf("branch %s of %s: %w", r.opts.Branch, redact(r.opts.URL), plumbing.ErrReferenceNotFound)
+	return plumbing.ZeroHash, fmt.Errorf("branch %s of %s: %w", r.opts.Branch, redact.URL(r.opts.URL), plumbing.ErrReferenceNotFound)
 }
 
 // fetchCommit fetches the branch's head alone into a store under work and
@@ -223,12 +239,12 @@ func (r *Repo) fetchCommit(ctx context.Context, auth transport.AuthMethod, work 
 	spec := gitconfig.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", r.opts.Branch, r.remoteRef()))
 	err = repo.FetchContext(ctx, &git.FetchOptions{RemoteName: "origin", RefSpecs: []gitconfig.RefSpec{spec}, Depth: 1, Auth: auth, CABundle: r.opts.CABundle, Force: true, Tags: git.NoTags})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return nil, fmt.Errorf("fetch %s of %s: %w", r.opts.Branch, redact(r.opts.URL), err)
+		return nil, fmt.Errorf("fetch %s of %s: %w", r.opts.Branch, redact.URL(r.opts.URL), err)
 	}
 	r.fetched = dirSize(work)
 	ref, err := repo.Reference(r.remoteRef(), true)
 	if err != nil {
-		return nil, fmt.Errorf("branch %s of %s: %w", r.opts.Branch, redact(r.opts.URL), err)
+		return nil, fmt.Errorf("branch %s of %s: %w", r.opts.Branch, redact.URL(r.opts.URL), err)
 	}
 	commit, err := repo.CommitObject(ref.Hash())
 	if err != nil {
@@ -291,14 +307,4 @@ func dirSize(dir string) int64 {
 		return nil
 	})
 	return n
-}
-
-// redact drops credentials from a URL for messages.
-func redact(u string) string {
-	if i := strings.Index(u, "://"); i >= 0 {
-		if j := strings.Index(u[i+3:], "@"); j >= 0 && !strings.Contains(u[i+3:i+3+j], "/") {
-			return u[:i+3] + "***@" + u[i+3+j+1:]
-		}
-	}
-	return u
 }

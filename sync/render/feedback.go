@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/internal/redact"
 	"github.com/petri-dev/petri/sync/provider"
 )
 
@@ -203,10 +204,15 @@ func CommitStatus(s PRState) (provider.CommitStatus, bool) {
 			st.State, st.Description = "pending", strings.ToUpper(detail[:1])+detail[1:]
 		}
 	}
+	// Errors and reasons may quote a URL or a remote's answer.
+	st.Description = redact.String(st.Description)
 	return st, true
 }
 
+// cell fits a text into a table cell or a line of the comment, without
+// credentials: errors and reasons may quote a URL or a remote's answer.
 func cell(s string) string {
+	s = redact.String(s)
 	s = strings.ReplaceAll(s, "\n", " ")
 	return strings.ReplaceAll(s, "|", `\|`)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -19,8 +20,10 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"sigs.k8s.io/yaml"
 
+	"github.com/petri-dev/petri/internal/redact"
 	"github.com/petri-dev/petri/sync/config"
 )
 
@@ -42,6 +45,11 @@ type Resolver struct {
 	// cannot hold up the config load or a reconcile; DefaultTimeout when
 	// zero.
 	Timeout time.Duration
+	// AllowedHosts are the hosts, besides a repository's own, that its
+	// look-ups may reach: where an index's redirect or a registry's token
+	// realm points (host, host:port or *.domain). Any other is refused, and
+	// so is a redirect from https to http.
+	AllowedHosts []string
 
 	mu    sync.Mutex
 	lists map[string]*versionList
@@ -70,14 +78,16 @@ func (r *Resolver) Resolve(ctx context.Context, repository, chart, version strin
 	}
 	list, err := r.list(ctx, repository, chart)
 	if err != nil {
-		return "", err
+		// The messages name the repository without its credentials; a
+		// library's text may still quote them in another form.
+		return "", redact.Error(err, redact.SecretsOf(repository)...)
 	}
 	for _, v := range list.versions { // newest first
 		if c.Check(v) {
 			return list.raw[v], nil
 		}
 	}
-	return "", fmt.Errorf("no version of chart %s in %s satisfies %s", chart, repository, version)
+	return "", fmt.Errorf("no version of chart %s in %s satisfies %s", chart, redact.URL(repository), version)
 }
 
 func (r *Resolver) list(ctx context.Context, repository, chart string) (*versionList, error) {
@@ -159,7 +169,7 @@ func (r *Resolver) fetch(ctx context.Context, repository, chart string) ([]strin
 	case strings.HasPrefix(repository, "oci://"):
 		versions, err = r.fetchTags(fctx, repository, chart)
 	default:
-		return nil, fmt.Errorf("chart %s: a version constraint needs an https:// or oci:// repository, not %s", chart, repository)
+		return nil, fmt.Errorf("chart %s: a version constraint needs an https:// or oci:// repository, not %s", chart, redact.URL(repository))
 	}
 	if err != nil && ctx.Err() == nil && errors.Is(fctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("%w (no answer within %s)", err, timeout)
@@ -173,38 +183,133 @@ type index struct {
 	} `json:"entries"`
 }
 
-func (r *Resolver) client() *http.Client {
+// MaxIndexBytes bounds a chart repository's index.yaml. The index is
+// converted to JSON in memory, which takes several times its size; a real
+// repository's index is far smaller (one that keeps every version of many
+// charts for years may not be: serve its charts from an OCI registry, whose
+// tag list is per chart).
+const MaxIndexBytes = 16 << 20
+
+// ErrHostNotAllowed marks a request the resolver refused to send: a
+// redirect or an OCI token realm to a host other than the repository's, or
+// from https to http, that AllowedHosts does not name.
+var ErrHostNotAllowed = errors.New("host not allowed for chart look-ups")
+
+func (r *Resolver) base() *http.Client {
 	if r.HTTPClient != nil {
 		return r.HTTPClient
 	}
 	return http.DefaultClient
 }
 
+// client is the base client with every request, redirects and token
+// realms included, kept to the repository's host (guard).
+func (r *Resolver) client(origin *url.URL) *http.Client {
+	b := r.base()
+	next := b.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return &http.Client{Transport: &guard{next: next, origin: origin, allowed: r.AllowedHosts}, CheckRedirect: b.CheckRedirect, Timeout: b.Timeout}
+}
+
+// guard refuses requests to another host than the repository's, or over
+// http when the repository is https, unless the host is allowed: a chart
+// repository's redirect or a registry's WWW-Authenticate realm must not
+// make sync send requests (with its credentials, from its network
+// position) anywhere the config's author or the registry chooses.
+type guard struct {
+	next    http.RoundTripper
+	origin  *url.URL
+	allowed []string
+}
+
+func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
+	u := req.URL
+	same := strings.EqualFold(u.Host, g.origin.Host) && (u.Scheme == g.origin.Scheme || g.origin.Scheme == "http")
+	if !same && !hostAllowed(u, g.allowed) {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		what := "host " + u.Hostname()
+		if strings.EqualFold(u.Host, g.origin.Host) {
+			what = "http instead of https"
+		}
+		return nil, fmt.Errorf("%w: %s is not the repository's %s (allow it with -chart-allowed-hosts)", ErrHostNotAllowed, what, g.origin.Host)
+	}
+	return g.next.RoundTrip(req)
+}
+
+// hostAllowed reports whether u's host is named in allowed: as host, as
+// host:port, or under a "*.domain" entry.
+func hostAllowed(u *url.URL, allowed []string) bool {
+	host := strings.ToLower(u.Hostname())
+	for _, a := range allowed {
+		a = strings.ToLower(strings.TrimSpace(a))
+		switch {
+		case a == "":
+		case strings.EqualFold(a, u.Host), a == host:
+			return true
+		case strings.HasPrefix(a, "*.") && strings.HasSuffix(host, a[1:]):
+			return true
+		}
+	}
+	return false
+}
+
+// answered is the message for a repository's or registry's non-success
+// answer: a fixed sentence and the status code. What the remote sent (a
+// body that may echo the request's Authorization header, or any text its
+// operator chooses) is never quoted: the message reaches pull requests.
+func answered(code int) string {
+	switch code {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return fmt.Sprintf("the server refused the request (HTTP %d): credentials missing or not accepted", code)
+	case http.StatusNotFound:
+		return fmt.Sprintf("not found (HTTP %d)", code)
+	case http.StatusTooManyRequests:
+		return fmt.Sprintf("rate limited (HTTP %d)", code)
+	}
+	return fmt.Sprintf("the server answered HTTP %d", code)
+}
+
 func (r *Resolver) fetchIndex(ctx context.Context, repository, chart string) ([]string, error) {
-	u := strings.TrimSuffix(repository, "/") + "/index.yaml"
+	origin, err := url.Parse(repository)
+	if err != nil {
+		return nil, fmt.Errorf("chart repository %s: not a valid URL", redact.URL(repository))
+	}
+	// index.yaml beside the repository's path; a query (a token) stays.
+	origin.Path = strings.TrimSuffix(origin.Path, "/") + "/index.yaml"
+	origin.RawPath = ""
+	u := origin.String()
+	where := redact.URL(u)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("chart repository index %s: not a valid URL", where)
 	}
-	resp, err := r.client().Do(req)
+	resp, err := r.client(origin).Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("chart repository index %s: %w", u, err)
+		return nil, fmt.Errorf("chart repository index %s: %w", where, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("chart repository index %s: HTTP %d", u, resp.StatusCode)
+		return nil, fmt.Errorf("chart repository index %s: %s", where, answered(resp.StatusCode))
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxIndexBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("chart repository index %s: %w", u, err)
+		return nil, fmt.Errorf("chart repository index %s: %w", where, err)
+	}
+	if len(data) > MaxIndexBytes {
+		return nil, fmt.Errorf("chart repository index %s: larger than %d MiB", where, MaxIndexBytes>>20)
 	}
 	var idx index
 	if err := yaml.Unmarshal(data, &idx); err != nil {
-		return nil, fmt.Errorf("chart repository index %s: %w", u, err)
+		// The parser quotes the document; its text is the remote's.
+		return nil, fmt.Errorf("chart repository index %s: not a valid index.yaml", where)
 	}
 	entries, ok := idx.Entries[chart]
 	if !ok {
-		return nil, fmt.Errorf("chart %s is not in the index of %s", chart, repository)
+		return nil, fmt.Errorf("chart %s is not in the index of %s", chart, redact.URL(repository))
 	}
 	out := make([]string, 0, len(entries))
 	for _, e := range entries {
@@ -215,24 +320,28 @@ func (r *Resolver) fetchIndex(ctx context.Context, repository, chart string) ([]
 
 func (r *Resolver) fetchTags(ctx context.Context, repository, chart string) ([]string, error) {
 	ref := strings.TrimSuffix(strings.TrimPrefix(repository, "oci://"), "/") + "/" + chart
+	where := "oci://" + redact.URL(ref)
 	var opts []name.Option
 	if r.PlainHTTP {
 		opts = append(opts, name.Insecure)
 	}
 	repo, err := name.NewRepository(ref, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("oci repository %s: %w", ref, err)
+		// The parser quotes the reference, userinfo and all.
+		return nil, fmt.Errorf("oci repository %s: not a valid reference", where)
 	}
-	tags, err := remote.List(repo, remote.WithContext(ctx), remote.WithTransport(r.transport()))
+	scheme := "https"
+	if repo.Scheme() == "http" {
+		scheme = "http"
+	}
+	origin := &url.URL{Scheme: scheme, Host: repo.RegistryStr()}
+	tags, err := remote.List(repo, remote.WithContext(ctx), remote.WithTransport(r.client(origin).Transport))
 	if err != nil {
-		return nil, fmt.Errorf("tags of oci://%s: %w", ref, err)
+		var terr *transport.Error
+		if errors.As(err, &terr) {
+			return nil, fmt.Errorf("tags of %s: %s", where, answered(terr.StatusCode))
+		}
+		return nil, fmt.Errorf("tags of %s: %w", where, err)
 	}
 	return tags, nil
-}
-
-func (r *Resolver) transport() http.RoundTripper {
-	if t := r.client().Transport; t != nil {
-		return t
-	}
-	return http.DefaultTransport
 }

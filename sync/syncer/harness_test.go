@@ -187,6 +187,11 @@ type harnessOptions struct {
 	// forges are more forges, by name, each played by a GitHub stand-in
 	// (forges_test.go).
 	forges map[string]*githubapi.Server
+	// token is the forges' token (in the token file), webhookSecret the
+	// webhooks'; ghp_test and secret when empty.
+	token, webhookSecret string
+	// logs receives sync's log too.
+	logs io.Writer
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -197,10 +202,11 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	require.NoError(t, err)
 	h := &harness{t: t, ctx: ctx, ns: ns, c: env.Client, clock: newTestClock(t)}
 
-	h.gh = githubapi.New(githubapi.Options{Tokens: []string{"ghp_test"}})
+	o.token, o.webhookSecret = cmp.Or(o.token, "ghp_test"), cmp.Or(o.webhookSecret, secret)
+	h.gh = githubapi.New(githubapi.Options{Tokens: []string{o.token}})
 	t.Cleanup(h.gh.Close)
 	h.tokenFile = filepath.Join(t.TempDir(), "token")
-	require.NoError(t, os.WriteFile(h.tokenFile, []byte("ghp_test\n"), 0o600))
+	require.NoError(t, os.WriteFile(h.tokenFile, []byte(o.token+"\n"), 0o600))
 
 	h.gitDir = t.TempDir()
 	h.git, err = git.PlainInitWithOptions(h.gitDir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.Main}})
@@ -239,7 +245,7 @@ func (h *harness) start() {
 	h.s, err = syncer.New(syncer.Options{
 		RESTConfig: cmp.Or(o.restConfig, env.Config), Scheme: controlplane.Scheme(), Namespace: h.ns, Provider: prov, Forges: forges,
 		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client(), Timeout: o.chartTimeout}, Config: src, ConfigRepository: "acme/petri-config",
-		Metrics: h.m, Log: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})),
+		Metrics: h.m, Log: zap.New(zap.UseDevMode(true), zap.WriteTo(io.MultiWriter(testWriter{t}, cmp.Or[io.Writer](o.logs, io.Discard)))),
 		ConfigInterval: time.Hour, ResyncInterval: resync, EventQueue: o.eventQueue, Clock: h.clock,
 	})
 	require.NoError(t, err)
@@ -255,7 +261,7 @@ func (h *harness) start() {
 		h.events = make(chan webhook.Event, o.eventQueue)
 		queue = h.events
 	}
-	srv := httptest.NewServer(api.Handler(h.s, &webhook.Handler{Secret: []byte(secret), Queue: queue, Metrics: h.m, Clock: h.clock}, h.m))
+	srv := httptest.NewServer(api.Handler(h.s, &webhook.Handler{Secret: []byte(o.webhookSecret), Queue: queue, Metrics: h.m, Clock: h.clock}, h.m))
 	h.url = srv.URL
 	var once sync.Once
 	h.stop = func() {
@@ -328,7 +334,7 @@ func (h *harness) pushConfig(files map[string]string) {
 
 func (h *harness) send(d githubapi.Delivery) int {
 	h.t.Helper()
-	resp, err := d.Send(h.ctx, nil, h.url+api.WebhookPath, []byte(secret))
+	resp, err := d.Send(h.ctx, nil, h.url+api.WebhookPath, []byte(h.o.webhookSecret))
 	require.NoError(h.t, err)
 	_ = resp.Body.Close()
 	return resp.StatusCode

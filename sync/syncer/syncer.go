@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/internal/redact"
 	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/configrepo"
 	"github.com/petri-dev/petri/sync/metrics"
@@ -215,8 +216,10 @@ func New(opts Options) (*Syncer, error) {
 		return nil, fmt.Errorf("index environments by pull request: %w", err)
 	}
 	return &Syncer{
-		opts:          opts,
-		log:           opts.Log,
+		opts: opts,
+		// Errors of forges, repositories and registries are logged: never
+		// with their credentials.
+		log:           redact.Logger(opts.Log),
 		client:        c,
 		cache:         ca,
 		forges:        forges,
@@ -307,7 +310,8 @@ func (s *Syncer) Ready() error {
 	case !s.cacheReady:
 		return errors.New("environment cache not synced")
 	case s.cfg == nil && s.configErr != nil:
-		return fmt.Errorf("config repository not loaded: %w", s.configErr)
+		// The answer of /readyz, which anyone may read.
+		return fmt.Errorf("config repository not loaded: %w", redact.Error(s.configErr))
 	case s.cfg == nil:
 		return errors.New("config repository not loaded yet")
 	}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/internal/redact"
 	"github.com/petri-dev/petri/sync/render"
 )
 
@@ -64,7 +65,7 @@ func (s *Syncer) Environments(ctx context.Context) ([]Environment, error) {
 		phase, detail := render.EnvState(e)
 		v := Environment{
 			Name: e.Name, Application: e.Labels[render.LabelApplication], Repository: e.Annotations[render.AnnotationRepository],
-			URL: e.Annotations[render.AnnotationURL], Namespace: e.Status.TargetNamespace, Cluster: render.Cluster(e), Phase: phase, Detail: detail,
+			URL: e.Annotations[render.AnnotationURL], Namespace: e.Status.TargetNamespace, Cluster: render.Cluster(e), Phase: phase, Detail: redact.String(detail),
 			Created: e.CreationTimestamp.Time,
 		}
 		v.PullRequest, _ = strconv.Atoi(e.Labels[render.LabelPullRequest])
@@ -80,7 +81,7 @@ func (s *Syncer) Environments(ctx context.Context) ([]Environment, error) {
 			if p == "" {
 				p = string(petriv1.ComponentPending)
 			}
-			v.Components = append(v.Components, ComponentState{Name: c.Name, Chart: c.Chart.Name, Version: c.Chart.Version, Phase: p, LastError: status[c.Name].LastError})
+			v.Components = append(v.Components, ComponentState{Name: c.Name, Chart: c.Chart.Name, Version: c.Chart.Version, Phase: p, LastError: redact.String(status[c.Name].LastError)})
 		}
 		s.mu.Lock()
 		rs := s.repos[render.RepositoryKey(e.Annotations)]
@@ -88,7 +89,7 @@ func (s *Syncer) Environments(ctx context.Context) ([]Environment, error) {
 		if rs != nil {
 			rs.mu.Lock()
 			if st := rs.prs[v.PullRequest][v.Application]; st != nil {
-				v.Waiting, v.Error = st.Waiting, st.Error
+				v.Waiting, v.Error = redact.String(st.Waiting), redact.String(st.Error)
 			}
 			rs.mu.Unlock()
 		}
@@ -121,7 +122,7 @@ func (s *Syncer) Applications() (revision string, apps []Application) {
 	for _, a := range s.cfg.Applications {
 		v := Application{Name: a.Name, File: a.File, Repository: a.Repository, State: "Active"}
 		if st := s.appStatus[a.Name]; st != nil {
-			v.LastReconcile, v.LastError, v.KeptUnknown = st.LastReconcile, st.LastError, st.Kept
+			v.LastReconcile, v.LastError, v.KeptUnknown = st.LastReconcile, redact.String(st.LastError), st.Kept
 			if st.LastError != "" {
 				v.State = "Degraded"
 			}
@@ -130,7 +131,7 @@ func (s *Syncer) Applications() (revision string, apps []Application) {
 	}
 	byFile := map[string][]string{}
 	for _, e := range s.cfg.Errors {
-		byFile[e.File] = append(byFile[e.File], e.Error())
+		byFile[e.File] = append(byFile[e.File], redact.String(e.Error()))
 	}
 	for _, f := range slices.Sorted(maps.Keys(byFile)) {
 		apps = append(apps, Application{Name: s.cfg.BrokenFiles[f], File: f, State: "ConfigError", Errors: byFile[f]})
