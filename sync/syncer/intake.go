@@ -114,6 +114,7 @@ func (s *Syncer) setConfig(snap *configrepo.Snapshot) (*config.Config, []string)
 		old = s.cfg.Repositories()
 	}
 	s.cfg = cfg
+	s.fileRepos = fileRepositories(s.fileRepos, cfg)
 	// What belonged to repositories and applications that left the config
 	// is forgotten; their environments are left as they are.
 	for _, r := range old {

@@ -124,6 +124,10 @@ type Syncer struct {
 	repos      map[string]*repoState
 	appStatus  map[string]*appStatus
 	cacheReady bool
+	// fileRepos is the repository of the application each config file
+	// held when it was last whole ("" for a shared workload's file): a
+	// broken file stands for it (stateprune.go).
+	fileRepos map[string]string
 	// writes are sync's own writes of environments its cache does not
 	// show yet (listEnvironments).
 	writes    ownWrites
