@@ -191,6 +191,20 @@ func (s *Syncer) eventLoop(ctx context.Context) {
 	}
 }
 
+// handOverTheRest hands over the events still queued when the replica
+// stops, whether it led or not: the leader, or the next one, takes them
+// from the ConfigMap.
+func (s *Syncer) handOverTheRest() {
+	for {
+		select {
+		case ev := <-s.events:
+			s.handOver(ev)
+		default:
+			return
+		}
+	}
+}
+
 func (s *Syncer) handleEvent(ev webhook.Event) {
 	key := config.RepositoryKey(ev.Forge, ev.Repository)
 	if ev.Type == "push" && s.isConfigRepo(ev) {

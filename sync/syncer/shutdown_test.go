@@ -3,17 +3,23 @@ package syncer_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/petri-dev/petri/local/controlplane"
+	"github.com/petri-dev/petri/local/githubapi"
 	"github.com/petri-dev/petri/sync/api"
 	"github.com/petri-dev/petri/sync/configrepo"
 	"github.com/petri-dev/petri/sync/metrics"
@@ -150,4 +156,52 @@ func TestStoppingLeaderWithThePageOpenReleasesTheLease(t *testing.T) {
 	// the old leader before it let go or from the new one.
 	h.waitEnv(envName(pr.Number), nil)
 	rs.waitLeader(b, 5*time.Second)
+}
+
+// configMapWrites fails a replica's writes of ConfigMaps (its hand-overs)
+// while refuse is set, as an API server that does not answer would.
+func configMapWrites(refuse *atomic.Bool) *rest.Config {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			if refuse.Load() && r.Method != http.MethodGet && strings.Contains(r.URL.Path, "/configmaps") {
+				return nil, errors.New("configmaps refused")
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	return cfg
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A follower stops while a webhook it took waits in its memory to be
+// handed over (the API server refused the hand-over, and it waits to try
+// again): it records the hand-over before it is gone, and the leader acts
+// on the webhook.
+func TestStoppingFollowerHandsOverWhatItHolds(t *testing.T) {
+	t.Parallel()
+	rs := newReplicas(t, shopFiles(""))
+	h := rs.h
+	a := rs.start("sync-a")
+	rs.waitLeader(a, 20*time.Second)
+	var refuse atomic.Bool
+	b := rs.startWith("sync-b", configMapWrites(&refuse))
+	require.False(t, b.s.Leader())
+	// GitHub's listing does not show the pull request below: only the
+	// hand-over names it to the leader, which then reads it on its own.
+	h.gh.SetFault(&githubapi.Fault{EmptyList: true})
+
+	refuse.Store(true)
+	pr := openPR(t, h.gh, b)
+	// Five tries: the next waits 3.2 s.
+	require.Eventually(t, func() bool { return b.handovers(t, "failed") >= 5 }, 15*time.Second, 10*time.Millisecond)
+	refuse.Store(false)
+	_, err := h.get(envName(pr.Number))
+	require.True(t, apierrors.IsNotFound(err), "the leader knows nothing of the pull request yet: %v", err)
+	b.stop(t)
+	h.waitEnv(envName(pr.Number), nil)
+	assert.Equal(t, 1.0, b.handovers(t, "recorded"))
 }
