@@ -81,7 +81,7 @@ func run() error {
 		renewDeadline  = flag.Duration("leader-election-renew-deadline", syncer.DefaultRenewDeadline, "How long the leader tries to renew before it stops acting (and exits).")
 		retryPeriod    = flag.Duration("leader-election-retry-period", syncer.DefaultRetryPeriod, "How often the Lease is tried and renewed.")
 		servePage      = flag.Bool("ui", true, "Serve the read-only web page of the environments at / (docs/ui.md).")
-		shutdownDelay  = flag.Duration("shutdown-delay", 5*time.Second, "How long a stopping replica goes on answering (webhooks included, /readyz failing) before it closes its port, so that Services and ingress controllers stop sending to it first; terminationGracePeriodSeconds must leave room for it and 10 s more.")
+		shutdownDelay  = flag.Duration("shutdown-delay", 5*time.Second, "How long a stopping replica goes on answering (webhooks included, /readyz failing) before it closes its port, so that Services and ingress controllers stop sending to it first; terminationGracePeriodSeconds must leave room for it and 15 s more (requests in flight, then the syncer's stop).")
 	)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -199,41 +199,11 @@ func run() error {
 		return err
 	}
 	replica := api.NewReplica(srv)
-	// The syncer and the page stop after the server: the webhooks a
-	// draining replica accepts are still acted on or handed over.
-	syncCtx, stopSync := context.WithCancel(context.Background())
-	defer stopSync()
-	errc := make(chan error, 2)
-	syncDone := make(chan struct{})
-	go func() {
-		defer close(syncDone)
-		errc <- s.Start(syncCtx)
-	}()
+	tasks := []func(context.Context) error{s.Start}
 	if page != nil {
-		go func() {
-			if err := page.Run(syncCtx); err != nil {
-				errc <- err
-			}
-		}()
+		tasks = append(tasks, page.Run)
+		replica.OnDrain(page.EndStreams)
 	}
 	log.Info("Serving", "address", l.Addr().String())
-	replica.Start(l)
-	select {
-	case <-ctx.Done():
-		log.Info("Stopping: answering for a while before closing the port", "delay", *shutdownDelay)
-		replica.Drain(*shutdownDelay)
-	case err = <-errc:
-	case err = <-replica.Err():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = replica.Shutdown(shutdown)
-	// A leader stops acting and releases its Lease before the process
-	// ends, so that another replica takes over at once.
-	stopSync()
-	select {
-	case <-syncDone:
-	case <-shutdown.Done():
-	}
-	return err
+	return replica.Run(ctx, l, api.RunOptions{Delay: *shutdownDelay, Log: log}, tasks...)
 }

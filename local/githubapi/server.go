@@ -287,6 +287,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, path string, empt
 type more struct {
 	reactions   map[string]map[int64][]Reaction // repository -> comment id
 	permissions map[string]map[string]string    // repository -> user -> role
+	deleted     map[string]bool                 // users that are no more
 	deployments map[string][]*Deployment        // repository, oldest first
 	depStatuses map[string]map[int64][]DeploymentStatus
 }
@@ -296,6 +297,7 @@ func (s *Server) moreState() *more {
 	if m.reactions == nil {
 		m.reactions = map[string]map[int64][]Reaction{}
 		m.permissions = map[string]map[string]string{}
+		m.deleted = map[string]bool{}
 		m.deployments = map[string][]*Deployment{}
 		m.depStatuses = map[string]map[int64][]DeploymentStatus{}
 	}

@@ -33,7 +33,7 @@ type Metrics struct {
 	// to the leader through the hand-over ConfigMap, by outcome.
 	Handovers *prometheus.CounterVec
 	// Commands counts pull-request commands by command and outcome
-	// (accepted, refused, invalid).
+	// (accepted, refused, invalid, failed: given up after failing).
 	Commands *prometheus.CounterVec
 	// Lifecycle counts what sync did to environments on its own, by
 	// action (expired, sleep_requested).
@@ -85,7 +85,7 @@ func New() *Metrics {
 			Name: "petri_sync_handover_events_total", Help: "Webhook events handed from a replica that does not lead to the leader, by outcome (recorded, merged, overflow, failed, taken).",
 		}, []string{"result"}),
 		Commands: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "petri_sync_commands_total", Help: "Pull-request commands (/petri ...) handled, by command and outcome (accepted, refused, invalid).",
+			Name: "petri_sync_commands_total", Help: "Pull-request commands (/petri ...) handled, by command and outcome (accepted, refused, invalid, failed).",
 		}, []string{"command", "result"}),
 		Lifecycle: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "petri_sync_lifecycle_total", Help: "Environments sync expired or asked to sleep on its own, by action (expired, sleep_requested).",

@@ -35,6 +35,15 @@ const (
 	// commentsMargin keeps the since of that listing this far behind the
 	// newest comment it returned, for clocks that differ.
 	commentsMargin = time.Minute
+	// commandAttempts and commandRetryFor bound a command that keeps
+	// failing (its author's permission, its effect or its reaction cannot
+	// be had): it is tried again, and the commands after it wait, until it
+	// has failed this many times over at least this long; then it is
+	// given up, answered as refused, and the commands after it are acted
+	// on. A forge's short outage is waited out; a command that can never
+	// be carried out holds its pull request for minutes, not for good.
+	commandAttempts = 5
+	commandRetryFor = 10 * time.Minute
 )
 
 // runCommands finds the commands on the pull requests of interest and acts
@@ -57,6 +66,7 @@ func (s *Syncer) runCommands(ctx context.Context, o *observation) error {
 		switch {
 		case !o.interested(n):
 			delete(rs.commands, n)
+			delete(rs.failing, n)
 		case !o.unknown[n]:
 			withCommands = append(withCommands, n)
 		}
@@ -165,7 +175,11 @@ func (s *Syncer) handleCommands(ctx context.Context, rs *repoState, pr provider.
 		if c.ID <= l.lastCommand() {
 			continue
 		}
-		if err := s.command(ctx, key, pr, c, apps, envs, l); err != nil {
+		err := s.command(ctx, key, pr, c, apps, envs, l)
+		if err != nil && s.giveUp(ctx, rs, key, c, err) {
+			err = s.refuseFailed(ctx, key, c, l)
+		}
+		if err != nil {
 			rs.mu.Lock()
 			for _, p := range pending[i:] {
 				rs.addCommand(p)
@@ -176,12 +190,62 @@ func (s *Syncer) handleCommands(ctx context.Context, rs *repoState, pr provider.
 			}
 			return err
 		}
+		rs.commandHandled(pr.Number)
 		handled = true
 	}
 	if !handled {
 		return nil
 	}
 	return s.feedbackLocked(ctx, key)
+}
+
+// giveUp counts a failure of a command and reports whether the command is
+// given up: it has failed commandAttempts times over commandRetryFor. A
+// rate limit or the end of the leadership is no failure of the command.
+func (s *Syncer) giveUp(ctx context.Context, rs *repoState, key prKey, c provider.Comment, err error) bool {
+	var rle *provider.RateLimitError
+	if errors.As(err, &rle) || ctx.Err() != nil {
+		return false
+	}
+	now := s.clock.Now()
+	rs.mu.Lock()
+	f := rs.failing[key.Number]
+	if f.id != c.ID {
+		f = commandFailure{id: c.ID, since: now}
+	}
+	f.times++
+	rs.failing[key.Number] = f
+	rs.mu.Unlock()
+	if f.times < commandAttempts || now.Sub(f.since) < commandRetryFor {
+		return false
+	}
+	s.log.Error(err, "Pull-request command keeps failing; giving it up", "repository", key.Repo, "pullRequest", key.Number,
+		"comment", c.ID, "author", c.Author, "failures", f.times, "since", f.since)
+	return true
+}
+
+// refuseFailed answers a command that was given up: refused, with a line
+// in sync's comment that says so and not why (the log does). The reaction
+// is left if it can be; the command counts as handled either way.
+func (s *Syncer) refuseFailed(ctx context.Context, key prKey, c provider.Comment, l *prLife) error {
+	cmd, _ := render.ParseCommand(c.Body)
+	if err := s.commandsOf(key.Repo).React(ctx, pathOf(key.Repo), c.ID, provider.ReactionRefused); err != nil {
+		var rle *provider.RateLimitError
+		if errors.As(err, &rle) {
+			return err
+		}
+		s.log.Error(err, "Reacting to a command given up failed; recording it as handled all the same", "repository", key.Repo, "pullRequest", key.Number, "comment", c.ID)
+	}
+	l.change(func(st *render.State) {
+		st.Note(fmt.Sprintf("`%s` from @%s: given up: it kept failing for %s; see sync's log", cmd.Text, c.Author, render.FormatDuration(commandRetryFor)))
+		st.LastCommand = c.ID
+	})
+	verb := cmd.Verb
+	if verb == "" {
+		verb = "unknown"
+	}
+	s.opts.Metrics.Commands.WithLabelValues(verb, "failed").Inc()
+	return nil
 }
 
 // command handles one command comment: parsed, its author's permission
@@ -221,6 +285,11 @@ func (s *Syncer) command(ctx context.Context, key prKey, pr provider.PullRequest
 		return done(provider.ReactionRefused, "invalid", "not understood: "+perr.Error(), nil)
 	}
 	perm, err := s.commandsOf(key.Repo).Permission(ctx, pathOf(key.Repo), c.Author)
+	if errors.Is(err, provider.ErrNotFound) {
+		// The forge does not know the author (an account deleted since
+		// it commented): no permission, as a stranger has.
+		perm, err = provider.PermissionNone, nil
+	}
 	if err != nil {
 		return fmt.Errorf("command %s on %s#%d: %w", cmd.Text, key.Repo, pr.Number, err)
 	}
@@ -358,6 +427,22 @@ func extend(app *config.Application, eff *commandEffect, head string, d time.Dur
 		return fmt.Sprintf("%s expires at %s", app.Name, render.FormatTime(exp))
 	}
 	return fmt.Sprintf("%s expires no earlier than %s", app.Name, render.FormatTime(aa.ExtendedUntil))
+}
+
+// commandFailure counts the failures of the command a pull request's
+// commands wait behind (the oldest not handled): only that one is tried.
+type commandFailure struct {
+	id    int64
+	since time.Time
+	times int
+}
+
+// commandHandled forgets the failures of a pull request's command once it
+// is handled.
+func (rs *repoState) commandHandled(number int) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	delete(rs.failing, number)
 }
 
 // addCommand keeps a command comment for the reconcile, once. The caller

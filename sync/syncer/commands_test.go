@@ -1,13 +1,16 @@
 package syncer_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +19,7 @@ import (
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/local/githubapi"
+	"github.com/petri-dev/petri/sync/provider"
 	"github.com/petri-dev/petri/sync/render"
 )
 
@@ -227,4 +231,97 @@ func TestForgedCommandDeliveryIsNotActedOn(t *testing.T) {
 	assert.NotContains(t, e.Annotations, render.AnnotationSleepRequested)
 	assert.NotContains(t, e.Annotations, render.AnnotationRedeploy)
 	assert.NotContains(t, h.comment(pr.Number), "@alice")
+}
+
+// permissionFaults stands in for a forge's command reader whose
+// permission lookup fails for some authors.
+type permissionFaults struct {
+	provider.CommandReader
+	fail map[string]error
+}
+
+func (p permissionFaults) Permission(ctx context.Context, repository, user string) (string, error) {
+	if err := p.fail[user]; err != nil {
+		return "", err
+	}
+	return p.CommandReader.Permission(ctx, repository, user)
+}
+
+func withPermissionFaults(fail map[string]error) func(provider.CommandReader) provider.CommandReader {
+	return func(c provider.CommandReader) provider.CommandReader {
+		return permissionFaults{CommandReader: c, fail: fail}
+	}
+}
+
+// failedReconciles is how many of the harness's reconciles failed.
+func (h *harness) failedReconciles() float64 {
+	return testutil.ToFloat64(h.m.Reconciles.WithLabelValues("error"))
+}
+
+// A command whose author the forge does not know (an account deleted after
+// it commented: Gitea shows its comments as Ghost's and answers 404 for
+// Ghost's permission) is refused as a stranger's is; a maintainer's command
+// after it is acted on, and the repository's passes do not fail for it.
+func TestCommandOfAnUnknownAuthorIsRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{files: shopFiles(""), commands: withPermissionFaults(map[string]error{
+		"Ghost": fmt.Errorf("permission of Ghost on %s: %w", ghRepo, provider.ErrNotFound),
+	})})
+	h.gh.SetPermission(ghRepo, "mia", "maintain")
+	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	name := envName(pr.Number)
+	h.waitEnv(name, nil)
+	readyNow(t, h, name)
+	h.waitComment(pr.Number, "- Expires: ")
+
+	ghost := h.command(pr.Number, "Ghost", "/petri redeploy")
+	keep := h.command(pr.Number, "mia", "/petri keep")
+	h.waitReaction(ghost, "-1")
+	h.waitReaction(keep, "+1")
+	body := h.waitComment(pr.Number, "- Expiry: suspended by `/petri keep`")
+	assert.Contains(t, body, "`/petri redeploy` from @Ghost: refused: @Ghost needs write access to acme/shop (has none)")
+	e, err := h.get(name)
+	require.NoError(t, err)
+	assert.NotContains(t, e.Annotations, render.AnnotationRedeploy)
+	assert.Zero(t, h.failedReconciles(), "no pass failed for the unknown author")
+}
+
+// A command that keeps failing (here its author's permission cannot be
+// read) is tried again, and the commands after it wait, until it has
+// failed five times over at least ten minutes; then it is given up,
+// answered as refused with a line in the comment, and the commands after
+// it are acted on.
+func TestCommandThatKeepsFailingIsGivenUp(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{files: shopFiles(""), commands: withPermissionFaults(map[string]error{
+		"flaky": errors.New("permission of flaky: 502 Bad Gateway"),
+	})})
+	h.gh.SetPermission(ghRepo, "mia", "maintain")
+	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	name := envName(pr.Number)
+	h.waitEnv(name, nil)
+	readyNow(t, h, name)
+	h.waitComment(pr.Number, "- Expires: ")
+
+	flaky := h.command(pr.Number, "flaky", "/petri sleep")
+	keep := h.command(pr.Number, "mia", "/petri keep")
+	require.Eventually(t, func() bool { return h.failedReconciles() >= 6 }, 15*time.Second, 10*time.Millisecond, "the failing command is tried again")
+	assert.Empty(t, h.gh.Reactions(ghRepo, flaky.ID), "tried again, not given up, within ten minutes")
+	assert.Empty(t, h.gh.Reactions(ghRepo, keep.ID), "the command after it waits")
+
+	h.clock.Step(10 * time.Minute)
+	h.resync()
+	h.waitReaction(flaky, "-1")
+	h.waitReaction(keep, "+1")
+	body := h.waitComment(pr.Number, "- Expiry: suspended by `/petri keep`")
+	assert.Contains(t, body, "`/petri sleep` from @flaky: given up: it kept failing for 10m; see sync's log")
+	e, err := h.get(name)
+	require.NoError(t, err)
+	assert.NotContains(t, e.Annotations, render.AnnotationSleepRequested)
+
+	// Handled: the passes that follow do not fail for it.
+	failed := h.failedReconciles()
+	h.resync()
+	h.resync()
+	assert.Equal(t, failed, h.failedReconciles())
 }

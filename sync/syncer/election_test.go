@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -79,6 +80,12 @@ func newReplicas(t *testing.T, files map[string]string) *replicas {
 // start runs one replica and waits until it is ready (its cache synced, the
 // config loaded): a follower is ready too, it answers webhooks.
 func (rs *replicas) start(id string) *replica {
+	rs.h.t.Helper()
+	return rs.startWith(id, env.Config)
+}
+
+// startWith runs one replica that reaches the API server through cfg.
+func (rs *replicas) startWith(id string, cfg *rest.Config) *replica {
 	t := rs.h.t
 	t.Helper()
 	m := metrics.New()
@@ -87,7 +94,7 @@ func (rs *replicas) start(id string) *replica {
 	src, err := configrepo.New(configrepo.Options{URL: rs.h.gitDir, Branch: "main"})
 	require.NoError(t, err)
 	s, err := syncer.New(syncer.Options{
-		RESTConfig: env.Config, Scheme: controlplane.Scheme(), Namespace: rs.h.ns, Provider: prov,
+		RESTConfig: cfg, Scheme: controlplane.Scheme(), Namespace: rs.h.ns, Provider: prov,
 		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client()}, Config: src, ConfigRepository: "acme/petri-config",
 		Metrics: m, Log: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})).WithValues("replica", id),
 		ConfigInterval: time.Hour, ResyncInterval: time.Hour,

@@ -167,11 +167,19 @@ func (s *Syncer) handOver(ev webhook.Event) {
 	s.handover.add(e, le.HandoverLimit)
 }
 
+// handoverLastTry bounds the last recording of hand-overs when the replica
+// stops.
+const handoverLastTry = 2 * time.Second
+
 // handoverLoop records queued events in the ConfigMap, in batches, and
-// retries with back-off while the API server refuses.
-func (s *Syncer) handoverLoop(ctx context.Context) {
+// retries with back-off while the API server refuses. When ctx ends, once
+// taken closes (the events queued then are handed over too), it tries
+// once more, with time of its own, so that what the replica took is not
+// lost with it.
+func (s *Syncer) handoverLoop(ctx context.Context, taken <-chan struct{}) {
 	le := s.opts.LeaderElection
 	backoff := 100 * time.Millisecond
+	defer s.lastHandovers(ctx, taken)
 	for {
 		select {
 		case <-ctx.Done():
@@ -198,6 +206,26 @@ func (s *Syncer) handoverLoop(ctx context.Context) {
 			}
 			backoff = min(2*backoff, 30*time.Second)
 		}
+	}
+}
+
+// lastHandovers records what waits to be handed over when the replica
+// stops, within handoverLastTry.
+func (s *Syncer) lastHandovers(ctx context.Context, taken <-chan struct{}) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handoverLastTry)
+	defer cancel()
+	select {
+	case <-taken:
+	case <-lctx.Done():
+	}
+	batch, overflow := s.handover.take()
+	if len(batch) == 0 && !overflow {
+		return
+	}
+	le := s.opts.LeaderElection
+	if err := s.recordHandovers(lctx, batch, overflow); err != nil {
+		s.opts.Metrics.Handovers.WithLabelValues("failed").Add(float64(len(batch)))
+		s.log.Error(err, "Handing webhook events to the leader failed as this replica stops; its resync finds what they named", "configMap", le.Namespace+"/"+le.HandoverConfigMap, "events", len(batch))
 	}
 }
 

@@ -192,6 +192,9 @@ type harnessOptions struct {
 	token, webhookSecret string
 	// logs receives sync's log too.
 	logs io.Writer
+	// commands, when set, stands in for GitHub's command reader, given
+	// the GitHub provider's.
+	commands func(provider.CommandReader) provider.CommandReader
 }
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
@@ -238,12 +241,16 @@ func (h *harness) start() {
 			require.NoError(t, err)
 		}
 	}
+	var commands provider.CommandReader
+	if o.commands != nil {
+		commands = o.commands(prov)
+	}
 	resync := o.resync
 	if resync == 0 {
 		resync = time.Hour // tests trigger resyncs themselves
 	}
 	h.s, err = syncer.New(syncer.Options{
-		RESTConfig: cmp.Or(o.restConfig, env.Config), Scheme: controlplane.Scheme(), Namespace: h.ns, Provider: prov, Forges: forges,
+		RESTConfig: cmp.Or(o.restConfig, env.Config), Scheme: controlplane.Scheme(), Namespace: h.ns, Provider: prov, Commands: commands, Forges: forges,
 		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client(), Timeout: o.chartTimeout}, Config: src, ConfigRepository: "acme/petri-config",
 		Metrics: h.m, Log: zap.New(zap.UseDevMode(true), zap.WriteTo(io.MultiWriter(testWriter{t}, cmp.Or[io.Writer](o.logs, io.Discard)))),
 		ConfigInterval: time.Hour, ResyncInterval: resync, EventQueue: o.eventQueue, Clock: h.clock,

@@ -114,6 +114,7 @@ func (s *Syncer) setConfig(snap *configrepo.Snapshot) (*config.Config, []string)
 		old = s.cfg.Repositories()
 	}
 	s.cfg = cfg
+	s.fileRepos = fileRepositories(s.fileRepos, cfg)
 	// What belonged to repositories and applications that left the config
 	// is forgotten; their environments are left as they are.
 	for _, r := range old {
@@ -186,6 +187,20 @@ func (s *Syncer) eventLoop(ctx context.Context) {
 			} else {
 				s.handOver(ev)
 			}
+		}
+	}
+}
+
+// handOverTheRest hands over the events still queued when the replica
+// stops, whether it led or not: the leader, or the next one, takes them
+// from the ConfigMap.
+func (s *Syncer) handOverTheRest() {
+	for {
+		select {
+		case ev := <-s.events:
+			s.handOver(ev)
+		default:
+			return
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/local/githubapi"
@@ -129,4 +130,77 @@ func forgetsRepositoryLeavingConfig(t *testing.T, h *harness, open githubapi.Pul
 	require.Equal(t, http.StatusAccepted, h.send(d))
 	h.waitEnv(render.EnvironmentName("blog", "acme/blog", blogPR.Number), nil)
 	assert.Equal(t, 1, h.s.StateSize().Repositories, "%+v", h.s.StateSize())
+}
+
+// appOf is appYAML's application under another name, for another
+// repository.
+func appOf(name, repository string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(appYAML(""), "name: shop\n", "name: "+name+"\n"), "repository: "+ghRepo, "repository: "+repository)
+}
+
+// keptPullRequest opens a pull request of a repository and has alice keep
+// it, and waits until its state says so.
+func (h *harness) keptPullRequest(repository string) int {
+	h.t.Helper()
+	h.gh.SetPermission(repository, "alice", "write")
+	pr := h.gh.OpenPullRequest(repository, githubapi.PullRequest{Labels: []string{"preview"}})
+	d, err := h.gh.PullRequestEvent(repository, pr.Number, "opened")
+	require.NoError(h.t, err)
+	require.Equal(h.t, http.StatusAccepted, h.send(d))
+	c := h.gh.AddComment(repository, pr.Number, "alice", "/petri keep")
+	d, err = h.gh.IssueCommentEvent(repository, pr.Number, c.ID)
+	require.NoError(h.t, err)
+	require.Equal(h.t, http.StatusAccepted, h.send(d))
+	require.Eventually(h.t, func() bool {
+		st := h.state(repository, pr.Number)
+		return st != nil && st.Spec.Kept
+	}, 15*time.Second, 10*time.Millisecond, "%s#%d never kept", repository, pr.Number)
+	return pr.Number
+}
+
+// state is the PullRequestState of a GitHub pull request; nil when there
+// is none.
+func (h *harness) state(repository string, number int) *petriv1.PullRequestState {
+	var list petriv1.PullRequestStateList
+	require.NoError(h.t, h.c.List(h.ctx, &list, client.InNamespace(h.ns)))
+	for i, st := range list.Items {
+		if st.Spec.Repository == repository && st.Spec.Number == int64(number) {
+			return &list.Items[i]
+		}
+	}
+	return nil
+}
+
+// A config file broken so that it names no application (not YAML, or
+// empty) keeps its repository's pull-request states, as it keeps its
+// environments: the keep of acme/blog's pull request outlives both, while
+// the states of a repository that left the config in the same revision go.
+func TestBrokenFileKeepsItsRepositoryStates(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{files: map[string]string{
+		"applications/shop.yaml": appYAML(""),
+		"applications/blog.yaml": appOf("blog", "acme/blog"),
+		"applications/news.yaml": appOf("news", "acme/news"),
+	}})
+	blog := h.keptPullRequest("acme/blog")
+	shop := h.keptPullRequest(ghRepo)
+	news := h.keptPullRequest("acme/news")
+
+	for _, step := range []struct {
+		broken, leaving string
+		number          int
+	}{
+		{broken: "name: [unclosed", leaving: ghRepo, number: shop},
+		{broken: "\n", leaving: "acme/news", number: news},
+	} {
+		leaving := "applications/" + strings.TrimPrefix(step.leaving, "acme/") + ".yaml"
+		h.pushConfig(map[string]string{"applications/blog.yaml": step.broken, leaving: ""})
+		// The revision's states are pruned at once: once the leaving
+		// repository's is gone, blog's was decided on.
+		require.Eventually(t, func() bool { return h.state(step.leaving, step.number) == nil }, 15*time.Second, 10*time.Millisecond,
+			"%s left the config; its state stays", step.leaving)
+		st := h.state("acme/blog", blog)
+		require.NotNil(t, st, "blog.yaml as %q deleted acme/blog's states", step.broken)
+		assert.True(t, st.Spec.Kept)
+	}
 }

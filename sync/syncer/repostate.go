@@ -55,8 +55,10 @@ type repoState struct {
 	// life is each pull request's lifecycle state, read once from the
 	// state store (statestore.go).
 	life map[int]*prLife
-	// commands are command comments not handled yet, per pull request.
+	// commands are command comments not handled yet, per pull request,
+	// and failing the failures of the oldest of them.
 	commands map[int][]provider.Comment
+	failing  map[int]commandFailure
 	// commentHints are pull requests whose comments are listed again: a
 	// command handed over without its payload, or too many at once.
 	commentHints map[int]bool
@@ -77,7 +79,7 @@ type repoState struct {
 
 func newRepoState(name string) *repoState {
 	return &repoState{name: name, snapshots: map[int]provider.PullRequest{}, prs: map[int]map[string]*render.PRState{},
-		closed: map[int]bool{}, hints: map[int]bool{}, life: map[int]*prLife{}, commands: map[int][]provider.Comment{},
+		closed: map[int]bool{}, hints: map[int]bool{}, life: map[int]*prLife{}, commands: map[int][]provider.Comment{}, failing: map[int]commandFailure{},
 		commentHints: map[int]bool{}, gates: map[gateKey]bool{}, statuses: map[statusKey]provider.CommitStatus{},
 		newHeads: map[string]bool{}, sinceListing: map[int]bool{}}
 }
@@ -187,6 +189,7 @@ func (rs *repoState) forgetPullRequest(number int) bool {
 	delete(rs.closed, number)
 	delete(rs.life, number)
 	delete(rs.commands, number)
+	delete(rs.failing, number)
 	delete(rs.commentHints, number)
 	return true
 }

@@ -125,6 +125,10 @@ type Syncer struct {
 	repos      map[string]*repoState
 	appStatus  map[string]*appStatus
 	cacheReady bool
+	// fileRepos is the repository of the application each config file
+	// held when it was last whole ("" for a shared workload's file): a
+	// broken file stands for it (stateprune.go).
+	fileRepos map[string]string
 	// writes are sync's own writes of environments its cache does not
 	// show yet (listEnvironments).
 	writes    ownWrites
@@ -296,8 +300,16 @@ func (s *Syncer) Start(ctx context.Context) error {
 	// Every replica keeps the config (the read API, and which events are
 	// worth handing over) and hands over the events it receives.
 	wg.Go(func() { s.configLoop(ctx) })
-	wg.Go(func() { s.eventLoop(ctx) })
-	wg.Go(func() { s.handoverLoop(ctx) })
+	// When the replica stops, the events it took and did not act on are
+	// handed over, and what waits to be handed over is recorded, for the
+	// leader or the next one.
+	taken := make(chan struct{})
+	wg.Go(func() {
+		defer close(taken)
+		s.eventLoop(ctx)
+		s.handOverTheRest()
+	})
+	wg.Go(func() { s.handoverLoop(ctx, taken) })
 	return s.elect(ctx, cacheErr)
 }
 

@@ -45,16 +45,20 @@ func (h *hub) publish(html []byte) {
 	}
 }
 
-// subscribe registers a stream; false when there are too many.
-func (h *hub) subscribe() (chan struct{}, bool) {
+// subscribe registers a stream; false when there are too many. A closed
+// hub registers none and says so (closed).
+func (h *hub) subscribe() (c chan struct{}, ok, closed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed || len(h.subs) >= h.max {
-		return nil, false
+	if h.closed {
+		return nil, false, true
 	}
-	c := make(chan struct{}, 1)
+	if len(h.subs) >= h.max {
+		return nil, false, false
+	}
+	c = make(chan struct{}, 1)
 	h.subs[c] = struct{}{}
-	return c, true
+	return c, true, false
 }
 
 func (h *hub) unsubscribe(c chan struct{}) {
@@ -82,14 +86,18 @@ func (h *hub) close() {
 
 // serveEvents streams the environments section: the current rendering at
 // once (the page may have been rendered before a change), then each new
-// one. Each event replaces the section.
+// one. Each event replaces the section. Once the streams are ended
+// (EndStreams), a stream gets the current rendering and ends: the browser
+// reconnects after the retry, to a replica that is not stopping.
 func (u *UI) serveEvents(w http.ResponseWriter, r *http.Request) {
-	c, ok := u.hub.subscribe()
-	if !ok {
+	c, ok, ended := u.hub.subscribe()
+	if !ok && !ended {
 		http.Error(w, "too many open pages; try again later", http.StatusServiceUnavailable)
 		return
 	}
-	defer u.hub.unsubscribe(c)
+	if ok {
+		defer u.hub.unsubscribe(c)
+	}
 	rc := http.NewResponseController(w)
 	// The server's write timeout is for requests, not for a stream.
 	_ = rc.SetWriteDeadline(time.Time{})
@@ -116,7 +124,7 @@ func (u *UI) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if err := send(); err != nil {
 		return
 	}
-	if err := rc.Flush(); err != nil {
+	if err := rc.Flush(); err != nil || ended {
 		return
 	}
 	ping := time.NewTicker(keepAlive)

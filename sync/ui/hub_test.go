@@ -14,12 +14,13 @@ func TestHubHandsTheNewestRenderingToEveryStream(t *testing.T) {
 	h := newHub(100)
 	var subs []chan struct{}
 	for range 100 {
-		c, ok := h.subscribe()
+		c, ok, _ := h.subscribe()
 		require.True(t, ok)
 		subs = append(subs, c)
 	}
-	_, ok := h.subscribe()
+	_, ok, closed := h.subscribe()
 	assert.False(t, ok, "the 101st stream is refused")
+	assert.False(t, closed)
 
 	h.publish([]byte("one"))
 	for _, c := range subs {
@@ -41,10 +42,13 @@ func TestHubHandsTheNewestRenderingToEveryStream(t *testing.T) {
 	}
 
 	h.unsubscribe(subs[0])
-	_, ok = h.subscribe()
+	_, ok, _ = h.subscribe()
 	assert.True(t, ok, "a closed stream frees its place")
 	h.close()
 	<-subs[1] // the wake-up that was waiting
 	_, open := <-subs[1]
 	assert.False(t, open, "closing the hub ends every stream")
+	_, ok, closed = h.subscribe()
+	assert.False(t, ok)
+	assert.True(t, closed, "a stream opened after is told the hub is closed, not full")
 }

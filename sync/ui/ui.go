@@ -198,6 +198,13 @@ func (u *UI) Run(ctx context.Context) error {
 	}
 }
 
+// EndStreams ends every open event stream, and every one opened after it
+// once it has sent the current rendering: a stopping replica's server
+// waits for its connections to end, and a stream never does by itself.
+// The pages reconnect (after the retry each stream sets) to a replica
+// that is not stopping.
+func (u *UI) EndStreams() { u.hub.close() }
+
 // changed asks the renderer for a new page; a request already waiting
 // covers this one too.
 func (u *UI) changed() {

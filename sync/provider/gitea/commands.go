@@ -6,6 +6,7 @@ package gitea
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -129,9 +130,11 @@ func (p *Provider) React(ctx context.Context, repository string, commentID int64
 
 // Permission reads a user's permission on a repository. Gitea's owner is
 // an admin; a user with no access at all, or none granted on a public
-// repository beyond reading it, is none or read as Gitea says. Gitea
-// answers this only to a repository administrator or a site administrator:
-// the provider's identity must be one.
+// repository beyond reading it, is none or read as Gitea says. A user Gitea
+// does not know (404) has none: an account deleted after it commented,
+// whose comments Gitea shows as Ghost's. Gitea answers this only to a
+// repository administrator or a site administrator: the provider's identity
+// must be one.
 func (p *Provider) Permission(ctx context.Context, repository, user string) (string, error) {
 	owner, name, err := split(repository)
 	if err != nil {
@@ -143,6 +146,9 @@ func (p *Provider) Permission(ctx context.Context, repository, user string) (str
 	}
 	res, resp, err := c.CollaboratorPermission(owner, name, user)
 	if err := p.after(resp, err); err != nil {
+		if errors.Is(err, provider.ErrNotFound) {
+			return provider.PermissionNone, nil
+		}
 		return "", fmt.Errorf("permission of %s on %s: %w", user, repository, err)
 	}
 	if res == nil {

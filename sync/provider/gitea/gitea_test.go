@@ -385,8 +385,10 @@ func TestPermission(t *testing.T) {
 		require.NoError(t, err, user)
 		assert.Equal(t, want, got, user)
 	}
-	_, err := p.Permission(ctx, repo, "nobody-at-all")
-	assert.ErrorIs(t, err, provider.ErrNotFound)
+	// A login that is no user's (Gitea answers 404) has none.
+	got, err := p.Permission(ctx, repo, "nobody-at-all")
+	require.NoError(t, err)
+	assert.Equal(t, provider.PermissionNone, got)
 
 	// A reader's token cannot see others' permissions: Gitea shows them to
 	// repository administrators only.
@@ -395,6 +397,34 @@ func TestPermission(t *testing.T) {
 	_, err = asReader.Permission(ctx, repo, "writer")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "403")
+}
+
+// A user deleted after it wrote a command: Gitea keeps the comment and
+// shows it as Ghost's, and Ghost, whom Gitea does not know, has no
+// permission; the lookup does not fail.
+func TestCommandOfADeletedUserHasNoPermission(t *testing.T) {
+	p := newProvider(t)
+	ctx := context.Background()
+	n, _ := openPR(t, "ghost", "Ghost")
+	leaving, err := srv.CreateUser("leaving")
+	require.NoError(t, err)
+	require.NoError(t, srv.AddCollaborator(repo, leaving.Name, "write"))
+	id, err := srv.Comment(&leaving, repo, n, "/petri redeploy")
+	require.NoError(t, err)
+	require.NoError(t, srv.Call(nil, http.MethodDelete, "/admin/users/"+leaving.Name, nil, nil))
+
+	cs, err := p.ListComments(ctx, repo, n)
+	require.NoError(t, err)
+	require.Len(t, cs, 1)
+	assert.Equal(t, id, cs[0].ID)
+	assert.Equal(t, "/petri redeploy", cs[0].Body)
+	assert.NotEqual(t, leaving.Name, cs[0].Author, "the comment is no longer the deleted user's")
+	got, err := p.Permission(ctx, repo, cs[0].Author)
+	require.NoError(t, err, "author %q", cs[0].Author)
+	assert.Equal(t, provider.PermissionNone, got, "author %q", cs[0].Author)
+	got, err = p.Permission(ctx, repo, leaving.Name)
+	require.NoError(t, err)
+	assert.Equal(t, provider.PermissionNone, got, "nor has the deleted login")
 }
 
 func TestDeploymentsAreUnsupported(t *testing.T) {

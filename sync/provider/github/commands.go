@@ -5,6 +5,7 @@ package github
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -105,7 +106,8 @@ func (p *Provider) React(ctx context.Context, repository string, commentID int64
 }
 
 // Permission reads a user's permission on a repository (a conditional
-// request).
+// request). A user GitHub does not know (404: a deleted account, a login
+// that is no user's) has none.
 func (p *Provider) Permission(ctx context.Context, repository, user string) (string, error) {
 	owner, name, err := split(repository)
 	if err != nil {
@@ -116,6 +118,9 @@ func (p *Provider) Permission(ctx context.Context, repository, user string) (str
 	}
 	lvl, resp, err := p.client.Repositories.GetPermissionLevel(ctx, owner, name, user)
 	if err := p.after(resp, err); err != nil {
+		if errors.Is(err, provider.ErrNotFound) {
+			return provider.PermissionNone, nil
+		}
 		return "", fmt.Errorf("permission of %s on %s: %w", user, repository, err)
 	}
 	return lvl.GetPermission(), nil

@@ -64,6 +64,14 @@ func TestCommentsReactionsAndPermissions(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, got, role)
 	}
+
+	// A user GitHub does not know (an account deleted after it wrote the
+	// command) has no permission: its command is refused, not retried.
+	srv.SetPermission(repo, "gone", "write")
+	srv.DeleteUser("gone")
+	got, err := p.Permission(ctx, repo, "gone")
+	require.NoError(t, err)
+	assert.Equal(t, provider.PermissionNone, got)
 }
 
 func contents(rs []githubapi.Reaction) []string {
