@@ -179,7 +179,10 @@ func assertOperatorIdentity(t *testing.T, s *Stack, name string, c *controlplane
 			"app.kubernetes.io/managed-by": "petri-operator", "petri.dev/environment-uid": uid,
 			"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/enforce-version": "latest",
 		},
-		Annotations: map[string]string{"petri.dev/environment-uid": uid, "petri.dev/deployer-serviceaccount": sa},
+		Annotations: map[string]string{
+			"petri.dev/environment": ManagementNamespace + "/" + name, "petri.dev/environment-uid": uid,
+			"petri.dev/deployer-serviceaccount": sa,
+		},
 	}}
 	_, err = cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
 	require.NoError(t, err, "petri-operator creates a namespace marked as an environment's")
