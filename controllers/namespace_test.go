@@ -61,8 +61,11 @@ func TestNamespaceIsCommittedBeforeItIsCreated(t *testing.T) {
 
 	require.NoError(t, env.Client.Create(ctx, newEnv("commit-order", greeter("app"))))
 
+	// The two watches are separate streams: either event may be read first,
+	// so the names are compared once both are in and the order is read from
+	// their resource versions (etcd's revisions), not from arrival.
 	var committedAt, createdAt uint64
-	var committedName string
+	var committedName, createdName string
 	for committedAt == 0 || createdAt == 0 {
 		select {
 		case ev := <-eeWatch.ResultChan():
@@ -71,14 +74,14 @@ func TestNamespaceIsCommittedBeforeItIsCreated(t *testing.T) {
 				assert.False(t, bound(e), "the first status carrying the name is written before the namespace is bound")
 			}
 		case ev := <-nsWatch.ResultChan():
-			if ns, ok := ev.Object.(*corev1.Namespace); ok && ev.Type == watch.Added {
-				createdAt = rv(t, ns)
-				assert.Equal(t, committedName, ns.Name)
+			if ns, ok := ev.Object.(*corev1.Namespace); ok && ev.Type == watch.Added && createdAt == 0 {
+				createdAt, createdName = rv(t, ns), ns.Name
 			}
 		case <-ctx.Done():
 			require.FailNow(t, "timed out watching the binding")
 		}
 	}
+	assert.Equal(t, committedName, createdName, "the namespace created is the one committed")
 	assert.Less(t, committedAt, createdAt, "status.targetNamespace is committed before the namespace is created")
 	e := waitFor(t, "commit-order", "bound", bound)
 	assert.Equal(t, "commit-order-"+hashPrefix[:4], e.Status.TargetNamespace)
