@@ -17,6 +17,7 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/internal/printable"
 	"github.com/petri-dev/petri/internal/redact"
 )
 
@@ -234,12 +235,16 @@ func releaseDeadline(rel petriv1.ReleaseOptions) time.Duration {
 	return t + deadlineMargin
 }
 
-// oneLine keeps a message to one line of at most 1024 bytes.
+// oneLine keeps a message to one line of at most 1024 bytes, without the
+// control and invisible characters a Job's output may carry (terminal
+// escapes, bidirectional overrides): the message is the pull request's
+// code's as much as Petri's, and it is shown in comments and terminals.
 func oneLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
+	s = printable.String(s)
 	if len(s) > 1024 {
 		s = s[:1024]
 	}

@@ -26,3 +26,11 @@ func TestJobMessageCarriesNoCredentials(t *testing.T) {
 	assert.NotContains(t, step.message, planted)
 	assert.Contains(t, step.message, "provision failed")
 }
+
+// A Job's message is copied into lastError, the comment and kubectl petri
+// get: the terminal escapes and bidirectional overrides a pull request's
+// code may have written into it are dropped on the way in.
+func TestOneLineDropsControlCharacters(t *testing.T) {
+	got := oneLine("ContainerCrashed: last line: \x1b]52;c;Zm9v\x07 \u202eexe.txt\u009b2J\nsecond line")
+	assert.Equal(t, "ContainerCrashed: last line: ]52;c;Zm9v exe.txt2J", got)
+}

@@ -25,6 +25,9 @@ func TestLogLine(t *testing.T) {
 		"":                                                              "",
 		strings.Repeat("x", 1000):                                       strings.Repeat("x", maxLogLine-3) + "...",
 		"error: credentials=AKIA123 rejected; access_key: AKIA456 rejected too\n": "error: credentials=*** rejected; access_key: *** rejected too",
+		// Terminal escapes and bidirectional overrides of the application's
+		// output never reach a status, a comment or a terminal.
+		"\x1b[2J\x1b]52;c;Zm9v\x07 crashed \u202eexe.txt\u009b31m\n": "[2J]52;c;Zm9v crashed exe.txt31m",
 	}
 	for in, want := range tests {
 		assert.Equal(t, want, logLine(in), "%q", in)

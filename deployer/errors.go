@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/petri-dev/petri/api/contract"
+	"github.com/petri-dev/petri/internal/printable"
 	"github.com/petri-dev/petri/internal/redact"
 )
 
@@ -114,7 +115,7 @@ var whitespace = regexp.MustCompile(`\s+`)
 // messages end up in object status, Events and pull requests that many can
 // read.
 func condense(s string) string {
-	s = redact.String(s)
+	s = printable.String(redact.String(s))
 	return strings.TrimSpace(whitespace.ReplaceAllString(s, " "))
 }
 

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/internal/printable"
 	"github.com/petri-dev/petri/internal/redact"
 	"github.com/petri-dev/petri/sync/provider"
 )
@@ -212,9 +213,22 @@ func CommitStatus(s PRState) (provider.CommitStatus, bool) {
 // cell fits a text into a table cell or a line of the comment, without
 // credentials: errors and reasons may quote a URL or a remote's answer.
 func cell(s string) string {
-	s = redact.String(s)
-	s = strings.ReplaceAll(s, "\n", " ")
+	s = printable.String(redact.String(s))
 	return strings.ReplaceAll(s, "|", `\|`)
+}
+
+// quoted fits a text the pull request's code may have written (a
+// container's last log line, a chart's error, a probe's message) into the
+// comment as a code span, where GitHub, GitLab and Gitea render no link,
+// mention, image or HTML: posted under Petri's name, "[Approve](https://…)
+// @org/security" must not read as Petri's. Its backticks become ' so the
+// span cannot be closed early; empty text stays empty.
+func quoted(s string) string {
+	s = strings.TrimSpace(strings.ReplaceAll(cell(s), "`", "'"))
+	if s == "" {
+		return ""
+	}
+	return "`" + s + "`"
 }
 
 // Comment renders the one comment sync keeps on a pull request, with a
@@ -248,7 +262,14 @@ func Comment(states []PRState, state State) string {
 		if icon == "" {
 			icon = ":rocket:"
 		}
-		fmt.Fprintf(&b, "%s **%s**: %s\n\n", icon, phase, cell(detail))
+		if phase == "Failed" {
+			// A failure's detail quotes what failed, in the words of the
+			// component's own output.
+			detail = quoted(detail)
+		} else {
+			detail = cell(detail)
+		}
+		fmt.Fprintf(&b, "%s **%s**: %s\n\n", icon, phase, detail)
 		if s.ExpiryWarning && s.KeptBy == "" && !s.ExpiresAt.IsZero() {
 			fmt.Fprintf(&b, ":warning: **This environment expires at %s.** To keep it, comment `/petri extend 24h` or `/petri keep`, or add the label `%s`.\n\n",
 				FormatTime(s.ExpiresAt), s.KeepLabel)
@@ -272,7 +293,7 @@ func Comment(states []PRState, state State) string {
 			} else if cs.Attempt > 1 {
 				p = fmt.Sprintf("%s (attempt %d)", p, cs.Attempt)
 			}
-			last := cell(scrub(s.Env, cs.LastError))
+			last := quoted(scrub(s.Env, cs.LastError))
 			if cs.LastError != "" && cs.Job != "" {
 				// The row names the Job, its reason and how to read its log.
 				last = fmt.Sprintf("%s (Job `%s`; its log: %s)", last, cs.Job, logsCommand(s.Env, cs.Job))

@@ -86,7 +86,7 @@ func TestUserContainerOutputStaysInTheCluster(t *testing.T) {
 		{"provision and a deploy failed", failedProvision(true), []string{
 			"kubectl -n petri-system logs job/" + provisionJob,
 			"kubectl -n petri-system logs job/" + deployJob,
-			"| web | web 2.0.1 | Failed | ChartNotFound: web 2.0.1 is not in https://charts.example.com (Job `" + deployJob + "`; its log: `kubectl -n petri-system logs job/" + deployJob + "`) |",
+			"| web | web 2.0.1 | Failed | `ChartNotFound: web 2.0.1 is not in https://charts.example.com` (Job `" + deployJob + "`; its log: `kubectl -n petri-system logs job/" + deployJob + "`) |",
 		}, "Deploy failed: failed: postgres (container output withheld; see the logs of job " + provisionJob + ")"},
 		{"deprovision failed", failedDeprovision(), []string{
 			"kubectl -n petri-system logs job/" + deprovisionJob,

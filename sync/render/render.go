@@ -68,14 +68,46 @@ func Data(app *config.Application, pr provider.PullRequest) config.Data {
 		Number:      pr.Number,
 		SHA:         pr.HeadSHA,
 		ShortSHA:    short,
-		Branch:      pr.HeadBranch,
+		Branch:      inert(pr.HeadBranch),
 		BranchSlug:  config.Slug(pr.HeadBranch),
-		BaseBranch:  pr.BaseBranch,
-		Title:       pr.Title,
-		Author:      pr.Author,
-		Labels:      slices.Clone(pr.Labels),
+		BaseBranch:  inert(pr.BaseBranch),
+		Title:       inert(pr.Title),
+		Author:      inert(pr.Author),
+		Labels:      inertAll(pr.Labels),
 		URL:         pr.URL,
 	}
+}
+
+// templateDelims are Go template's (and so Helm's) delimiters, each with
+// the text that stands for it in what a pull request's author wrote.
+var templateDelims = strings.NewReplacer("{{", "{ {", "}}", "} }")
+
+// inert is text a pull request's author chose (its title, branches, labels,
+// the author's name) made inert for templates: sync renders it once, but a
+// chart that runs tpl over a value fed from it would evaluate it again, as
+// the deployer's identity ({{ lookup "v1" "Secret" ... }} reads the
+// namespace's Secrets, {{ fail ... }} carries them into the status).
+// Without a pair of braces there is no action to evaluate.
+func inert(s string) string {
+	if !strings.Contains(s, "{{") && !strings.Contains(s, "}}") {
+		return s
+	}
+	// "{{{" would become "{ {{"; replace until no pair is left.
+	for strings.Contains(s, "{{") || strings.Contains(s, "}}") {
+		s = templateDelims.Replace(s)
+	}
+	return s
+}
+
+func inertAll(labels []string) []string {
+	if labels == nil {
+		return nil
+	}
+	out := make([]string, len(labels))
+	for i, l := range labels {
+		out[i] = inert(l)
+	}
+	return out
 }
 
 // URL renders the address shown to reviewers; empty when the application

@@ -242,7 +242,7 @@ func TestComment(t *testing.T) {
 	assert.Contains(t, body, "- Namespace: `shop-pr-1-x`")
 	assert.Contains(t, body, "- Cluster: management cluster\n", "bound without a workload cluster")
 	assert.Contains(t, body, "| api | api 1.4.2 | Deployed |  |")
-	assert.Contains(t, body, `| web | web 2.0.1 | Failed | a\|b c |`, "table cells escaped")
+	assert.Contains(t, body, "| web | web 2.0.1 | Failed | `a\\|b c` |", "table cells escaped")
 	assert.Contains(t, body, ":hourglass: waiting for a free environment")
 	assert.Contains(t, body, "Environment deleted: pull request closed.")
 }
@@ -258,8 +258,8 @@ func TestFeedbackNamesThePodsThatDoNotRun(t *testing.T) {
 	meta.SetStatusCondition(&e.Status.Conditions, metav1.Condition{Type: petriv1.ConditionStalled, Status: metav1.ConditionTrue, Reason: petriv1.ReasonDeployFailed,
 		Message: "failed: web (" + crash + ")", ObservedGeneration: 1})
 	body := render.Comment([]render.PRState{{Application: "shop", Env: e}}, render.State{})
-	assert.Contains(t, body, ":x: **Failed**: failed: web ("+crash+")")
-	assert.Contains(t, body, "| web | web 2.0.1 | Failed | "+crash+" |")
+	assert.Contains(t, body, ":x: **Failed**: `failed: web ("+crash+")`")
+	assert.Contains(t, body, "| web | web 2.0.1 | Failed | `"+crash+"` |")
 	st, ok := render.CommitStatus(render.PRState{Application: "shop", HeadSHA: "0123456789", Env: e})
 	require.True(t, ok)
 	assert.Equal(t, "failure", st.State)

@@ -20,6 +20,6 @@ func TestCommentShowsRetries(t *testing.T) {
 		petriv1.ComponentStatus{Name: "web", Phase: petriv1.ComponentFailed, Generation: 1, Attempt: 1, NextRetryAt: &next, Job: "shop-pr-1-abcdef-web-deploy-g1-12345678", LastError: "KubernetesRefused: services is forbidden: exceeded quota"},
 	)
 	body := render.Comment([]render.PRState{{Application: "shop", Repository: "acme/shop", Number: 1, HeadSHA: "0123456789", Env: e}}, render.State{})
-	assert.Contains(t, body, "| web | web 2.0.1 | Failed (attempt 1; next attempt at 2026-03-01 12:00:30 UTC) | KubernetesRefused: services is forbidden: exceeded quota")
+	assert.Contains(t, body, "| web | web 2.0.1 | Failed (attempt 1; next attempt at 2026-03-01 12:00:30 UTC) | `KubernetesRefused: services is forbidden: exceeded quota`")
 	assert.Contains(t, body, "| api | api 1.4.2 | Deploying (attempt 2) |")
 }

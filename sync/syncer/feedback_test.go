@@ -74,7 +74,7 @@ func TestFailedComponentRowNamesItsJob(t *testing.T) {
 			{Name: "web", Phase: petriv1.ComponentFailed, Generation: e.Generation, Job: name + "-web-deploy-g1-0a1b2c3d", LastError: "ChartNotFound: web 1.4.2 is not in the repository"},
 		}
 	})
-	h.waitComment(pr.Number, fmt.Sprintf("| web | web 1.4.2 | Failed | ChartNotFound: web 1.4.2 is not in the repository (Job `%[1]s-web-deploy-g1-0a1b2c3d`; its log: `kubectl -n %[2]s logs job/%[1]s-web-deploy-g1-0a1b2c3d`) |", name, h.ns))
+	h.waitComment(pr.Number, fmt.Sprintf("| web | web 1.4.2 | Failed | `ChartNotFound: web 1.4.2 is not in the repository` (Job `%[1]s-web-deploy-g1-0a1b2c3d`; its log: `kubectl -n %[2]s logs job/%[1]s-web-deploy-g1-0a1b2c3d`) |", name, h.ns))
 }
 
 func setStatus(t *testing.T, h *harness, name string, change func(*petriv1.EphemeralEnvironment)) {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/internal/printable"
 )
 
 func newGetCommand(o *options) *cobra.Command {
@@ -107,7 +108,10 @@ func (t tree) line(last []bool, text string) {
 			b.WriteString("│  ")
 		}
 	}
-	fmt.Fprintln(t.w, b.String()+text)
+	// What the tree shows comes from the cluster, and in part from the
+	// pull request's code (a container's last log line): a terminal
+	// escape in it never reaches the user's terminal.
+	fmt.Fprintln(t.w, b.String()+printable.String(text))
 }
 
 // printTree writes one environment:
@@ -129,7 +133,7 @@ func printTree(w io.Writer, v Environment, now time.Time) {
 	if v.Deleting && v.Phase != string(petriv1.EnvironmentDeleting) {
 		head += " (deleting)"
 	}
-	fmt.Fprintln(w, head)
+	fmt.Fprintln(w, printable.String(head))
 	type field struct{ key, value string }
 	var fields []field
 	if v.Message != "" {
