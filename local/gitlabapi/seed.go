@@ -150,6 +150,20 @@ func (s *Server) addUser(username string) int64 {
 	return u.id
 }
 
+// RenameUser gives a user a new username, as a user may in their profile:
+// the id stays, and the old username is free for anyone to register.
+func (s *Server) RenameUser(from, to string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.users[strings.ToLower(from)]
+	if u == nil {
+		panic("gitlabapi: no user " + from)
+	}
+	delete(s.users, strings.ToLower(from))
+	u.username = to
+	s.users[strings.ToLower(to)] = u
+}
+
 // AddProject creates a project at a full path (nested groups allowed) and
 // returns its id.
 func (s *Server) AddProject(path string) int64 {

@@ -84,13 +84,16 @@ func New(opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Provider{
+	p := &Provider{
 		baseURL:  strings.TrimSuffix(set.BaseURL.String(), "/"),
 		http:     &http.Client{Transport: &forge.AuthTransport{Next: set.Transport, Scheme: "token", Token: set.Token}, Timeout: set.Timeout},
 		clock:    set.Clock,
 		blocker:  forge.NewBlocker(set.Clock, "not calling Gitea before the announced time"),
 		comments: forge.NewComments(),
-	}, nil
+	}
+	// A new token in the token file may be another user's.
+	p.self.Credential = set.Token
+	return p, nil
 }
 
 // api is a client for one call. The SDK's client carries one context for

@@ -61,6 +61,7 @@ func (p *Provider) UpsertComment(ctx context.Context, repository string, number 
 		return err
 	}
 	return p.comments.Upsert(ctx, repository, number, body, forge.CommentCalls{
+		Self: self,
 		Find: forge.FindOwn(func(ctx context.Context) ([]provider.Comment, error) { return p.ListComments(ctx, repository, number) }, self, marker),
 		Edit: func(ctx context.Context, id int64, body string) (int64, error) {
 			c, err := p.api(ctx)

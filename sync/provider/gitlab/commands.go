@@ -126,10 +126,36 @@ func (p *Provider) ListRepositoryComments(ctx context.Context, repository string
 	return out, nil
 }
 
+// maxNotes bounds the notes whose merge request is remembered: a project's
+// history, and anyone who comments, would otherwise grow it for ever. A
+// note forgotten is searched for again (mergeRequestOf) if it is ever
+// reacted to.
+const maxNotes = 10000
+
+// rememberNote records the merge request of a note, forgetting the oldest
+// remembered beyond maxNotes.
 func (p *Provider) rememberNote(repository string, id int64, number int) {
+	k := noteKey{repoKey(repository), id}
 	p.mu.Lock()
-	p.notes[noteKey{repoKey(repository), id}] = number
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	if _, ok := p.notes[k]; !ok {
+		p.noteOrder = append(p.noteOrder, k)
+	}
+	p.notes[k] = number
+	for len(p.notes) > maxNotes && len(p.noteOrder) > 0 {
+		delete(p.notes, p.noteOrder[0])
+		p.noteOrder = p.noteOrder[1:]
+	}
+	if len(p.noteOrder) > 2*maxNotes {
+		// Notes forgotten with their merge request left their keys here.
+		kept := p.noteOrder[:0:0]
+		for _, k := range p.noteOrder {
+			if _, ok := p.notes[k]; ok {
+				kept = append(kept, k)
+			}
+		}
+		p.noteOrder = kept
+	}
 }
 
 // noteScan is how many of a project's most recently updated merge requests
@@ -280,16 +306,11 @@ func permission(l gl.AccessLevelValue) string {
 	return provider.PermissionNone
 }
 
-// userID is a username's user id; provider.ErrNotFound when there is no
-// such user.
+// userID is a username's user id now; provider.ErrNotFound when there is
+// no such user. It is asked each time: a username is not an identity
+// (someone renamed frees theirs for anyone to register), and a command's
+// permission must be its author's today, not the old holder's of the name.
 func (p *Provider) userID(ctx context.Context, user string) (int64, error) {
-	key := strings.ToLower(user)
-	p.mu.Lock()
-	id, ok := p.users[key]
-	p.mu.Unlock()
-	if ok {
-		return id, nil
-	}
 	if err := p.before(); err != nil {
 		return 0, err
 	}
@@ -299,9 +320,6 @@ func (p *Provider) userID(ctx context.Context, user string) (int64, error) {
 	}
 	for _, u := range us {
 		if strings.EqualFold(u.Username, user) {
-			p.mu.Lock()
-			p.users[key] = u.ID
-			p.mu.Unlock()
 			return u.ID, nil
 		}
 	}

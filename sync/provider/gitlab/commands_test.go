@@ -125,7 +125,28 @@ func TestPermission(t *testing.T) {
 	f.srv.ResetRequests()
 	_, err := f.p.Permission(ctx, repo, "developer")
 	require.NoError(t, err)
-	assert.Equal(t, 1, f.count(), "a user's id is asked once")
+	assert.Equal(t, 2, f.count(), "the username's id and the membership are asked each time")
+}
+
+// A username is not an identity: a developer who renames themselves frees
+// their old name, and whoever registers it has the permission of the new
+// holder (none), not the developer's.
+func TestPermissionFollowsTheUsernamesHolderNow(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.srv.AddMember(repo, "alice", gitlabapi.Developer, "", false)
+	got, err := f.p.Permission(ctx, repo, "alice")
+	require.NoError(t, err)
+	require.Equal(t, provider.PermissionWrite, got)
+
+	f.srv.RenameUser("alice", "alice2")
+	f.srv.AddUser("alice")
+	got, err = f.p.Permission(ctx, repo, "alice")
+	require.NoError(t, err)
+	assert.Equal(t, provider.PermissionNone, got, "the new alice is no member")
+	got, err = f.p.Permission(ctx, repo, "alice2")
+	require.NoError(t, err)
+	assert.Equal(t, provider.PermissionWrite, got, "the renamed developer keeps their access")
 }
 
 func TestDeployments(t *testing.T) {

@@ -86,8 +86,9 @@ type Provider struct {
 	// notes is the merge request of each note read, by repository and
 	// note id: GitLab names a note's award emoji under its merge request.
 	notes map[noteKey]int
-	// users is each username's user id, which never changes.
-	users map[string]int64
+	// noteOrder is the order notes were first remembered in, oldest
+	// first (rememberNote).
+	noteOrder []noteKey
 	// failures counts the calls GitLab failed (5xx, 429, 403, no answer):
 	// a listing of what changed is trusted only when none failed since the
 	// previous listing began.
@@ -124,8 +125,10 @@ func New(opts Options) (*Provider, error) {
 		comments: forge.NewComments(),
 		open:     map[string]*openList{},
 		notes:    map[noteKey]int{},
-		users:    map[string]int64{},
 	}
+	// A new token in the token file may be another user's (a new project
+	// access token is a new bot user).
+	p.self.Credential = set.Token
 	if p.fullList <= 0 {
 		p.fullList = DefaultFullListEvery
 	}

@@ -372,3 +372,36 @@ func TestRateLimit(t *testing.T) {
 	_, err = f.p.ListOpenPullRequests(ctx, repo)
 	require.NoError(t, err, "requests left: no stop")
 }
+
+// A token file replaced by another user's token (a new project access
+// token is a new bot user): the provider asks who it is again and writes a
+// note of its own, instead of editing the old user's note for ever (403).
+func TestNewTokenUserWritesItsOwnNote(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const marker = "<!-- petri -->"
+	f.srv.AddMember(repo, "mallory", gitlabapi.Developer, "", false)
+	path := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(path, []byte(token), 0o600))
+	p, err := glprovider.New(glprovider.Options{BaseURL: f.srv.URL, TokenFile: path})
+	require.NoError(t, err)
+	n := f.srv.OpenMergeRequest(repo, gitlabapi.MergeRequest{})
+	require.NoError(t, p.UpsertComment(ctx, repo, n, marker, marker+" one"))
+	self, err := p.Self(ctx)
+	require.NoError(t, err)
+	require.Equal(t, bot, self)
+
+	require.NoError(t, os.WriteFile(path, []byte("glpat-other"), 0o600))
+	later := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC) // after any mtime the file had
+	require.NoError(t, os.Chtimes(path, later, later))
+	self, err = p.Self(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "mallory", self, "the new token's user")
+	require.NoError(t, p.UpsertComment(ctx, repo, n, marker, marker+" two"))
+	notes := f.srv.Notes(repo, n)
+	require.Len(t, notes, 2)
+	assert.Equal(t, bot, notes[0].Author)
+	assert.Equal(t, marker+" one", notes[0].Body, "the old user's note is not edited")
+	assert.Equal(t, "mallory", notes[1].Author)
+	assert.Equal(t, marker+" two", notes[1].Body)
+}

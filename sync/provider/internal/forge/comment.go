@@ -2,6 +2,7 @@ package forge
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,17 +11,36 @@ import (
 	"github.com/petri-dev/petri/sync/provider"
 )
 
-// Login is an identity asked of the forge once: a failed question is asked
-// again on the next call.
+// Login is an identity asked of the forge once per credential: a failed
+// question is asked again on the next call, and so is one whose answer was
+// given for another token (a token file replaced by a new project access
+// token is a new bot user, whose comments are not the old one's).
 type Login struct {
 	mu    sync.Mutex
 	login string
+	// of is the fingerprint of the credential login was asked with.
+	of [sha256.Size]byte
+	// Credential, when set, is the credential requests are sent with now;
+	// only a fingerprint of it is kept.
+	Credential func() (string, error)
 }
 
-// Get is the login, asked with ask the first time.
+// Get is the login, asked with ask the first time and again once the
+// credential changed.
 func (l *Login) Get(ctx context.Context, ask func(context.Context) (string, error)) (string, error) {
+	var now [sha256.Size]byte
+	if l.Credential != nil {
+		c, err := l.Credential()
+		if err != nil {
+			return "", err
+		}
+		now = sha256.Sum256([]byte(c))
+	}
 	l.mu.Lock()
 	login := l.login
+	if l.of != now {
+		login = ""
+	}
 	l.mu.Unlock()
 	if login != "" {
 		return login, nil
@@ -29,14 +49,23 @@ func (l *Login) Get(ctx context.Context, ask func(context.Context) (string, erro
 	if err != nil {
 		return "", err
 	}
-	l.Set(login)
+	l.mu.Lock()
+	l.login, l.of = login, now
+	l.mu.Unlock()
 	return login, nil
 }
 
-// Set gives the login, which is then never asked.
+// Set gives the login, which is then never asked while the credential
+// stays the same.
 func (l *Login) Set(login string) {
+	var now [sha256.Size]byte
+	if l.Credential != nil {
+		if c, err := l.Credential(); err == nil {
+			now = sha256.Sum256([]byte(c))
+		}
+	}
 	l.mu.Lock()
-	l.login = login
+	l.login, l.of = login, now
 	l.mu.Unlock()
 }
 
@@ -51,11 +80,17 @@ func IsOwn(author, body, self, marker string) bool {
 type CommentRef struct {
 	ID   int64
 	Body string
+	// self is the login it was found or written as.
+	self string
 }
 
 // CommentCalls are one forge's calls for Comments.Upsert on one pull
 // request. Each returns its errors as the provider reports them.
 type CommentCalls struct {
+	// Self is the login sync writes as now: a comment remembered as
+	// another login's (written with a token since replaced by another
+	// user's) is not one sync can edit, and is found again.
+	Self string
 	// Find lists the pull request's comments and returns sync's own (see
 	// IsOwn), false when there is none.
 	Find func(ctx context.Context) (CommentRef, bool, error)
@@ -90,12 +125,16 @@ func (m *Comments) Upsert(ctx context.Context, repository string, number int, bo
 	m.mu.Lock()
 	ref, known := m.refs[key]
 	m.mu.Unlock()
+	if known && ref.self != calls.Self {
+		known = false
+	}
 	if !known {
 		var err error
 		if ref, known, err = calls.Find(ctx); err != nil {
 			return err
 		}
 	}
+	ref.self = calls.Self
 	if known && ref.Body == body {
 		m.remember(key, ref)
 		return nil
@@ -108,7 +147,7 @@ func (m *Comments) Upsert(ctx context.Context, repository string, number int, bo
 	if known {
 		id, err := calls.Edit(ctx, ref.ID, body)
 		if err == nil {
-			m.remember(key, CommentRef{ID: id, Body: body})
+			m.remember(key, CommentRef{ID: id, Body: body, self: calls.Self})
 			return nil
 		}
 		if !errors.Is(err, provider.ErrNotFound) {
@@ -120,7 +159,7 @@ func (m *Comments) Upsert(ctx context.Context, repository string, number int, bo
 	if err != nil {
 		return err
 	}
-	m.remember(key, CommentRef{ID: id, Body: body})
+	m.remember(key, CommentRef{ID: id, Body: body, self: calls.Self})
 	return nil
 }
 
