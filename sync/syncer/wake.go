@@ -64,6 +64,10 @@ func (s *Syncer) annotate(ctx context.Context, e *petriv1.EphemeralEnvironment, 
 	return nil
 }
 
+// WakeEvery is how often the read API writes an environment's wake
+// request at most: asked again sooner, the request already made stands.
+const WakeEvery = time.Minute
+
 // ErrUnknownEnvironment is returned by Wake for a name sync did not write.
 var ErrUnknownEnvironment = errors.New("no such environment")
 
@@ -75,9 +79,15 @@ var ErrEnvironmentDeleting = errors.New("the environment is being deleted")
 // sets petri.dev/wake-requested to now. Any replica may: it is a person's
 // request, carried out as kubectl annotate would, and the leader reads it
 // from the annotation. It returns the time it set.
+//
+// Anyone who reaches the read API may ask, so a request costs no request
+// to the API server of its own: the environment is read from sync's cache
+// (an unknown name is answered from it), and an environment whose wake was
+// asked less than WakeEvery ago is not written again (the time of that
+// request is returned).
 func (s *Syncer) Wake(ctx context.Context, name string) (time.Time, error) {
 	var e petriv1.EphemeralEnvironment
-	if err := s.client.Get(ctx, client.ObjectKey{Namespace: s.opts.Namespace, Name: name}, &e); err != nil {
+	if err := s.cache.Get(ctx, client.ObjectKey{Namespace: s.opts.Namespace, Name: name}, &e); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			return time.Time{}, fmt.Errorf("%w: %s", ErrUnknownEnvironment, name)
 		}
@@ -90,6 +100,9 @@ func (s *Syncer) Wake(ctx context.Context, name string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%w: %s", ErrEnvironmentDeleting, name)
 	}
 	now := s.clock.Now().UTC().Truncate(time.Second)
+	if last := annotationTime(&e, render.AnnotationWakeRequested); !last.IsZero() && !last.After(now) && now.Sub(last) < WakeEvery {
+		return last, nil
+	}
 	if err := s.annotate(ctx, &e, render.AnnotationWakeRequested, now.Format(time.RFC3339)); err != nil {
 		return time.Time{}, err
 	}
