@@ -59,7 +59,10 @@ type clusterConn struct {
 	credentials string
 	cluster     cluster.Cluster
 	target      *target
-	cancel      context.CancelFunc
+	// ctx ends when the connection is stopped (cancel): its caches and
+	// the controllers' sources of its events end with it.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// synced is closed once its cache has synced.
 	synced chan struct{}
 
@@ -173,7 +176,7 @@ func (r *clusterRegistry) connect(name, credentials string, cfg *rest.Config) (*
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
 	c := &clusterConn{
-		name: name, credentials: credentials, cluster: cl, cancel: cancel, synced: make(chan struct{}),
+		name: name, credentials: credentials, cluster: cl, ctx: ctx, cancel: cancel, synced: make(chan struct{}),
 		target: &target{name: name, client: cl.GetClient(), apiReader: cl.GetAPIReader(), namespaceCache: cl.GetCache()},
 	}
 	if r.onConnect != nil {

@@ -29,8 +29,18 @@ const indexEnvironmentUID = "uid"
 // namespace and ServiceAccount event it hears in the management cluster;
 // a side controller the events of its Jobs.
 type clusterWatcher struct {
-	ctrl    controller.Controller
+	events  *clusterEvents
 	actions []string // the side controller's Job actions; nil: all of them
+}
+
+// newClusterWatcher makes c hear the workload clusters' events, through one
+// source whatever the connections to come.
+func newClusterWatcher(c controller.Controller, name string, actions []string) (clusterWatcher, error) {
+	events := newClusterEvents(name)
+	if err := c.Watch(events); err != nil {
+		return clusterWatcher{}, err
+	}
+	return clusterWatcher{events: events, actions: actions}, nil
 }
 
 // watchCluster registers the connection's events with each watcher.
@@ -48,9 +58,7 @@ func (r *EphemeralEnvironmentReconciler) watchCluster(conn *clusterConn) error {
 		} else {
 			jobPreds = append(jobPreds, notToldByItsPod(reader))
 		}
-		if err := w.ctrl.Watch(source.Kind[client.Object](cache, &batchv1.Job{}, toEnv, jobPreds...)); err != nil {
-			return err
-		}
+		w.events.add(conn.ctx, conn.name, source.Kind[client.Object](cache, &batchv1.Job{}, toEnv, jobPreds...))
 		if w.actions != nil {
 			continue
 		}
@@ -59,9 +67,7 @@ func (r *EphemeralEnvironmentReconciler) watchCluster(conn *clusterConn) error {
 			source.Kind[client.Object](cache, &corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(namespaceOwner)),
 			source.Kind[client.Object](cache, &corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfIdentity)),
 		} {
-			if err := w.ctrl.Watch(src); err != nil {
-				return err
-			}
+			w.events.add(conn.ctx, conn.name, src)
 		}
 	}
 	log.FromContext(context.Background()).Info("Watching workload cluster", "cluster", conn.name)

@@ -330,7 +330,11 @@ func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) e
 	if err != nil {
 		return err
 	}
-	r.watchers = append(r.watchers, clusterWatcher{ctrl: c})
+	w, err := newClusterWatcher(c, "ephemeralenvironment", nil)
+	if err != nil {
+		return err
+	}
+	r.watchers = append(r.watchers, w)
 	return nil
 }
 

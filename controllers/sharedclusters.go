@@ -221,13 +221,14 @@ func deleteRemote(ctx context.Context, c client.Client, namespace string, labels
 // watchCluster hears the Jobs of the shared workloads' copies in a newly
 // connected workload cluster.
 func (r *SharedWorkloadReconciler) watchCluster(conn *clusterConn) error {
-	if r.ctrl == nil {
+	if r.clusterEvents == nil {
 		return nil
 	}
 	toCopy := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
 		return r.copyOfLabels(ctx, conn.name, obj)
 	})
-	return r.ctrl.Watch(source.Kind[client.Object](conn.cluster.GetCache(), &batchv1.Job{}, toCopy, jobOutcomeChanged))
+	r.clusterEvents.add(conn.ctx, conn.name, source.Kind[client.Object](conn.cluster.GetCache(), &batchv1.Job{}, toCopy, jobOutcomeChanged))
+	return nil
 }
 
 // copyOfLabels maps an object of a workload cluster to the copy of a

@@ -58,9 +58,9 @@ type SharedWorkloadReconciler struct {
 	// workload clusters); a copy of a shared workload is reconciled in
 	// its cluster (sharedclusters.go).
 	clusters *clusterRegistry
-	// ctrl is the controller, for the watches of workload clusters
-	// connected later.
-	ctrl controller.Controller
+	// clusterEvents is how the controller hears the workload clusters
+	// connected later (clusterevents.go).
+	clusterEvents *clusterEvents
 }
 
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=sharedworkloads,verbs=get;list;watch;create;update;patch;delete
@@ -423,8 +423,11 @@ func (r *SharedWorkloadReconciler) SetupWithManager(mgr manager.Manager) error {
 			WatchesRawSource(source.Channel(r.clusters.probes(r.Options.ManagementNamespace), handler.EnqueueRequestsFromMapFunc(r.sharedWorkloadsOfCluster)))
 	}
 	c, err := b.Build(r)
-	r.ctrl = c
-	return err
+	if err != nil {
+		return err
+	}
+	r.clusterEvents = newClusterEvents("sharedworkload")
+	return c.Watch(r.clusterEvents)
 }
 
 // usersOfSharedNamespace wakes every shared workload when the shared

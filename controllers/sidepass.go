@@ -96,6 +96,10 @@ func (r *EphemeralEnvironmentReconciler) setupSideController(mgr manager.Manager
 	if err != nil {
 		return err
 	}
-	r.watchers = append(r.watchers, clusterWatcher{ctrl: c, actions: actions})
+	w, err := newClusterWatcher(c, name, actions)
+	if err != nil {
+		return err
+	}
+	r.watchers = append(r.watchers, w)
 	return nil
 }
