@@ -131,7 +131,10 @@ type Syncer struct {
 	fileRepos map[string]string
 	// writes are sync's own writes of environments its cache does not
 	// show yet (listEnvironments).
-	writes    ownWrites
+	writes ownWrites
+	// wakes is when the read API last wrote each environment's wake
+	// request (by UID), for WakeEvery while the cache may not show it.
+	wakes     sync.Map
 	configErr error
 
 	// kube reaches the Lease and the hand-over ConfigMap; set with

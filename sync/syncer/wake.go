@@ -100,12 +100,24 @@ func (s *Syncer) Wake(ctx context.Context, name string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%w: %s", ErrEnvironmentDeleting, name)
 	}
 	now := s.clock.Now().UTC().Truncate(time.Second)
-	if last := annotationTime(&e, render.AnnotationWakeRequested); !last.IsZero() && !last.After(now) && now.Sub(last) < WakeEvery {
+	last := annotationTime(&e, render.AnnotationWakeRequested)
+	if v, ok := s.wakes.Load(e.UID); ok && v.(time.Time).After(last) {
+		// Written a moment ago; the cache may not show it yet.
+		last = v.(time.Time)
+	}
+	if !last.IsZero() && !last.After(now) && now.Sub(last) < WakeEvery {
 		return last, nil
 	}
 	if err := s.annotate(ctx, &e, render.AnnotationWakeRequested, now.Format(time.RFC3339)); err != nil {
 		return time.Time{}, err
 	}
+	s.wakes.Store(e.UID, now)
+	s.wakes.Range(func(k, v any) bool {
+		if now.Sub(v.(time.Time)) >= WakeEvery {
+			s.wakes.Delete(k)
+		}
+		return true
+	})
 	s.log.Info("Wake requested through the read API", "environment", name)
 	return now, nil
 }
