@@ -207,7 +207,7 @@ func (s *Syncer) eventLoop(ctx context.Context) {
 		if len(pending) == 0 || retry != nil {
 			continue
 		}
-		if err := s.recordMarks(ctx, pending); err != nil {
+		if err := s.refresh.record(ctx, pending); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -223,7 +223,7 @@ func (s *Syncer) eventLoop(ctx context.Context) {
 // intake acts on a webhook when this replica acts (always, without leader
 // election), and otherwise adds its mark to pending.
 func (s *Syncer) intake(ev webhook.Event, pending marks) {
-	if s.opts.LeaderElection == nil || s.Leader() {
+	if s.refresh == nil || s.Leader() {
 		s.handleEvent(ev)
 		return
 	}

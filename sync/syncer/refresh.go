@@ -28,16 +28,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/sync/config"
+	"github.com/petri-dev/petri/sync/metrics"
 	"github.com/petri-dev/petri/sync/render"
 	"github.com/petri-dev/petri/sync/webhook"
 )
@@ -143,36 +146,45 @@ func (s *Syncer) markOf(ev webhook.Event) (key, name string, ok bool) {
 	return key, markRepository, true
 }
 
-// recordMarks records what waits on the Repositories, one write per
+// refresher reads and writes the Repositories of sync's namespace: what
+// a follower records, what the leader takes.
+type refresher struct {
+	client    client.Client
+	cache     cache.Cache
+	namespace string
+	metrics   *metrics.Metrics
+	log       logr.Logger
+}
+
+// record records what waits on the Repositories, one write per
 // repository, and forgets what it recorded; it stops at the first failure.
-func (s *Syncer) recordMarks(ctx context.Context, pending marks) error {
+func (r *refresher) record(ctx context.Context, pending marks) error {
 	for _, key := range slices.Sorted(maps.Keys(pending)) {
 		n := len(pending[key])
-		if err := s.recordMark(ctx, key, pending[key]); err != nil {
-			s.opts.Metrics.Refreshes.WithLabelValues("failed").Add(float64(n))
+		if err := r.recordOne(ctx, key, pending[key]); err != nil {
+			r.metrics.Refreshes.WithLabelValues("failed").Add(float64(n))
 			return err
 		}
-		s.opts.Metrics.Refreshes.WithLabelValues("recorded").Add(float64(n))
+		r.metrics.Refreshes.WithLabelValues("recorded").Add(float64(n))
 		delete(pending, key)
 	}
 	return nil
 }
 
-// recordMark merges marks into a repository's Repository (a merge patch
+// recordOne merges marks into a repository's Repository (a merge patch
 // never conflicts with another replica's), creating it when it is missing.
 // Beyond markLimit waiting marks one asking for a resync stands for them.
-func (s *Syncer) recordMark(ctx context.Context, key string, names map[string]time.Time) error {
-	ns := s.opts.LeaderElection.Namespace
-	obj := &petriv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: repositoryObjectName(key)}}
+func (r *refresher) recordOne(ctx context.Context, key string, names map[string]time.Time) error {
+	obj := &petriv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: repositoryObjectName(key)}}
 	waiting := 0
 	var cur petriv1.Repository
-	if err := s.cache.Get(ctx, client.ObjectKeyFromObject(obj), &cur); err == nil {
+	if err := r.cache.Get(ctx, client.ObjectKeyFromObject(obj), &cur); err == nil {
 		waiting = len(refreshMarks(cur.Annotations))
 	}
 	annotations := map[string]string{}
 	if waiting+len(names) > markLimit {
-		s.opts.Metrics.Refreshes.WithLabelValues("overflow").Add(float64(len(names)))
-		s.log.Info("Too many refresh marks wait on the repository; the leader will resync it instead", "repository", key, "limit", markLimit)
+		r.metrics.Refreshes.WithLabelValues("overflow").Add(float64(len(names)))
+		r.log.Info("Too many refresh marks wait on the repository; the leader will resync it instead", "repository", key, "limit", markLimit)
 		names = map[string]time.Time{markResync: slices.MinFunc(slices.Collect(maps.Values(names)), time.Time.Compare)}
 	}
 	for name, at := range names {
@@ -182,19 +194,19 @@ func (s *Syncer) recordMark(ctx context.Context, key string, names map[string]ti
 	if err != nil {
 		return err
 	}
-	err = s.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+	err = r.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 	if apierrors.IsNotFound(err) {
 		forge, path := config.SplitRepositoryKey(key)
 		create := obj.DeepCopy()
 		create.Labels = map[string]string{petriv1.LabelManagedBy: render.ManagedBy}
 		create.Annotations = annotations
 		create.Spec = petriv1.RepositorySpec{Forge: forge, Repository: path}
-		if err = s.client.Create(ctx, create); apierrors.IsAlreadyExists(err) {
-			err = s.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+		if err = r.client.Create(ctx, create); apierrors.IsAlreadyExists(err) {
+			err = r.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("record refresh of %s on Repository %s/%s: %w", key, ns, obj.Name, err)
+		return fmt.Errorf("record refresh of %s on Repository %s/%s: %w", key, r.namespace, obj.Name, err)
 	}
 	return nil
 }
@@ -203,7 +215,7 @@ func (s *Syncer) recordMark(ctx context.Context, key string, names map[string]ti
 // the marks not recorded yet and the events still queued, whether it led or
 // not, for the leader or the next one.
 func (s *Syncer) lastMarks(ctx context.Context, pending marks) {
-	if s.opts.LeaderElection == nil {
+	if s.refresh == nil {
 		// Alone: the next start resyncs every repository.
 		return
 	}
@@ -222,69 +234,69 @@ func (s *Syncer) lastMarks(ctx context.Context, pending marks) {
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markLastTry)
 	defer cancel()
-	if err := s.recordMarks(lctx, pending); err != nil {
+	if err := s.refresh.record(lctx, pending); err != nil {
 		s.log.Error(err, "Recording webhooks for the leader failed as this replica stops; its resync finds what they named", "repositories", len(pending))
 	}
 }
 
 // takeMarks is the leader's side, at the start of a repository's pass: the
-// marks on its Repository go into the repository's state and are removed
-// (those only: a merge patch with the version read, so that a mark added
-// meanwhile stays). A Repository whose repository has no application is
-// deleted instead.
+// marks on its Repository go into the repository's state (and a config
+// fetch, when one is asked for).
 func (s *Syncer) takeMarks(ctx context.Context, key string) {
-	le := s.opts.LeaderElection
-	if le == nil {
+	if s.refresh == nil {
 		return
 	}
+	rs := s.configuredRepo(key)
+	taken := s.refresh.take(ctx, key, rs != nil)
+	if rs != nil {
+		rs.take(taken)
+	}
+	if hasMark(taken, markConfig) {
+		s.TriggerConfigFetch()
+	}
+}
+
+// take returns the marks on a repository's Repository and removes them
+// (those only: a merge patch with the version read, so that a mark added
+// meanwhile stays). The Repository of a repository without applications
+// (watched false) is deleted instead.
+func (r *refresher) take(ctx context.Context, key string, watched bool) map[string]time.Time {
 	var obj petriv1.Repository
-	name := client.ObjectKey{Namespace: le.Namespace, Name: repositoryObjectName(key)}
-	if err := s.cache.Get(ctx, name, &obj); err != nil || len(refreshMarks(obj.Annotations)) == 0 && s.configuredRepo(key) != nil {
+	name := client.ObjectKey{Namespace: r.namespace, Name: repositoryObjectName(key)}
+	if err := r.cache.Get(ctx, name, &obj); err != nil || watched && len(refreshMarks(obj.Annotations)) == 0 {
 		if err != nil && !apierrors.IsNotFound(err) {
-			s.log.Error(err, "Reading the repository's refresh marks failed; the pass goes on without them", "repository", key)
+			r.log.Error(err, "Reading the repository's refresh marks failed; the pass goes on without them", "repository", key)
 		}
-		return
+		return nil
 	}
 	// The cache shows marks (or a Repository to delete): they are taken as
 	// the API server has them now, so that marks this leader already took
 	// and removed, which its cache may still show, are not taken twice.
-	if err := s.client.Get(ctx, name, &obj); err != nil {
+	if err := r.client.Get(ctx, name, &obj); err != nil {
 		if !apierrors.IsNotFound(err) {
-			s.log.Error(err, "Reading the repository's refresh marks failed; the pass goes on without them", "repository", key)
+			r.log.Error(err, "Reading the repository's refresh marks failed; the pass goes on without them", "repository", key)
 		}
-		return
+		return nil
 	}
 	taken := refreshMarks(obj.Annotations)
-	rs := s.configuredRepo(key)
-	if rs == nil {
-		if hasMark(taken, markConfig) {
-			s.TriggerConfigFetch()
+	r.metrics.Refreshes.WithLabelValues("taken").Add(float64(len(taken)))
+	var err error
+	switch {
+	case !watched:
+		err = r.client.Delete(ctx, &obj, client.Preconditions{UID: &obj.UID, ResourceVersion: &obj.ResourceVersion})
+	case len(taken) > 0:
+		before := obj.DeepCopy()
+		for name := range taken {
+			delete(obj.Annotations, petriv1.RefreshAnnotationPrefix+name)
 		}
-		err := s.client.Delete(ctx, &obj, client.Preconditions{UID: &obj.UID, ResourceVersion: &obj.ResourceVersion})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			s.log.Error(err, "Deleting the Repository of a repository without applications failed", "repository", key)
-		}
-		s.opts.Metrics.Refreshes.WithLabelValues("taken").Add(float64(len(taken)))
-		return
+		err = r.client.Patch(ctx, &obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	}
-	if len(taken) == 0 {
-		return
-	}
-	rs.take(taken)
-	if hasMark(taken, markConfig) {
-		s.TriggerConfigFetch()
-	}
-	s.opts.Metrics.Refreshes.WithLabelValues("taken").Add(float64(len(taken)))
-	before := obj.DeepCopy()
-	for name := range taken {
-		delete(obj.Annotations, petriv1.RefreshAnnotationPrefix+name)
-	}
-	err := s.client.Patch(ctx, &obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	// A conflict means marks were added meanwhile: their change queues the
 	// repository again, and the next pass takes them.
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		s.log.Error(err, "Removing the refresh marks taken failed; they are taken again, which does no harm", "repository", key)
+		r.log.Error(err, "Clearing the refresh marks taken failed; they are taken again, which does no harm", "repository", key)
 	}
+	return taken
 }
 
 func hasMark(m map[string]time.Time, name string) bool {
@@ -320,7 +332,7 @@ func (rs *repoState) take(taken map[string]time.Time) {
 
 // marked queues the repository of a Repository that carries marks: the
 // leader's controller watches Repositories through it.
-func (s *Syncer) marked() handler.TypedEventHandler[*petriv1.Repository, string] {
+func marked() handler.TypedEventHandler[*petriv1.Repository, string] {
 	queue := func(r *petriv1.Repository, q workqueue.TypedRateLimitingInterface[string]) {
 		if len(refreshMarks(r.Annotations)) > 0 {
 			q.Add(config.RepositoryKey(r.Spec.Forge, r.Spec.Repository))

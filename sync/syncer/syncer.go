@@ -112,6 +112,9 @@ type Syncer struct {
 	// election only.
 	mgr  manager.Manager
 	lock resourcelock.Interface
+	// refresh reads and writes the Repositories webhooks are recorded on
+	// (refresh.go); with leader election only.
+	refresh *refresher
 
 	// forges are the roles of each forge served (forges.go): what the
 	// pass lists and reads, what feedback reports, what commands are read
@@ -247,6 +250,9 @@ func New(opts Options) (*Syncer, error) {
 		repos:         map[string]*repoState{},
 		appStatus:     map[string]*appStatus{},
 	}
+	if le := opts.LeaderElection; le != nil {
+		s.refresh = &refresher{client: c, cache: s.cache, namespace: le.Namespace, metrics: opts.Metrics, log: s.log}
+	}
 	return s, s.setup()
 }
 
@@ -288,8 +294,8 @@ func (s *Syncer) setup() error {
 	if err != nil {
 		return err
 	}
-	if le := s.opts.LeaderElection; le != nil {
-		return repos.Watch(source.TypedKind(s.cache, &petriv1.Repository{}, s.marked()))
+	if s.refresh != nil {
+		return repos.Watch(source.TypedKind(s.cache, &petriv1.Repository{}, marked()))
 	}
 	return nil
 }
