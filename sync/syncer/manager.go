@@ -125,8 +125,10 @@ func newManager(opts Options, cacheOpts cache.Options) (manager.Manager, resourc
 		HealthProbeBindAddress: "0",
 		// Several Syncers may run in one process (the tests' replicas).
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		// Bounded by what the replica's own stop allows (api.Replica).
-		GracefulShutdownTimeout: ptr.To(15 * time.Second),
+		// The Lease is released only once every part has stopped, so that
+		// a follower never acts while this replica still writes; the
+		// process's own stop bounds the wait (api.RunOptions).
+		GracefulShutdownTimeout: ptr.To(time.Duration(-1)),
 	}
 	le := opts.LeaderElection
 	if le == nil {
