@@ -29,9 +29,10 @@ type Metrics struct {
 	// Leader is 1 on the replica that holds sync's lease and acts, 0 on
 	// the others.
 	Leader prometheus.Gauge
-	// Handovers counts webhook events a replica that does not lead hands
-	// to the leader through the hand-over ConfigMap, by outcome.
-	Handovers *prometheus.CounterVec
+	// Refreshes counts the refresh marks a replica that does not lead
+	// records on the repositories' Repository objects for the leader, and
+	// those the leader takes, by outcome.
+	Refreshes *prometheus.CounterVec
 	// Commands counts pull-request commands by command and outcome
 	// (accepted, refused, invalid, failed: given up after failing).
 	Commands *prometheus.CounterVec
@@ -79,10 +80,10 @@ func New() *Metrics {
 			Name: "petri_sync_writes_total", Help: "Objects written or deleted by sync, by kind and operation.",
 		}, []string{"kind", "operation"}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "petri_sync_leader", Help: "1 while this replica holds sync's lease and acts (writes, reports), 0 while it only answers webhooks and hands them over.",
+			Name: "petri_sync_leader", Help: "1 while this replica holds sync's lease and acts (writes, reports), 0 while it only answers webhooks and records them for the leader.",
 		}),
-		Handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "petri_sync_handover_events_total", Help: "Webhook events handed from a replica that does not lead to the leader, by outcome (recorded, merged, overflow, failed, taken).",
+		Refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "petri_sync_refresh_marks_total", Help: "Webhooks a replica that does not lead recorded for the leader as refresh marks on Repository objects, and marks the leader took, by outcome (recorded, overflow, failed, taken).",
 		}, []string{"result"}),
 		Commands: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "petri_sync_commands_total", Help: "Pull-request commands (/petri ...) handled, by command and outcome (accepted, refused, invalid, failed).",
@@ -95,7 +96,7 @@ func New() *Metrics {
 		}),
 	}
 	m.Registry.MustRegister(m.WebhookEvents, m.WebhookReadsInFlight, m.Reconciles, m.ReconcileDuration, m.WebhookToWrite, m.GitHubRequests,
-		m.RateLimit, m.Environments, m.ConfigErrors, m.Writes, m.Leader, m.Handovers, m.Commands, m.Lifecycle, m.UncachedLists,
+		m.RateLimit, m.Environments, m.ConfigErrors, m.Writes, m.Leader, m.Refreshes, m.Commands, m.Lifecycle, m.UncachedLists,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -191,7 +191,7 @@ func TestCommandToTheFollowerIsActedOnByTheLeader(t *testing.T) {
 	}, 20*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return len(gh.Reactions(ghRepo, c.ID)) == 1 }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, "+1", gh.Reactions(ghRepo, c.ID)[0].Content)
-	b.handedOver(t, "recorded", 1, "the follower handed it over")
+	b.recorded(t, "recorded", 1, "the follower recorded it for the leader")
 }
 
 // A delivery is a hint: the command, its author and its text are read from

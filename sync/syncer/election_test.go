@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -38,9 +37,9 @@ import (
 )
 
 // replicas are several Syncers in this process, each with its own identity
-// in the Lease, its own memory, metrics and webhook endpoint, sharing the
-// management namespace, sync's namespace, the config repository and the
-// GitHub stand-in: sync's Deployment with two replicas.
+// in the manager's Lease, its own memory, metrics and webhook endpoint,
+// sharing the management namespace, sync's namespace, the config repository
+// and the GitHub stand-in: sync's Deployment with two replicas.
 type replicas struct {
 	h         *harness
 	leaseNS   string
@@ -98,7 +97,7 @@ func (rs *replicas) startWith(id string, cfg *rest.Config) *replica {
 		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client()}, Config: src, ConfigRepository: "acme/petri-config",
 		Metrics: m, Log: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})).WithValues("replica", id),
 		ConfigInterval: time.Hour, ResyncInterval: time.Hour,
-		LeaderElection: &syncer.LeaderElection{Namespace: rs.leaseNS, Identity: id},
+		LeaderElection: testElection(rs.leaseNS, id),
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(rs.h.ctx)
@@ -159,12 +158,22 @@ func value(m *dto.Metric) float64 {
 	return 0
 }
 
-func (r *replica) handovers(t *testing.T, result string) float64 {
+// testElection is the replicas' leader election: the Lease timings of
+// earlier releases (15 s, renewed within 10 s, tried every 2 s), shorter
+// than the defaults, so that a lost or released Lease changes hands within
+// a test's patience.
+func testElection(namespace, id string) *syncer.LeaderElection {
+	return &syncer.LeaderElection{Namespace: namespace, Identity: id,
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+}
+
+// refreshes is what the replica counted of refresh marks with result.
+func (r *replica) refreshes(t *testing.T, result string) float64 {
 	t.Helper()
 	families, err := r.m.Registry.Gather()
 	require.NoError(t, err)
 	for _, f := range families {
-		if f.GetName() != "petri_sync_handover_events_total" {
+		if f.GetName() != "petri_sync_refresh_marks_total" {
 			continue
 		}
 		for _, m := range f.GetMetric() {
@@ -178,14 +187,14 @@ func (r *replica) handovers(t *testing.T, result string) float64 {
 	return 0
 }
 
-// handedOver checks that the replica counted want hand-overs with result,
-// once it has counted that many: a replica counts its recorded events after
-// its write of the ConfigMap returns, and the leader may have taken, acted on
-// and removed them before that.
-func (r *replica) handedOver(t *testing.T, result string, want float64, msgAndArgs ...any) {
+// recorded checks that the replica counted want refresh marks with result,
+// once it has counted that many: a replica counts its recorded marks after
+// its write of the Repository returns, and the leader may have taken, acted
+// on and removed them before that.
+func (r *replica) recorded(t *testing.T, result string, want float64, msgAndArgs ...any) {
 	t.Helper()
-	require.Eventually(t, func() bool { return r.handovers(t, result) >= want }, 10*time.Second, 10*time.Millisecond, msgAndArgs...)
-	assert.Equal(t, want, r.handovers(t, result), msgAndArgs...)
+	require.Eventually(t, func() bool { return r.refreshes(t, result) >= want }, 10*time.Second, 10*time.Millisecond, msgAndArgs...)
+	assert.Equal(t, want, r.refreshes(t, result), msgAndArgs...)
 }
 
 // holder is the identity in sync's Lease.
@@ -202,13 +211,26 @@ func (rs *replicas) waitLeader(r *replica, within time.Duration) {
 	require.Eventually(rs.h.t, func() bool { return r.s.Leader() && rs.holder() == r.id }, within, 20*time.Millisecond, "%s does not lead", r.id)
 }
 
-// pending is what waits in the hand-over ConfigMap.
+// pending are the refresh marks waiting on the Repositories of sync's
+// namespace, by Repository and annotation.
 func (rs *replicas) pending() map[string]string {
-	var cm corev1.ConfigMap
-	if err := env.Client.Get(rs.h.ctx, client.ObjectKey{Namespace: rs.leaseNS, Name: syncer.DefaultHandoverConfigMap}, &cm); err != nil {
-		return nil
+	return pendingMarks(rs.h.ctx, rs.leaseNS)
+}
+
+func pendingMarks(ctx context.Context, namespace string) map[string]string {
+	var list petriv1.RepositoryList
+	if err := env.Client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return map[string]string{"error": err.Error()}
 	}
-	return cm.Data
+	out := map[string]string{}
+	for _, r := range list.Items {
+		for k, v := range r.Annotations {
+			if strings.HasPrefix(k, petriv1.RefreshAnnotationPrefix) {
+				out[r.Name+"/"+k] = v
+			}
+		}
+	}
+	return out
 }
 
 // requests counts the GitHub stand-in's answered requests of one method
@@ -288,10 +310,10 @@ func TestOnlyTheLeaderWritesAndReports(t *testing.T) {
 	assert.Len(t, h.gh.Comments(ghRepo, pr.Number), 1)
 }
 
-// A webhook delivered to the follower is handed over through the ConfigMap
-// and acted on by the leader, which removes the entry: an opened pull
-// request (also while the listing lags and does not show it yet), a push
-// to the config repository, a closed pull request.
+// A webhook delivered to the follower is recorded as a refresh mark on its
+// repository's Repository and acted on by the leader, which removes the
+// mark: an opened pull request (also while the listing lags and does not
+// show it yet), a push to the config repository, a closed pull request.
 func TestWebhookToTheFollowerIsActedOnByTheLeader(t *testing.T) {
 	t.Parallel()
 	rs := newReplicas(t, shopFiles(""))
@@ -304,12 +326,15 @@ func TestWebhookToTheFollowerIsActedOnByTheLeader(t *testing.T) {
 	pr := openPR(t, h.gh, b)
 	h.waitEnv(envName(pr.Number), nil)
 	require.Eventually(t, func() bool { return len(rs.pending()) == 0 }, 10*time.Second, 10*time.Millisecond, "the leader removes what it took: %v", rs.pending())
-	b.handedOver(t, "recorded", 1)
-	assert.Equal(t, 1.0, a.handovers(t, "taken"))
+	b.recorded(t, "recorded", 1)
+	assert.Equal(t, 1.0, a.refreshes(t, "taken"))
+	var repo petriv1.Repository
+	require.NoError(t, env.Client.Get(h.ctx, client.ObjectKey{Namespace: rs.leaseNS, Name: syncer.RepositoryObjectName(ghRepo)}, &repo))
+	assert.Equal(t, petriv1.RepositorySpec{Forge: "github", Repository: ghRepo}, repo.Spec, "the mark is on the repository's Repository")
 	require.Eventually(t, func() bool { return len(h.gh.Comments(ghRepo, pr.Number)) == 1 }, 10*time.Second, 10*time.Millisecond)
 
 	// GitHub's listing lags and does not show the next pull request yet:
-	// the hand-over carries no payload, so the leader reads it on its own.
+	// the mark carries no payload, so the leader reads it on its own.
 	h.gh.SetFault(&githubapi.Fault{EmptyList: true})
 	lagging := openPR(t, h.gh, b)
 	h.waitEnv(envName(lagging.Number), nil)
@@ -327,9 +352,9 @@ func TestWebhookToTheFollowerIsActedOnByTheLeader(t *testing.T) {
 		return ra == sha && rb == sha
 	}, 10*time.Second, 10*time.Millisecond)
 
-	// An event of a repository no application watches is not handed over.
+	// An event of a repository no application watches is not recorded.
 	const before = 3
-	b.handedOver(t, "recorded", before, "the two opened pull requests and the config push")
+	b.recorded(t, "recorded", before, "the two opened pull requests and the config push")
 	other, err := githubapi.PushEvent("acme/elsewhere", "main", sha)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusAccepted, b.send(t, other))
@@ -341,7 +366,13 @@ func TestWebhookToTheFollowerIsActedOnByTheLeader(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, b.send(t, d))
 	h.waitGone(envName(pr.Number))
 	require.Eventually(t, func() bool { return len(rs.pending()) == 0 }, 10*time.Second, 10*time.Millisecond)
-	b.handedOver(t, "recorded", before+1, "the closed event only; not the other repository's push")
+	b.recorded(t, "recorded", before+1, "the closed event only; not the other repository's push")
+	var repos petriv1.RepositoryList
+	require.NoError(t, env.Client.List(h.ctx, &repos, client.InNamespace(rs.leaseNS)))
+	require.Eventually(t, func() bool {
+		return env.Client.List(h.ctx, &repos, client.InNamespace(rs.leaseNS)) == nil && len(repos.Items) == 1
+	}, 10*time.Second, 10*time.Millisecond, "only the watched repository keeps its Repository (the config repository's is deleted once taken): %v", repos.Items)
+	assert.Equal(t, ghRepo, repos.Items[0].Spec.Repository)
 	assert.Zero(t, b.total(t, "petri_sync_writes_total"))
 	assert.Zero(t, b.total(t, "petri_sync_github_requests_total"))
 	assert.Equal(t, 1, commentPosts(h.gh, pr.Number))

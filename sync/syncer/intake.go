@@ -2,13 +2,14 @@
 // is fetched on a ticker or on a push to it, every repository is resynced
 // periodically, and accepted webhooks are recorded (pull request snapshots,
 // passed gates) before their repository is queued; a replica that does not
-// lead hands them over instead (handover.go).
+// lead records them on the repository's Repository instead (refresh.go).
 
 package syncer
 
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/configrepo"
@@ -174,34 +175,60 @@ func (s *Syncer) Resync() {
 	}
 }
 
+// eventLoop takes the accepted webhooks: the replica that acts keeps each
+// in its memory and queues its repository (handleEvent); another records
+// them on the Repositories for the leader, in one write per repository for
+// what waits, and retries with back-off while the API server refuses.
+// When ctx ends, what was not recorded yet and the events still queued are
+// recorded, for the leader or the next one.
 func (s *Syncer) eventLoop(ctx context.Context) {
+	pending := marks{}
+	defer s.lastMarks(ctx, pending)
+	var retry <-chan time.Time
+	backoff := markBackoff
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-retry:
+			retry = nil
 		case ev := <-s.events:
-			// The leader acts on what it receives; another replica hands
-			// it over.
-			if s.Leader() {
-				s.handleEvent(ev)
-			} else {
-				s.handOver(ev)
+			s.intake(ev, pending)
+			// What else waits goes into the same write.
+			for drained := false; !drained; {
+				select {
+				case ev := <-s.events:
+					s.intake(ev, pending)
+				default:
+					drained = true
+				}
 			}
 		}
+		if len(pending) == 0 || retry != nil {
+			continue
+		}
+		if err := s.refresh.record(ctx, pending); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Error(err, "Recording webhooks for the leader failed; retrying", "repositories", len(pending), "retryIn", backoff)
+			retry = s.clock.After(backoff)
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		backoff = markBackoff
 	}
 }
 
-// handOverTheRest hands over the events still queued when the replica
-// stops, whether it led or not: the leader, or the next one, takes them
-// from the ConfigMap.
-func (s *Syncer) handOverTheRest() {
-	for {
-		select {
-		case ev := <-s.events:
-			s.handOver(ev)
-		default:
-			return
-		}
+// intake acts on a webhook when this replica acts (always, without leader
+// election), and otherwise adds its mark to pending.
+func (s *Syncer) intake(ev webhook.Event, pending marks) {
+	if s.refresh == nil || s.Leader() {
+		s.handleEvent(ev)
+		return
+	}
+	if key, name, ok := s.markOf(ev); ok {
+		pending.add(key, name, ev.Received)
 	}
 }
 
@@ -240,7 +267,7 @@ func (s *Syncer) handleEvent(ev webhook.Event) {
 			r.gates[gateKey{ev.SHA, ev.Gate.String()}] = true
 		}
 	case "issue_comment":
-		// A hint, as a handed-over event is: the command is read from the
+		// A hint, as a recorded mark is: the command is read from the
 		// pull request's comments through the API (its author and text as
 		// GitHub has them), never taken from the delivery.
 		if ev.Comment != nil && ev.Comment.Number > 0 {

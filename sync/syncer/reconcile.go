@@ -1,27 +1,31 @@
-// Reconcile: one repository at a time from the work queue, each pass one
-// way through observe.go, commands.go, lifecycle.go, plan.go and act.go.
+// Reconcile: the repository controller, keyed by repository, one pass at a
+// time per repository, each pass one way through observe.go, commands.go,
+// lifecycle.go, plan.go and act.go.
 
 package syncer
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/provider"
 )
 
-func (s *Syncer) processRepo(ctx context.Context) bool {
-	key, quit := s.queue.Get()
-	if quit {
-		return false
-	}
-	defer s.queue.Done(key)
+// reconcile is the repository controller's: the marks waiting on the
+// repository's Repository (refresh.go), then one pass. A forge's rate
+// limit waits for its reset; any other error is retried with back-off, and
+// nothing was deleted.
+func (s *Syncer) reconcile(ctx context.Context, key string) (reconcile.Result, error) {
 	if ctx.Err() != nil {
 		// The leadership ended: what is left in the queue is not acted on.
-		return true
+		return reconcile.Result{}, nil
 	}
+	s.takeMarks(ctx, key)
 	start := s.clock.Now()
 	rctx, cancel := context.WithTimeout(ctx, s.opts.ReconcileTimeout)
 	err := s.reconcileRepo(rctx, key)
@@ -31,18 +35,15 @@ func (s *Syncer) processRepo(ctx context.Context) bool {
 	switch {
 	case err == nil:
 		s.opts.Metrics.Reconciles.WithLabelValues("success").Inc()
-		s.queue.Forget(key)
+		return reconcile.Result{}, nil
 	case errors.As(err, &rle):
 		s.opts.Metrics.Reconciles.WithLabelValues("rate_limited").Inc()
 		s.log.Info("Forge rate limit: nothing changed, retrying after the reset", "repository", key, "until", rle.Until)
-		s.queue.Forget(key)
-		s.queue.AddAfter(key, rle.Until.Sub(s.clock.Now())+time.Second)
+		return reconcile.Result{RequeueAfter: rle.Until.Sub(s.clock.Now()) + time.Second}, nil
 	default:
 		s.opts.Metrics.Reconciles.WithLabelValues("error").Inc()
-		s.log.Error(err, "Reconciling repository failed; nothing was deleted, retrying", "repository", key)
-		s.queue.AddRateLimited(key)
+		return reconcile.Result{}, fmt.Errorf("reconciling repository %s failed; nothing was deleted, retrying: %w", key, err)
 	}
-	return true
 }
 
 func (s *Syncer) appsFor(repo string) []*config.Application {

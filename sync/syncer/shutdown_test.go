@@ -55,7 +55,7 @@ func (rs *replicas) serve(id string, delay time.Duration) *served {
 		RESTConfig: env.Config, Scheme: controlplane.Scheme(), Namespace: rs.h.ns, Provider: prov,
 		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client()}, Config: src, ConfigRepository: "acme/petri-config",
 		Metrics: m, Log: log, ConfigInterval: time.Hour, ResyncInterval: time.Hour,
-		LeaderElection: &syncer.LeaderElection{Namespace: rs.leaseNS, Identity: id},
+		LeaderElection: testElection(rs.leaseNS, id),
 	})
 	require.NoError(t, err)
 	page, err := ui.New(ui.Options{Cache: s.Cache(), Namespace: rs.h.ns, Log: log})
@@ -158,14 +158,14 @@ func TestStoppingLeaderWithThePageOpenReleasesTheLease(t *testing.T) {
 	rs.waitLeader(b, 5*time.Second)
 }
 
-// configMapWrites fails a replica's writes of ConfigMaps (its hand-overs)
-// while refuse is set, as an API server that does not answer would.
-func configMapWrites(refuse *atomic.Bool) *rest.Config {
+// repositoryWrites fails a replica's writes of Repositories (its refresh
+// marks) while refuse is set, as an API server that does not answer would.
+func repositoryWrites(refuse *atomic.Bool) *rest.Config {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(r *http.Request) (*http.Response, error) {
-			if refuse.Load() && r.Method != http.MethodGet && strings.Contains(r.URL.Path, "/configmaps") {
-				return nil, errors.New("configmaps refused")
+			if refuse.Load() && r.Method != http.MethodGet && strings.Contains(r.URL.Path, "/repositories") {
+				return nil, errors.New("repositories refused")
 			}
 			return rt.RoundTrip(r)
 		})
@@ -178,30 +178,30 @@ type roundTripper func(*http.Request) (*http.Response, error)
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // A follower stops while a webhook it took waits in its memory to be
-// handed over (the API server refused the hand-over, and it waits to try
-// again): it records the hand-over before it is gone, and the leader acts
-// on the webhook.
-func TestStoppingFollowerHandsOverWhatItHolds(t *testing.T) {
+// recorded (the API server refused the refresh mark, and it waits to try
+// again): it records the mark before it is gone, and the leader acts on
+// the webhook.
+func TestStoppingFollowerRecordsWhatItHolds(t *testing.T) {
 	t.Parallel()
 	rs := newReplicas(t, shopFiles(""))
 	h := rs.h
 	a := rs.start("sync-a")
 	rs.waitLeader(a, 20*time.Second)
 	var refuse atomic.Bool
-	b := rs.startWith("sync-b", configMapWrites(&refuse))
+	b := rs.startWith("sync-b", repositoryWrites(&refuse))
 	require.False(t, b.s.Leader())
 	// GitHub's listing does not show the pull request below: only the
-	// hand-over names it to the leader, which then reads it on its own.
+	// mark names it to the leader, which then reads it on its own.
 	h.gh.SetFault(&githubapi.Fault{EmptyList: true})
 
 	refuse.Store(true)
 	pr := openPR(t, h.gh, b)
 	// Five tries: the next waits 3.2 s.
-	require.Eventually(t, func() bool { return b.handovers(t, "failed") >= 5 }, 15*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return b.refreshes(t, "failed") >= 5 }, 15*time.Second, 10*time.Millisecond)
 	refuse.Store(false)
 	_, err := h.get(envName(pr.Number))
 	require.True(t, apierrors.IsNotFound(err), "the leader knows nothing of the pull request yet: %v", err)
 	b.stop(t)
 	h.waitEnv(envName(pr.Number), nil)
-	assert.Equal(t, 1.0, b.handovers(t, "recorded"))
+	assert.Equal(t, 1.0, b.refreshes(t, "recorded"))
 }

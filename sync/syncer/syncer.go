@@ -9,10 +9,11 @@
 // evidence read successfully from GitHub (a closed or merged pull request,
 // or an open one that no longer matches).
 //
-// With Options.LeaderElection several replicas run side by side: each
-// serves webhooks and the read API, one holds a Lease and acts (election.go);
-// the others hand the events they receive to it through a ConfigMap
-// (handover.go).
+// sync runs as a controller-runtime manager (manager.go). With
+// Options.LeaderElection several replicas run side by side: each serves
+// webhooks and the read API, the one holding the manager's Lease acts; the
+// others record the webhooks they receive on the repositories' Repository
+// objects, which the leader's repository controller watches (refresh.go).
 package syncer
 
 import (
@@ -26,13 +27,17 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/internal/redact"
@@ -82,7 +87,7 @@ type Options struct {
 	// ResyncInterval is how often every repository is listed again.
 	ResyncInterval time.Duration
 	// Workers reconcile repositories in parallel (one repository at a time
-	// each); 4 when zero.
+	// each: the repository controller's workers); 4 when zero.
 	Workers int
 	// EventQueue bounds the accepted, unprocessed webhooks; 1024 when zero.
 	EventQueue int
@@ -92,8 +97,8 @@ type Options struct {
 	// times the work queues and loops; the real one when nil.
 	Clock clock.WithTicker
 	// LeaderElection, when set, makes this Syncer one of several replicas:
-	// only the holder of the Lease writes and reports. Nil: it acts alone,
-	// at once.
+	// only the holder of the manager's Lease writes and reports. Nil: it
+	// acts alone, at once.
 	LeaderElection *LeaderElection
 }
 
@@ -103,13 +108,21 @@ type Syncer struct {
 	log    logr.Logger
 	client client.Client
 	cache  cache.Cache
+	// mgr runs everything (manager.go); lock is its Lease, with leader
+	// election only.
+	mgr  manager.Manager
+	lock resourcelock.Interface
+	// refresh reads and writes the Repositories webhooks are recorded on
+	// (refresh.go); with leader election only.
+	refresh *refresher
 
 	// forges are the roles of each forge served (forges.go): what the
 	// pass lists and reads, what feedback reports, what commands are read
 	// from, on the forge of each repository.
 	forges provider.Registry
 
-	events        chan webhook.Event
+	events chan webhook.Event
+	// queue is the repository controller's work queue, by repository key.
 	queue         workqueue.TypedRateLimitingInterface[string]
 	feedback      workqueue.TypedRateLimitingInterface[prKey]
 	configTrigger chan struct{}
@@ -137,21 +150,20 @@ type Syncer struct {
 	wakes     sync.Map
 	configErr error
 
-	// kube reaches the Lease and the hand-over ConfigMap; set with
-	// LeaderElection only.
-	kube kubernetes.Interface
 	// leadMu guards leadCtx, the context of the current leadership (nil
-	// while this replica does not lead). leadWork counts the writes running
-	// under it; a leadership ends only after they have returned.
+	// while this replica does not lead), and stopped (Start is returning:
+	// no part starts any more). leadWork counts the writes running under
+	// the leadership, which ends only after they have returned; running
+	// counts the parts the manager runs.
 	leadMu   sync.Mutex
 	leadCtx  context.Context
+	stopped  bool
 	leadWork sync.WaitGroup
+	running  sync.WaitGroup
 	// fullResync makes the next config load apply everything and queue
 	// every repository, even when the revision did not change: the first
 	// thing a new leader does.
 	fullResync atomic.Bool
-	leaderID   atomic.Value // string: the identity holding the Lease
-	handover   handoverOutbox
 	// prLocks serialise the work on one pull request's comment (lockPR).
 	prLocks [prLockStripes]sync.Mutex
 }
@@ -195,40 +207,42 @@ func New(opts Options) (*Syncer, error) {
 	if opts.ReconcileTimeout == 0 {
 		opts.ReconcileTimeout = 2 * time.Minute
 	}
-	var kube kubernetes.Interface
+	cacheOpts := cache.Options{
+		Scheme:               opts.Scheme,
+		DefaultNamespaces:    map[string]cache.Config{opts.Namespace: {}},
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{petriv1.LabelManagedBy: render.ManagedBy}),
+	}
 	if opts.LeaderElection != nil {
 		le, err := opts.LeaderElection.withDefaults()
 		if err != nil {
 			return nil, err
 		}
 		opts.LeaderElection = le
-		if kube, err = kubernetes.NewForConfig(opts.RESTConfig); err != nil {
-			return nil, err
+		cacheOpts.ByObject = map[client.Object]cache.ByObject{
+			&petriv1.Repository{}: {Namespaces: map[string]cache.Config{le.Namespace: {}}},
 		}
 	}
+	// Errors of forges, repositories and registries are logged: never
+	// with their credentials.
+	opts.Log = redact.Logger(opts.Log)
 	c, err := client.New(opts.RESTConfig, client.Options{Scheme: opts.Scheme})
 	if err != nil {
 		return nil, err
 	}
-	sel := labels.SelectorFromSet(labels.Set{petriv1.LabelManagedBy: render.ManagedBy})
-	ca, err := cache.New(opts.RESTConfig, cache.Options{
-		Scheme:               opts.Scheme,
-		DefaultNamespaces:    map[string]cache.Config{opts.Namespace: {}},
-		DefaultLabelSelector: sel,
-	})
+	mgr, lock, err := newManager(opts, cacheOpts)
 	if err != nil {
 		return nil, err
 	}
-	if err := ca.IndexField(context.Background(), &petriv1.EphemeralEnvironment{}, indexPullRequest, pullRequestIndex); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &petriv1.EphemeralEnvironment{}, indexPullRequest, pullRequestIndex); err != nil {
 		return nil, fmt.Errorf("index environments by pull request: %w", err)
 	}
-	return &Syncer{
-		opts: opts,
-		// Errors of forges, repositories and registries are logged: never
-		// with their credentials.
-		log:           redact.Logger(opts.Log),
+	s := &Syncer{
+		opts:          opts,
+		log:           opts.Log,
 		client:        c,
-		cache:         ca,
+		cache:         mgr.GetCache(),
+		mgr:           mgr,
+		lock:          lock,
 		forges:        forges,
 		events:        make(chan webhook.Event, opts.EventQueue),
 		queue:         workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Clock: opts.Clock}),
@@ -238,21 +252,18 @@ func New(opts Options) (*Syncer, error) {
 		clock:         opts.Clock,
 		repos:         map[string]*repoState{},
 		appStatus:     map[string]*appStatus{},
-		kube:          kube,
-		handover:      handoverOutbox{signal: make(chan struct{}, 1)},
-	}, nil
+	}
+	if le := opts.LeaderElection; le != nil {
+		s.refresh = &refresher{client: c, cache: s.cache, namespace: le.Namespace, metrics: opts.Metrics, log: s.log}
+	}
+	return s, s.setup()
 }
 
-// Events is where the webhook handler puts accepted events.
-func (s *Syncer) Events() chan<- webhook.Event { return s.events }
-
-// Start runs until ctx ends. Without LeaderElection it acts at once; with
-// it, it serves (the cache, the config view, webhooks handed over) and acts
-// only while it holds the Lease. It returns an error when it loses a Lease
-// it held: the process ends and starts afresh, with nothing in memory from
-// its leadership.
-func (s *Syncer) Start(ctx context.Context) error {
-	inf, err := s.cache.GetInformer(ctx, &petriv1.EphemeralEnvironment{})
+// setup adds the Syncer's parts to its manager: the environment cache's
+// handlers, what every replica runs (the config, webhooks), what only the
+// leader runs, and the repository controller.
+func (s *Syncer) setup() error {
+	inf, err := s.cache.GetInformer(context.Background(), &petriv1.EphemeralEnvironment{})
 	if err != nil {
 		return err
 	}
@@ -269,51 +280,45 @@ func (s *Syncer) Start(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer s.queue.ShutDown()
-	defer s.feedback.ShutDown()
-	// Whatever ends Start (ctx, a lost Lease, the cache) ends everything it
-	// started before it returns.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cacheErr := make(chan error, 1)
-	wg.Go(func() { cacheErr <- s.cache.Start(ctx) })
+	if err := s.mgr.Add(runnable{s: s, run: s.serve}); err != nil {
+		return err
+	}
+	if err := s.mgr.Add(runnable{s: s, leader: true, run: s.lead}); err != nil {
+		return err
+	}
+	repos, err := controller.NewTyped("petri-sync-repositories", s.mgr, controller.TypedOptions[string]{
+		Reconciler:              reconcile.TypedFunc[string](s.reconcile),
+		MaxConcurrentReconciles: s.opts.Workers,
+		// The queue every part adds repositories to, on the Syncer's clock.
+		NewQueue: func(string, workqueue.TypedRateLimiter[string]) workqueue.TypedRateLimitingInterface[string] {
+			return s.queue
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if s.refresh != nil {
+		return repos.Watch(source.TypedKind(s.cache, &petriv1.Repository{}, marked()))
+	}
+	return nil
+}
+
+// Events is where the webhook handler puts accepted events.
+func (s *Syncer) Events() chan<- webhook.Event { return s.events }
+
+// serve is what every replica runs once the cache is synced: the config
+// loop and the webhook intake.
+func (s *Syncer) serve(ctx context.Context) {
 	if !s.cache.WaitForCacheSync(ctx) {
-		return fmt.Errorf("environment cache did not sync: %w", ctx.Err())
+		return
 	}
 	s.mu.Lock()
 	s.cacheReady = true
 	s.mu.Unlock()
-
-	if s.opts.LeaderElection == nil {
-		// Leading before the config loop starts makes its first load the
-		// full one.
-		s.takeLead(ctx)
-		wg.Go(func() { s.act(ctx) })
-		wg.Go(func() { s.configLoop(ctx) })
-		wg.Go(func() { s.eventLoop(ctx) })
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-cacheErr:
-			return err
-		}
-	}
-	// Every replica keeps the config (the read API, and which events are
-	// worth handing over) and hands over the events it receives.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	wg.Go(func() { s.configLoop(ctx) })
-	// When the replica stops, the events it took and did not act on are
-	// handed over, and what waits to be handed over is recorded, for the
-	// leader or the next one.
-	taken := make(chan struct{})
-	wg.Go(func() {
-		defer close(taken)
-		s.eventLoop(ctx)
-		s.handOverTheRest()
-	})
-	wg.Go(func() { s.handoverLoop(ctx, taken) })
-	return s.elect(ctx, cacheErr)
+	s.eventLoop(ctx)
 }
 
 // Ready is nil once the environment cache is synced and a config revision

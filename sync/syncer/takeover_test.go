@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,13 +23,15 @@ import (
 	"github.com/petri-dev/petri/sync/syncer"
 )
 
-// TestKilledLeaderProcessIsReplaced runs two petri-sync processes with
-// their default Lease timings against the real control plane and SIGKILLs
-// the one that leads, so that it releases nothing. While nobody leads, a
-// webhook delivered to the survivor waits in the hand-over ConfigMap and
-// another pull request's webhook is lost altogether. The survivor takes the
-// Lease once it expires (about 15 s), and both pull requests get their
-// environment; every pull request carries one comment, posted once.
+// TestKilledLeaderProcessIsReplaced runs two petri-sync processes with the
+// Lease timings their flags give (15 s, shorter than the defaults, for the
+// test's sake) against the real control plane and SIGKILLs the one that
+// leads, so that it releases nothing. While nobody leads, a webhook
+// delivered to the survivor waits as a refresh mark on its repository's
+// Repository and another pull request's webhook is lost altogether. The
+// survivor takes the Lease once it expires (about 15 s), and both pull
+// requests get their environment; every pull request carries one comment,
+// posted once.
 func TestKilledLeaderProcessIsReplaced(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -61,13 +62,7 @@ func TestKilledLeaderProcessIsReplaced(t *testing.T) {
 			return env.Client.Get(ctx, client_key(ns, render.EnvironmentName("shop", ghRepo, number)), &e) == nil
 		}
 	}
-	pending := func() int {
-		var cm corev1.ConfigMap
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: leaseNS, Name: syncer.DefaultHandoverConfigMap}, &cm); err != nil {
-			return 0
-		}
-		return len(cm.Data)
-	}
+	pending := func() int { return len(pendingMarks(ctx, leaseNS)) }
 
 	first := start("sync-1")
 	require.Eventually(t, func() bool { return holder() == "sync-1" }, 30*time.Second, 20*time.Millisecond)
@@ -83,16 +78,16 @@ func TestKilledLeaderProcessIsReplaced(t *testing.T) {
 	<-first.exited
 	handed := gh.OpenPullRequest(ghRepo, githubapi.PullRequest{Labels: []string{"preview"}})
 	deliver(second, handed.Number)
-	require.Eventually(t, func() bool { return pending() == 1 }, 10*time.Second, 20*time.Millisecond, "the follower hands the event over while nobody leads")
+	require.Eventually(t, func() bool { return pending() == 1 }, 10*time.Second, 20*time.Millisecond, "the follower records the event while nobody leads")
 	lost := gh.OpenPullRequest(ghRepo, githubapi.PullRequest{Labels: []string{"preview"}})
 	assert.Equal(t, "sync-1", holder(), "the killed leader's Lease has not expired yet")
 
 	require.Eventually(t, func() bool { return holder() == "sync-2" }, 30*time.Second, 50*time.Millisecond)
 	takeover := wall.Since(killed)
-	t.Logf("sync-2 took the Lease %s after sync-1 was SIGKILLed (Lease %s, retry %s)", takeover.Round(100*time.Millisecond), syncer.DefaultLeaseDuration, syncer.DefaultRetryPeriod)
-	assert.Less(t, takeover, syncer.DefaultLeaseDuration+3*syncer.DefaultRetryPeriod, "about one Lease duration")
+	t.Logf("sync-2 took the Lease %s after sync-1 was SIGKILLed (Lease %s, retry %s)", takeover.Round(100*time.Millisecond), replicaLease, replicaRetry)
+	assert.Less(t, takeover, replicaLease+3*replicaRetry, "about one Lease duration")
 
-	require.Eventually(t, environment(handed.Number), 30*time.Second, 20*time.Millisecond, "the handed-over event is acted on")
+	require.Eventually(t, environment(handed.Number), 30*time.Second, 20*time.Millisecond, "the recorded event is acted on")
 	require.Eventually(t, environment(lost.Number), 30*time.Second, 20*time.Millisecond, "the first resync closes the gap")
 	require.Eventually(t, func() bool { return pending() == 0 }, 10*time.Second, 20*time.Millisecond)
 	for _, n := range []int{pr.Number, handed.Number, lost.Number} {
@@ -105,6 +100,12 @@ func TestKilledLeaderProcessIsReplaced(t *testing.T) {
 	default:
 	}
 }
+
+// The Lease timings the replica processes are given.
+const (
+	replicaLease = 15 * time.Second
+	replicaRetry = 2 * time.Second
+)
 
 // replicaProcess is one petri-sync process of a leader election.
 type replicaProcess struct {
@@ -125,7 +126,9 @@ func (sp *syncProcess) startReplica(t *testing.T, ctx context.Context, cancel co
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = logFile.Close() })
 	cmd := exec.CommandContext(ctx, sp.binary, append(sp.args(addr), "-resync-interval", "1h",
-		"-leader-election-namespace", leaseNS, "-leader-election-id", id)...)
+		"-leader-election-namespace", leaseNS, "-leader-election-id", id,
+		"-leader-election-lease-duration", replicaLease.String(), "-leader-election-renew-deadline", "10s",
+		"-leader-election-retry-period", replicaRetry.String())...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	require.NoError(t, cmd.Start())
 	p := &replicaProcess{cmd: cmd, base: "http://" + addr, exited: make(chan struct{})}

@@ -94,7 +94,7 @@ func TestChartDefaultModeIsManagement(t *testing.T) {
 	find(t, defaults, "Deployment", "petri-system", "petri-operator")
 	find(t, defaults, "Deployment", "petri-sync", "petri-sync")
 	find(t, defaults, "Namespace", "", "petri-sync")
-	assert.Equal(t, 4, kinds(defaults)["CustomResourceDefinition"])
+	assert.Equal(t, 5, kinds(defaults)["CustomResourceDefinition"], "EphemeralEnvironment, SharedWorkload, WorkloadCluster, PullRequestState, Repository")
 
 	_, _, err := stack.RenderChart(map[string]any{"mode": "workloads"}, kubeVersion)
 	require.Error(t, err)

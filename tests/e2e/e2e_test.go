@@ -178,11 +178,6 @@ func TestInstallManifestsPassServerDryRun(t *testing.T) {
 					assert.NotEqual(t, data, stored.Data, "a dry run changed ConfigMap petri-operator")
 					continue
 				}
-				if o.GetKind() == "ConfigMap" && o.GetName() == "petri-sync-events" {
-					// sync's hand-over ConfigMap has a fixed name and no
-					// settings: the local installation has it too.
-					continue
-				}
 				if o.GetKind() == "ConfigMap" {
 					err := st.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}, &corev1.ConfigMap{})
 					assert.True(t, apierrors.IsNotFound(err), "a dry run stored ConfigMap %s", o.GetName())

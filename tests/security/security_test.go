@@ -366,6 +366,10 @@ func checks() []check {
 	update := func(obj client.Object) func(context.Context, client.Client) error {
 		return func(ctx context.Context, c client.Client) error { return c.Update(ctx, obj, dryRun) }
 	}
+	repository := func(namespace string) *petriv1.Repository {
+		return &petriv1.Repository{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "acme-shop-0123456789"},
+			Spec: petriv1.RepositorySpec{Forge: "github", Repository: "acme/shop"}}
+	}
 	mergePatch := func(obj client.Object, patch string) func(context.Context, client.Client) error {
 		return func(ctx context.Context, c client.Client) error {
 			return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)), dryRun)
@@ -509,17 +513,20 @@ func checks() []check {
 		{who: syncer, what: "read a pod's log in a workload namespace", do: readPodLog(syncer, workloadNS)},
 		{who: syncer, what: "exec into a pod in " + mgmtNS, do: execInPod(syncer, mgmtNS)},
 		{who: syncer, what: "delete a pod in " + mgmtNS, do: del(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: "absent"}})},
-		// sync's two replicas: the Lease and the hand-over ConfigMap in its
-		// own namespace, nothing else there.
+		// sync's two replicas: the Lease and the Repositories a follower
+		// records webhooks on, in its own namespace, nothing else there.
 		{who: syncer, what: "create its Lease petri-sync-leader in " + syncNS, allowed: true, do: create(lease(syncNS, "petri-sync-leader"))},
 		{who: syncer, what: "read its Lease petri-sync-leader in " + syncNS, allowed: true, do: get(&coordinationv1.Lease{}, syncNS, "petri-sync-leader")},
 		{who: syncer, what: "renew its Lease petri-sync-leader in " + syncNS, allowed: true, do: update(lease(syncNS, "petri-sync-leader"))},
 		{who: syncer, what: "take another Lease in " + syncNS, do: update(lease(syncNS, "other"))},
 		{who: syncer, what: "take the operator's Lease in " + mgmtNS, do: update(lease(mgmtNS, "petri-operator.petri.dev"))},
-		{who: syncer, what: "hand an event to the leader (ConfigMap petri-sync-events in " + syncNS + ")", allowed: true, do: mergePatch(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: syncNS, Name: "petri-sync-events"}}, `{"data":{"x":"{}"}}`)},
-		{who: syncer, what: "watch the ConfigMap petri-sync-events by name", allowed: true, do: func(ctx context.Context, c client.Client) error {
-			return c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(syncNS), client.MatchingFields{"metadata.name": "petri-sync-events"})
+		{who: syncer, what: "create a Repository in " + syncNS + " (a webhook recorded for the leader)", allowed: true, do: create(repository(syncNS))},
+		{who: syncer, what: "mark a Repository in " + syncNS + " to refresh", allowed: true, do: mergePatch(repository(syncNS), `{"metadata":{"annotations":{"refresh.petri.dev/repository":"2026-01-01T00:00:00Z"}}}`)},
+		{who: syncer, what: "watch the Repositories in " + syncNS, allowed: true, do: func(ctx context.Context, c client.Client) error {
+			return c.List(ctx, &petriv1.RepositoryList{}, client.InNamespace(syncNS))
 		}},
+		{who: syncer, what: "delete a Repository in " + syncNS + " (its repository left the config)", allowed: true, do: del(repository(syncNS))},
+		{who: syncer, what: "create a Repository in " + mgmtNS, do: create(repository(mgmtNS))},
 		{who: syncer, what: "list ConfigMaps in " + syncNS, do: func(ctx context.Context, c client.Client) error {
 			return c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(syncNS))
 		}},
