@@ -444,8 +444,9 @@ func (sc *scene) killSyncLeaders(ctx context.Context, lease string, kills int) (
 
 // takeoverBound is how soon after a sync leader is killed a live process
 // must renew its lease: once the lease has expired, at the next try with
-// client-go's jitter (up to 2.2 retry periods).
-const takeoverBound = syncer.DefaultLeaseDuration + 3*syncer.DefaultRetryPeriod
+// client-go's jitter (up to 2.2 retry periods), with room for a loaded API
+// server (36 s measured at a load of 18 on two cores).
+const takeoverBound = syncer.DefaultLeaseDuration + 4*syncer.DefaultRetryPeriod
 
 // leaseState reads who holds a lease and when it was last renewed.
 func (r *run) leaseState(ctx context.Context, namespace, name string) (string, time.Time) {
