@@ -405,13 +405,19 @@ func TestOlderJobUnknownToTheCacheHoldsTheNextGeneration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	je := watchJobs(t, "inflight")
-	_, job := deployingForLong(t, "inflight")
+	_, job, finish := deployingForLong(t, "inflight")
 	// Out of the operator's cache, which selects Jobs by this label.
 	patch := client.MergeFrom(job.DeepCopy())
 	delete(job.Labels, petriv1.LabelManagedBy)
 	require.NoError(t, env.Client.Patch(ctx, job, patch))
 
-	updateEnv(t, "inflight", func(e *petriv1.EphemeralEnvironment) { e.Spec.Components[0].Release = noWait() })
+	updateEnv(t, "inflight", func(e *petriv1.EphemeralEnvironment) {
+		e.Spec.Components[0].Values = jsonValues(map[string]any{"message": "generation 2"})
+	})
+	waitFor(t, "inflight", "generation 2 waits for generation 1's Job", func(e *petriv1.EphemeralEnvironment) bool {
+		return e.Generation == 2 && strings.Contains(findCondition(e, petriv1.ConditionReady).Message, "waiting for Jobs of an older generation to finish: "+job.Name)
+	})
+	finish()
 	waitFor(t, "inflight", "ready at generation 2", func(e *petriv1.EphemeralEnvironment) bool { return e.Generation == 2 && ready(e) })
 	_, oldDone := je.get("deploy/app/1")
 	newCreated, _ := je.get("deploy/app/2")
@@ -451,15 +457,20 @@ func TestIndependentComponentsStartTogether(t *testing.T) {
 // that pod has ended, so no two Helm operations on the release run at once.
 func TestPodOfADeletedJobHoldsTheNextJob(t *testing.T) {
 	t.Parallel()
-	e, job := deployingForLong(t, "orphaned")
-	assertNextJobWaitsForOrphanedPod(t, job, client.MatchingLabels{petriv1.LabelEnvironmentUID: string(e.UID), contract.LabelAction: contract.ActionDeploy})
+	e, job, finish := deployingForLong(t, "orphaned")
+	waiting := func() bool {
+		cs := componentNamed(current("orphaned"), "app")
+		return cs != nil && strings.Contains(cs.Message, "waiting for job "+job.Name)
+	}
+	assertNextJobWaitsForOrphanedPod(t, job, client.MatchingLabels{petriv1.LabelEnvironmentUID: string(e.UID), contract.LabelAction: contract.ActionDeploy}, waiting, finish)
 }
 
 // assertNextJobWaitsForOrphanedPod deletes job, whose one pod runs, with its
-// pod orphaned, waits until that pod has ended and until another Job that
-// sel matches is there, and checks that this next Job was not created
-// before the pod ended.
-func assertNextJobWaitsForOrphanedPod(t *testing.T, job *batchv1.Job, sel client.MatchingLabels) {
+// pod orphaned; once the operator says it waits for that Job (waiting), it
+// lets the pod end (finish), waits until another Job that sel matches is
+// there, and checks that this next Job was not created before the pod
+// ended.
+func assertNextJobWaitsForOrphanedPod(t *testing.T, job *batchv1.Job, sel client.MatchingLabels, waiting func() bool, finish func()) {
 	t.Helper()
 	ctx := context.Background()
 	var pods corev1.PodList
@@ -467,6 +478,9 @@ func assertNextJobWaitsForOrphanedPod(t *testing.T, job *batchv1.Job, sel client
 	require.Len(t, pods.Items, 1)
 	pod := pods.Items[0]
 	require.NoError(t, env.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationOrphan)))
+	require.True(t, eventually(time.Minute, waiting), "the operator waits for the deleted Job's pod")
+	assert.Empty(t, nextJob(t, job, sel), "no next Job while the deleted Job's pod runs")
+	finish()
 
 	var ended time.Time
 	require.True(t, eventually(time.Minute, func() bool {
@@ -479,38 +493,50 @@ func assertNextJobWaitsForOrphanedPod(t *testing.T, job *batchv1.Job, sel client
 			return true
 		}
 		return false
-	}), "the orphaned pod ends when Helm's wait runs out")
+	}), "the orphaned pod ends")
 	var next *batchv1.Job
 	require.True(t, eventually(time.Minute, func() bool {
-		var list batchv1.JobList
-		if env.Client.List(ctx, &list, client.InNamespace(mgmtNS), sel) != nil {
-			return false
-		}
-		for i := range list.Items {
-			if list.Items[i].UID != job.UID {
-				next = &list.Items[i]
-				return true
-			}
-		}
-		return false
+		next = nextJob(t, job, sel)
+		return next != nil
 	}), "the operator starts the Job again")
 	assert.False(t, next.CreationTimestamp.Time.Before(ended.Truncate(time.Second)),
 		"the next Job (created %s) started before the deleted Job's pod ended (%s)", next.CreationTimestamp.Time, ended)
 }
 
-// deployingForLong creates an environment whose one component's deploy Job
-// runs for 8 s (the example app's pod never becomes ready here, and Helm
-// waits its whole timeout), and returns it once that Job's pod runs.
-func deployingForLong(t *testing.T, name string) (*petriv1.EphemeralEnvironment, *batchv1.Job) {
+// nextJob is a Job sel matches other than job; nil when there is none.
+func nextJob(t *testing.T, job *batchv1.Job, sel client.MatchingLabels) *batchv1.Job {
 	t.Helper()
-	c := greeter("app")
-	c.Release = petriv1.ReleaseOptions{Wait: new(true), Timeout: &metav1.Duration{Duration: 8 * time.Second}}
-	require.NoError(t, env.Client.Create(context.Background(), newEnv(name, c)))
+	var list batchv1.JobList
+	require.NoError(t, env.Client.List(context.Background(), &list, client.InNamespace(mgmtNS), sel))
+	for i := range list.Items {
+		if list.Items[i].UID != job.UID {
+			return &list.Items[i]
+		}
+	}
+	return nil
+}
+
+// deployingForLong creates an environment whose one component's first
+// deploy Job (a stand-in's) runs until finish is called, and returns it
+// once that Job's pod runs. Every later Job of it succeeds at once.
+func deployingForLong(t *testing.T, name string) (*petriv1.EphemeralEnvironment, *batchv1.Job, func()) {
+	t.Helper()
+	first := make(chan struct{})
+	var once sync.Once
+	finish := func() { once.Do(func() { close(first) }) }
+	t.Cleanup(finish)
+	standIn(t, name, func(job standInJob) standInReply {
+		if job.Action == contract.ActionDeploy && job.Generation == "1" {
+			return blockUntil(job, first, succeedAll)
+		}
+		return succeedAll(job)
+	})
+	require.NoError(t, env.Client.Create(context.Background(), newEnv(name, greeter("app"))))
 	e := waitFor(t, name, "deploying", func(e *petriv1.EphemeralEnvironment) bool {
 		cs := componentNamed(e, "app")
 		return cs != nil && cs.Phase == petriv1.ComponentDeploying && cs.Job != ""
 	})
-	return e, runningJob(t, componentNamed(e, "app").Job)
+	return e, runningJob(t, componentNamed(e, "app").Job), finish
 }
 
 // A deploy pod on a node that was lost never finishes: its phase stays

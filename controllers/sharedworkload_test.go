@@ -304,15 +304,25 @@ func TestFailedSharedWorkloadUndeployIsRetried(t *testing.T) {
 }
 
 // A shared workload's deploy Job deleted while its pod runs (orphaned, so
-// the pod goes on to the end of Helm's wait) holds the release: the next
-// deploy Job starts only once that pod has ended, as an environment's does
+// the pod goes on to its end) holds the release: the next deploy Job starts
+// only once that pod has ended, as an environment's does
 // (TestPodOfADeletedJobHoldsTheNextJob).
 func TestPodOfADeletedJobHoldsTheSharedWorkloadsNextJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	sw := sharedWorkload("orphaned-sw", recordDir(t))
-	// Its pods never become ready here: Helm waits its whole timeout.
-	sw.Spec.Release = petriv1.ReleaseOptions{Wait: new(true), Timeout: &metav1.Duration{Duration: 8 * time.Second}}
+	// Its first deploy Job runs until the test lets it end.
+	first := make(chan struct{})
+	var once sync.Once
+	finish := func() { once.Do(func() { close(first) }) }
+	t.Cleanup(finish)
+	var deploys sync.Map
+	standIn(t, sw.Name, func(job standInJob) standInReply {
+		if _, again := deploys.LoadOrStore(job.Action, true); !again && job.Action == contract.ActionDeploy {
+			return blockUntil(job, first, succeedAll)
+		}
+		return succeedAll(job)
+	})
 	require.NoError(t, env.Client.Create(ctx, sw))
 	cur := &petriv1.SharedWorkload{}
 	require.True(t, eventually(30*time.Second, func() bool {
@@ -320,7 +330,19 @@ func TestPodOfADeletedJobHoldsTheSharedWorkloadsNextJob(t *testing.T) {
 			cur.Status.Release.Phase == petriv1.ComponentDeploying && cur.Status.Release.Job != ""
 	}), "deploying: %+v", cur.Status)
 	job := runningJob(t, cur.Status.Release.Job)
-	assertNextJobWaitsForOrphanedPod(t, job, client.MatchingLabels{"petri.dev/shared-workload": "orphaned-sw", contract.LabelAction: contract.ActionDeploy})
+	waiting := func() bool {
+		s := getSW(sw.Name)
+		if s == nil {
+			return false
+		}
+		for _, c := range s.Status.Conditions {
+			if strings.Contains(c.Message, "waiting for job "+job.Name) {
+				return true
+			}
+		}
+		return false
+	}
+	assertNextJobWaitsForOrphanedPod(t, job, client.MatchingLabels{"petri.dev/shared-workload": "orphaned-sw", contract.LabelAction: contract.ActionDeploy}, waiting, finish)
 
 	require.NoError(t, env.Client.Delete(ctx, sw))
 	waitGone(t, sw)
