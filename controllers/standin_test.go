@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -166,4 +168,33 @@ func succeedAll(job standInJob) standInReply {
 		return standInReply{Real: true}
 	}
 	return succeeded(job, 1)
+}
+
+// missingChart is a repository path the deployer image does not carry.
+const missingChart = imageCharts + "/missing"
+
+// succeedUnlessMissing is succeedAll, except that a deploy of a chart
+// from missingChart fails ChartNotFound, as the deployer's does.
+func succeedUnlessMissing(job standInJob) standInReply {
+	// The local node gives the stand-in the image's path where its files
+	// are here.
+	repo := argValue(job.Args, "--chart-repository")
+	if job.Action == contract.ActionDeploy && (repo == missingChart || repo == filepath.Join(chartsDir(), "missing")) {
+		return failedWith(job, contract.ReasonChartNotFound, "chart greeter not found in "+missingChart)
+	}
+	return succeedAll(job)
+}
+
+// argValue is the value of a flag given as "--name value" or
+// "--name=value"; "" when it is not given.
+func argValue(args []string, name string) string {
+	for i, a := range args {
+		if a == name && i+1 < len(args) {
+			return args[i+1]
+		}
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }

@@ -185,6 +185,7 @@ func testOptions() controllers.Options {
 	o.MetricsAddr = "0"
 	o.ProbeAddr = "0"
 	o.TeardownBackoff = 200 * time.Millisecond
+	o.SharedWorkloadRetryBackoff = 500 * time.Millisecond
 	o.JobBackoffLimit = 0
 	o.ChartCASecret = chartCASecret
 	o.PlainHTTPRegistries = []string{registry.Host}
