@@ -66,6 +66,12 @@ type Options struct {
 	PlainHTTPRegistries []string
 	// TeardownBackoff is the first retry delay of a failed teardown step.
 	TeardownBackoff time.Duration
+	// SharedWorkloadRetryBackoff is the first wait before a shared
+	// workload's failed deploy is tried again (doubled per attempt, as a
+	// component's spec.retry.backoff); 0 is a component's default, 10 s.
+	// A SharedWorkload has no retry policy in its spec; the operator's
+	// tests shorten the wait instead of spending it.
+	SharedWorkloadRetryBackoff time.Duration
 	// VerifyInterval is how often a deployed environment's releases are
 	// verified by a Job running as its deployer identity; 0 turns the
 	// periodic check off (a lost RoleBinding still triggers one).
