@@ -33,6 +33,9 @@ type Problem struct {
 }
 
 func (p Problem) String() string {
+	if p.Word == "" {
+		return fmt.Sprintf("%s:%d: %s: %s", p.File, p.Line, p.Kind, p.Why)
+	}
 	return fmt.Sprintf("%s:%d: %s %s: %s", p.File, p.Line, p.Kind, p.Word, p.Why)
 }
 
@@ -106,7 +109,7 @@ func (c *checker) report(line int, kind, word, why string) {
 
 var (
 	flagWord   = regexp.MustCompile(`^--?[a-zA-Z][a-zA-Z0-9.-]*(=.*)?$`)
-	dottedPath = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9]*(\[[^\]]*\])?(\.[a-zA-Z][a-zA-Z0-9]*(\[[^\]]*\])?)+$`)
+	dottedPath = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_]*(\[[^\]]*\])?(\.[a-zA-Z][a-zA-Z0-9_]*(\[[^\]]*\])?)+$`)
 	camelWord  = regexp.MustCompile(`^[A-Z][a-z0-9]+([A-Z][a-z0-9]*)+$`)
 	reasonWord = regexp.MustCompile(`(?i)\breasons?\b`)
 	fileExt    = regexp.MustCompile(`\.(md|ya?ml|json|go|txt|tpl|sh|lua|png|mod|sum|tar|gz|html|js|css|pem|crt|key)$`)
@@ -189,10 +192,10 @@ func (c *checker) bareFlag(line int, w string) {
 // command reads one command line (or a code span) for binaries, kubectl
 // petri, make and helm --set.
 func (c *checker) command(s Span) {
-	toks := strings.Fields(s.Text)
+	toks := words(s.Text)
 	cur := ""
 	for i := 0; i < len(toks); i++ {
-		t := strings.Trim(toks[i], `"'()`)
+		t := strings.Trim(toks[i], "()")
 		base := path.Base(t)
 		switch {
 		case t == "kubectl" && i+1 < len(toks) && toks[i+1] == "petri":
@@ -227,6 +230,37 @@ func (c *checker) command(s Span) {
 			}
 		}
 	}
+}
+
+// words splits a command line as a shell would, keeping quoted words
+// (BENCH_FLAGS="-only scale") whole.
+func words(line string) []string {
+	var out []string
+	var w strings.Builder
+	quote, in := rune(0), false
+	for _, r := range line {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			w.WriteRune(r)
+		case r == '"' || r == '\'':
+			quote, in = r, true
+		case r == ' ' || r == '\t':
+			if in {
+				out = append(out, w.String())
+				w.Reset()
+				in = false
+			}
+		default:
+			w.WriteRune(r)
+			in = true
+		}
+	}
+	if in {
+		out = append(out, w.String())
+	}
+	return out
 }
 
 // firstWord is the index of a command's first word after VAR=value
