@@ -122,7 +122,8 @@ func (c *checker) codeSpan(s Span) {
 	case flagWord.MatchString(strings.Fields(t + " x")[0]):
 		c.bareFlag(s.Line, strings.Fields(t)[0])
 	case camelWord.MatchString(t):
-		if (s.ReasonColumn || reasonWord.MatchString(s.Context)) && !c.k.Reasons[t] && !c.k.NotReasons[t] {
+		// Test names (TestFlags) are never reasons.
+		if (s.ReasonColumn || reasonWord.MatchString(s.Context)) && !c.k.Reasons[t] && !c.k.NotReasons[t] && !strings.HasPrefix(t, "Test") {
 			c.report(s.Line, KindReason, t, "not a constant of api/v1alpha1/conditions.go or api/contract")
 		}
 		return

@@ -81,7 +81,7 @@ func TestCheckNamesEachMentionThatDoesNotExist(t *testing.T) {
 		{"CRD fields", "`spec.components[].name`, `status.targetNamespace`, `spec.components[].retry`",
 			[]string{"docs/page.md:1: CRD field spec.components[].retry: no CRD of config/crd has it"}},
 		{"file names are no paths", "`fences.yaml` and `sync.md`", nil},
-		{"reasons on a line that says reason", "Ready has reason `DeployFailed` or `DeployFaild`; an `EphemeralEnvironment`.\nPlain line: `SomeType`.",
+		{"reasons on a line that says reason", "Ready has reason `DeployFailed` or `DeployFaild`; an `EphemeralEnvironment`; `TestReasons`.\nPlain line: `SomeType`.",
 			[]string{"docs/page.md:1: condition reason DeployFaild: not a constant of api/v1alpha1/conditions.go or api/contract"}},
 		{"reasons in a table's reason column", "| reason | what |\n|---|---|\n| `DeployFailed` | `OtherThing` |\n| `NoSuchReason` | x |",
 			[]string{"docs/page.md:4: condition reason NoSuchReason: not a constant of api/v1alpha1/conditions.go or api/contract"}},

@@ -22,7 +22,7 @@
 //     that end in a file extension (values.yaml) are not paths.
 //   - A CamelCase code span is a condition reason on a line that says
 //     "reason", and in the first column of a table whose first header says
-//     "reason".
+//     "reason" (test names, Test..., excepted).
 //   - Fenced blocks tagged yaml (and examples' *.yaml files) are split into
 //     documents; each must parse. A document of kind Application, or of kind
 //     SharedWorkload without metadata, is decoded by sync's decoder
