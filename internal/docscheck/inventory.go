@@ -138,8 +138,8 @@ func CheckFlags(t testing.TB, binary string, flags []string) {
 		}
 	}
 	if len(gone)+len(added) > 0 {
-		t.Errorf("%s's flags differ from %s (gone: %v, new: %v): once the docs name its flags as they are, run %s=1 go test ./cmd/%s -run %s",
-			binary, filepath.Join(InventoryDir, binary+".txt"), gone, added, UpdateEnv, binary, t.Name())
+		t.Errorf("%s's flags differ from %s (gone: %v, new: %v): once the docs name its flags as they are, run make flags",
+			binary, filepath.Join(InventoryDir, binary+".txt"), gone, added)
 	}
 }
 
@@ -176,7 +176,7 @@ func CheckCommands(t testing.TB, cmds []string) {
 		}
 	}
 	if b, _ := os.ReadFile(file); string(b) != want {
-		t.Errorf("kubectl petri's commands %v differ from %s: once the docs name them as they are, run %s=1 go test ./cmd/kubectl-petri/... -run %s", cmds, CommandsFile, UpdateEnv, t.Name())
+		t.Errorf("kubectl petri's commands %v differ from %s: once the docs name them as they are, run make flags", cmds, CommandsFile)
 	}
 	real := map[string]bool{}
 	for _, c := range cmds {
