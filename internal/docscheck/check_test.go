@@ -90,6 +90,8 @@ func TestCheckNamesEachMentionThatDoesNotExist(t *testing.T) {
 		{"allowed words", "`kubectl apply --server-side -k .` and `-trimpath` and reason `CrashLoopBackOff`", nil},
 		{"a YAML block that does not parse", "```yaml\na: 'it's'\n```",
 			[]string{"docs/page.md:2: YAML example: does not parse: yaml: did not find expected key"}},
+		{"container args in a YAML block", "```yaml\nkind: Deployment\nspec:\n  containers:\n    - args:\n        - -ui=false\n        - --no-such-flag\n        - plain\n```",
+			[]string{"docs/page.md:7: flag --no-such-flag: no Petri binary has this flag"}},
 		{"a chart-values block", "```yaml\nfences:\n  enabled: true\n  mode: strict\n```",
 			[]string{"docs/page.md:4: chart value fences.mode: charts/petri/values.schema.json has no such value"}},
 	} {

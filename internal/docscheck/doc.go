@@ -29,6 +29,8 @@
 //     (sync/config); a petri.dev custom resource is validated against its
 //     CRD's schema (fields it does not know included); a chart-values block
 //     (every top-level key one of the chart's) against values.schema.json.
+//     Every -flag in an args: list of a YAML document must be a flag of
+//     some Petri binary.
 //
 // Blocks without a language tag are output or prose and are not read.
 // Words that look like Petri's but are another tool's are listed, each with

@@ -34,6 +34,7 @@ func (c *checker) yamlDocument(line int, text string) {
 		return
 	}
 	root := n.Content[0]
+	c.containerArgs(line, root)
 	keys := map[string]*yaml.Node{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		keys[root.Content[i].Value] = root.Content[i+1]
@@ -65,6 +66,30 @@ func (c *checker) valuesPaths(first int, n *yaml.Node, prefix string) {
 		}
 		if v.Kind == yaml.MappingNode {
 			c.valuesPaths(first, v, p)
+		}
+	}
+}
+
+// containerArgs checks the flags of every args: list (a container's, a
+// Job's) against all of Petri's binaries.
+func (c *checker) containerArgs(first int, n *yaml.Node) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Value == "args" && v.Kind == yaml.SequenceNode {
+				for _, a := range v.Content {
+					if a.Kind == yaml.ScalarNode && flagWord.MatchString(a.Value) {
+						c.bareFlag(first+a.Line-1, a.Value)
+					}
+				}
+				continue
+			}
+			c.containerArgs(first, v)
+		}
+	case yaml.SequenceNode, yaml.DocumentNode:
+		for _, x := range n.Content {
+			c.containerArgs(first, x)
 		}
 	}
 }
