@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -92,3 +93,38 @@ func TestExampleConfigRepositories(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagTablesNameEveryFlag keeps the flag tables whole: every flag of
+// the operator is in install.md's table, every flag of sync in sync.md's.
+func TestFlagTablesNameEveryFlag(t *testing.T) {
+	root, err := docscheck.RepoRoot()
+	require.NoError(t, err)
+	flags, err := docscheck.ReadInventory(root)
+	require.NoError(t, err)
+	for _, tc := range []struct{ binary, file, heading string }{
+		{"petri-operator", "docs/install.md", "## Operator flags"},
+		{"petri-sync", "docs/sync.md", "## Flags"},
+	} {
+		b, err := os.ReadFile(filepath.Join(root, tc.file))
+		require.NoError(t, err)
+		text := string(b)
+		start := strings.Index(text, "\n"+tc.heading+"\n")
+		require.GreaterOrEqual(t, start, 0, "%s has no %q", tc.file, tc.heading)
+		section := text[start+len(tc.heading)+2:]
+		if end := strings.Index(section, "\n## "); end >= 0 {
+			section = section[:end]
+		}
+		named := map[string]bool{}
+		for _, m := range tableFlag.FindAllStringSubmatch(section, -1) {
+			named[m[1]] = true
+		}
+		require.NotEmpty(t, flags[tc.binary], tc.binary)
+		for f := range flags[tc.binary] {
+			if f != "h" && f != "help" && !named[f] {
+				t.Errorf("%s's table (%s) leaves out %s's flag -%s", tc.file, tc.heading, tc.binary, f)
+			}
+		}
+	}
+}
+
+var tableFlag = regexp.MustCompile("`--?([a-z][a-z0-9-]*)")
