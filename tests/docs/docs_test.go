@@ -2,8 +2,9 @@
 // true to the code: every flag, chart value, config-repository key, CRD
 // field, condition reason, make target and kubectl petri command they name
 // exists, and every YAML example parses with the decoder that reads it
-// (internal/docscheck says how each kind of mention is recognised). It
-// needs no control plane and runs in a second or two.
+// (internal/docscheck says how each kind of mention is recognised); and
+// the operator's and sync's flag tables name every flag they have. It needs
+// no control plane and runs in a second or two.
 package docs
 
 import (
