@@ -52,12 +52,12 @@ func Gitea(forge string, secret []byte, repositories map[string][]byte) Forge {
 	return Forge{
 		Secret:            secret,
 		RepositorySecrets: repositories,
-		Read:           giteaprovider.ReadVerified,
-		BadSignature:   giteaprovider.ErrBadSignature,
-		Convert:        giteaConvert(forge),
-		EventHeader:    giteaprovider.HeaderEvent,
-		DeliveryHeader: giteaprovider.HeaderDelivery,
-		Kinds:          []string{giteaprovider.EventPullRequest, giteaprovider.EventIssueComment},
+		Read:              giteaprovider.ReadVerified,
+		BadSignature:      giteaprovider.ErrBadSignature,
+		Convert:           giteaConvert(forge),
+		EventHeader:       giteaprovider.HeaderEvent,
+		DeliveryHeader:    giteaprovider.HeaderDelivery,
+		Kinds:             []string{giteaprovider.EventPullRequest, giteaprovider.EventIssueComment},
 	}
 }
 
@@ -104,12 +104,12 @@ func GitLab(secret []byte, projects map[string][]byte) Forge {
 	return Forge{
 		Secret:            secret,
 		RepositorySecrets: projects,
-		Read:           glprovider.ReadVerified,
-		BadSignature:   glprovider.ErrBadToken,
-		Convert:        gitlabConvert,
-		EventHeader:    glprovider.HeaderEvent,
-		DeliveryHeader: glprovider.HeaderDelivery,
-		Kinds:          []string{glprovider.EventMergeRequest, glprovider.EventNote, glprovider.EventPipeline, glprovider.EventPush},
+		Read:              glprovider.ReadVerified,
+		BadSignature:      glprovider.ErrBadToken,
+		Convert:           gitlabConvert,
+		EventHeader:       glprovider.HeaderEvent,
+		DeliveryHeader:    glprovider.HeaderDelivery,
+		Kinds:             []string{glprovider.EventMergeRequest, glprovider.EventNote, glprovider.EventPipeline, glprovider.EventPush},
 	}
 }
 
