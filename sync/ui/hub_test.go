@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,15 +12,15 @@ import (
 // nobody up and later gets only the newest rendering; the number of open
 // pages is bounded.
 func TestHubHandsTheNewestRenderingToEveryStream(t *testing.T) {
-	h := newHub(100)
+	h := newHub(100, 100)
 	var subs []chan struct{}
 	for range 100 {
-		c, ok, _ := h.subscribe()
-		require.True(t, ok)
+		c, _, err := h.subscribe(fmt.Sprintf("10.0.0.%d", len(subs)))
+		require.NoError(t, err)
 		subs = append(subs, c)
 	}
-	_, ok, closed := h.subscribe()
-	assert.False(t, ok, "the 101st stream is refused")
+	_, closed, err := h.subscribe("10.0.1.1")
+	assert.ErrorIs(t, err, errTooManyStreams, "the 101st stream is refused")
 	assert.False(t, closed)
 
 	h.publish([]byte("one"))
@@ -42,13 +43,38 @@ func TestHubHandsTheNewestRenderingToEveryStream(t *testing.T) {
 	}
 
 	h.unsubscribe(subs[0])
-	_, ok, _ = h.subscribe()
-	assert.True(t, ok, "a closed stream frees its place")
+	h.unsubscribe(subs[0])
+	_, _, err = h.subscribe("10.0.1.1")
+	assert.NoError(t, err, "a closed stream frees its place (once)")
+	_, _, err = h.subscribe("10.0.1.2")
+	assert.ErrorIs(t, err, errTooManyStreams)
 	h.close()
 	<-subs[1] // the wake-up that was waiting
 	_, open := <-subs[1]
 	assert.False(t, open, "closing the hub ends every stream")
-	_, ok, closed = h.subscribe()
-	assert.False(t, ok)
+	_, closed, err = h.subscribe("10.0.1.3")
+	assert.NoError(t, err)
 	assert.True(t, closed, "a stream opened after is told the hub is closed, not full")
+}
+
+// One client's streams are bounded apart from the others': a client at
+// its bound is refused while others still open theirs, and a stream it
+// closes gives it its place back.
+func TestHubBoundsTheStreamsOfOneClient(t *testing.T) {
+	h := newHub(10, 3)
+	var mine []chan struct{}
+	for range 3 {
+		c, _, err := h.subscribe("192.0.2.7")
+		require.NoError(t, err)
+		mine = append(mine, c)
+	}
+	_, _, err := h.subscribe("192.0.2.7")
+	assert.ErrorIs(t, err, errTooManyFromClient)
+	for range 3 {
+		_, _, err := h.subscribe("192.0.2.8")
+		assert.NoError(t, err, "another client opens its own")
+	}
+	h.unsubscribe(mine[0])
+	_, _, err = h.subscribe("192.0.2.7")
+	assert.NoError(t, err)
 }

@@ -15,6 +15,8 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/sync/render"
@@ -35,19 +37,66 @@ var deployerActions = map[string]bool{contract.ActionDeploy: true, contract.Acti
 const maxLogBytes = 64 * 1024
 
 // logReader reads log tails through the API server, a few at a time, and
-// keeps those of pods that have finished (they no longer change).
+// keeps those of pods that have finished (they no longer change). Each
+// Job's tail is read once however many ask at once, and served again for
+// reuse: the viewers of one Job cost one pods list and one log read per
+// reuse, and only Jobs an environment names are read at all.
 type logReader struct {
 	pods      corev1client.PodsGetter
 	namespace string
 	tail      int64
 	slots     chan struct{}
+	reuse     time.Duration
+	now       func() time.Time
+	reads     singleflight.Group
 
 	mu       sync.Mutex
 	finished map[string][]byte
+	recent   map[string]recentTail
 }
 
-func newLogReader(pods corev1client.PodsGetter, namespace string, tail int64) *logReader {
-	return &logReader{pods: pods, namespace: namespace, tail: tail, slots: make(chan struct{}, 4), finished: map[string][]byte{}}
+// recentTail is a Job's tail as last read.
+type recentTail struct {
+	at   time.Time
+	text []byte
+}
+
+func newLogReader(pods corev1client.PodsGetter, namespace string, tail int64, reuse time.Duration, now func() time.Time) *logReader {
+	return &logReader{pods: pods, namespace: namespace, tail: tail, slots: make(chan struct{}, 4), reuse: reuse, now: now,
+		finished: map[string][]byte{}, recent: map[string]recentTail{}}
+}
+
+// tailOf returns the last lines of the newest pod of the Job: the one read
+// less than reuse ago, else one read now (shared by those asking at once).
+func (l *logReader) tailOf(ctx context.Context, env, job string) ([]byte, error) {
+	key := env + "/" + job
+	l.mu.Lock()
+	r, ok := l.recent[key]
+	l.mu.Unlock()
+	if now := l.now(); ok && !now.Before(r.at) && now.Sub(r.at) < l.reuse {
+		return r.text, nil
+	}
+	v, err, _ := l.reads.Do(key, func() (any, error) {
+		// Shared: the first caller leaving does not end the others' read.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		at := l.now()
+		text, err := l.read(rctx, env, job)
+		if err != nil {
+			return nil, err
+		}
+		l.mu.Lock()
+		if len(l.recent) >= 512 {
+			clear(l.recent)
+		}
+		l.recent[key] = recentTail{at: at, text: text}
+		l.mu.Unlock()
+		return text, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]byte), nil
 }
 
 // errNotShown is a log the page does not show.
@@ -98,8 +147,8 @@ func (u *UI) serveLog(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(text)
 }
 
-// tailOf returns the last lines of the newest pod of the Job.
-func (l *logReader) tailOf(ctx context.Context, env, job string) ([]byte, error) {
+// read reads the last lines of the newest pod of the Job.
+func (l *logReader) read(ctx context.Context, env, job string) ([]byte, error) {
 	select {
 	case l.slots <- struct{}{}:
 		defer func() { <-l.slots }()
