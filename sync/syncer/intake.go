@@ -45,7 +45,10 @@ func (s *Syncer) configLoop(ctx context.Context) {
 // repository is queued when the revision changed, or when a full resync is
 // due (a new leader), even with the last revision when the fetch fails.
 func (s *Syncer) loadConfig(ctx context.Context) {
-	full := s.fullResync.Swap(false)
+	// The full load a new leader asks for is done only by a load that
+	// applies as the leader (asLeader below clears it): one that started
+	// before the leadership leaves it to the next.
+	full := s.fullResync.Load()
 	snap, err := s.opts.Config.Fetch(ctx)
 	var cfg, prev *config.Config
 	var old []string
@@ -78,6 +81,7 @@ func (s *Syncer) loadConfig(ctx context.Context) {
 		}
 	}
 	s.asLeader(func(ctx context.Context) {
+		s.fullResync.Store(false)
 		// Bounded like a reconcile, so that a chart repository or an API
 		// server that does not answer cannot hold up the config loop.
 		actx, cancel := context.WithTimeout(ctx, s.opts.ReconcileTimeout)

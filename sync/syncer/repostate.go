@@ -62,8 +62,9 @@ type repoState struct {
 	// commentHints are pull requests whose comments are listed again: a
 	// command handed over without its payload, or too many at once.
 	commentHints map[int]bool
-	// resyncDue makes the next reconcile list the repository's comments
-	// since commentsSince, for commands whose webhook never arrived.
+	// resyncDue makes the next pass to start (takePending) list the open
+	// pull requests afresh and the repository's comments since
+	// commentsSince, for changes and commands whose webhook never arrived.
 	resyncDue     bool
 	commentsSince time.Time
 	// gates are the artifact gates passed per commit, statuses the last
