@@ -201,6 +201,10 @@ verify-generated: ## Fail when generated files are stale.
 	  fi; \
 	done
 
+.PHONY: flags
+flags: controlplane ## Rewrite internal/docscheck/flags from each binary's real flags (after adding or renaming a flag; the docs test reads them).
+	PETRI_UPDATE_FLAGS=1 go test ./cmd/... -run 'TestFlags' -count=1
+
 ##@ Test
 
 .PHONY: fmt-check

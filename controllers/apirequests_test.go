@@ -69,6 +69,7 @@ func apiRequestCount(t *testing.T, verb, resource string) float64 {
 // its requests: an environment of two components costs two Job creates, a
 // namespace create and status patches, and the Job watch is counted too.
 func TestAPIRequestsCounted(t *testing.T) {
+	t.Parallel()
 	jobsBefore := apiRequestCount(t, "create", "jobs")
 	nsBefore := apiRequestCount(t, "create", "namespaces")
 	statusBefore := apiRequestCount(t, "patch", "ephemeralenvironments/status")

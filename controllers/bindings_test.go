@@ -108,6 +108,10 @@ func deleteJob(t *testing.T, job *batchv1.Job) {
 // user (its deletion is held) and is not Ready.
 func TestRemovedSharedWorkloadIsDeprovisioned(t *testing.T) {
 	t.Parallel()
+	// Its deployer Jobs are not what this is about: the stand-in's succeed
+	// at once (succeedAll).
+	standIn(t, "drop", succeedAll)
+	standIn(t, "drop-sw", succeedAll)
 	ctx := context.Background()
 	dir := recordDir(t)
 	gate := filepath.Join(dir, "deprovision-may-finish")
@@ -158,6 +162,10 @@ func TestRemovedSharedWorkloadIsDeprovisioned(t *testing.T) {
 // was dropped by the deprovision), and deprovisioned again at teardown.
 func TestSharedWorkloadAddedBackIsProvisionedAgain(t *testing.T) {
 	t.Parallel()
+	// Its deployer Jobs are not what this is about: the stand-in's succeed
+	// at once (succeedAll).
+	standIn(t, "again", succeedAll)
+	standIn(t, "again-sw", succeedAll)
 	ctx := context.Background()
 	dir := recordDir(t)
 	require.NoError(t, env.Client.Create(ctx, sharedWorkload("again-sw", dir)))
@@ -196,6 +204,10 @@ func TestSharedWorkloadAddedBackIsProvisionedAgain(t *testing.T) {
 // being waited for forever.
 func TestBindingGoesOnWhenAProvisionJobIsGone(t *testing.T) {
 	t.Parallel()
+	// Its deployer Jobs are not what this is about: the stand-in's succeed
+	// at once (succeedAll).
+	standIn(t, "lost-prov", succeedAll)
+	standIn(t, "lost-prov-sw", succeedAll)
 	ctx := context.Background()
 	dir := recordDir(t)
 	gate := filepath.Join(dir, "provision-may-finish")
@@ -227,6 +239,10 @@ func TestBindingGoesOnWhenAProvisionJobIsGone(t *testing.T) {
 // forever: the next attempt starts and finishes the job.
 func TestTeardownGoesOnWhenADeprovisionJobIsGone(t *testing.T) {
 	t.Parallel()
+	// Its deployer Jobs are not what this is about: the stand-in's succeed
+	// at once (succeedAll).
+	standIn(t, "lost-deprov", succeedAll)
+	standIn(t, "lost-deprov-sw", succeedAll)
 	ctx := context.Background()
 	dir := recordDir(t)
 	gate := filepath.Join(dir, "deprovision-may-finish")

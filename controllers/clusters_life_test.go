@@ -26,6 +26,7 @@ import (
 // status.cluster is committed with the namespace's name; teardown leaves
 // nothing of it in either cluster.
 func TestPlacedEnvironmentLivesInItsWorkloadCluster(t *testing.T) {
+	t.Parallel()
 	wl := workloadCluster(t)
 	register(t, "east", wl.Config.Host, 10, map[string]string{"region": "east"})
 	ctx := context.Background()
@@ -92,6 +93,7 @@ func TestPlacedEnvironmentLivesInItsWorkloadCluster(t *testing.T) {
 // A cluster at its cap queues new environments (ClusterPlaced False,
 // ClusterAtCapacity); one leaving makes room for the next.
 func TestClusterAtCapacityQueues(t *testing.T) {
+	t.Parallel()
 	wl := workloadCluster(t)
 	register(t, "tiny", wl.Config.Host, 1, map[string]string{"size": "tiny"})
 	ctx := context.Background()
@@ -121,6 +123,7 @@ func TestClusterAtCapacityQueues(t *testing.T) {
 // on; its teardown waits, visibly, and the force-delete annotation ends it
 // without touching that cluster.
 func TestUnreachableClusterWaitsAndForceDeleteEndsIt(t *testing.T) {
+	t.Parallel()
 	wl := workloadCluster(t)
 	p := newProxy(t, backendOf(t, wl))
 	register(t, "flaky", p.url(), 10, nil)
@@ -191,7 +194,7 @@ func conditionFalse(cs []metav1.Condition, typ string) bool {
 // has heard from it: an environment Ready there stays Ready (no
 // ClusterUnreachable, no Warning), and one created meanwhile is placed as
 // soon as the new operator's first probe answers.
-func TestRestartKeepsPlacedEnvironmentsReady(t *testing.T) {
+func restartKeepsPlacedEnvironmentsReady(t *testing.T) {
 	wl := workloadCluster(t)
 	register(t, "steadfast", wl.Config.Host, 10, nil)
 	ctx := context.Background()

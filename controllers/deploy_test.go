@@ -51,12 +51,22 @@ func ready(e *petriv1.EphemeralEnvironment) bool {
 // jobEvents records, per Job of one environment, the revision at which it was
 // created and at which it finished (its pod succeeded, or the Job says it
 // finished, whichever came first): etcd's global order of events.
+//
+// Its watches are read by goroutines of their own, and the test reads the
+// environment on another connection: the environment can show what a Job
+// did before the Job's event has been read here. So every accessor first
+// waits until the events of every Job and pod the API server lists now are
+// in (caughtUp).
 type jobEvents struct {
+	t        testing.TB
+	envName  string
 	mu       sync.Mutex
 	created  map[string]uint64
 	finished map[string]uint64
 	byName   map[string]*batchv1.Job
-	stop     func()
+	// seen is the newest revision read of each Job and pod.
+	seen map[types.UID]uint64
+	stop func()
 }
 
 func watchJobs(t *testing.T, envName string) *jobEvents {
@@ -64,7 +74,7 @@ func watchJobs(t *testing.T, envName string) *jobEvents {
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := env.Client.Watch(ctx, &batchv1.JobList{}, client.InNamespace(mgmtNS), client.MatchingLabels{petriv1.LabelEnvironment: envName})
 	require.NoError(t, err)
-	je := &jobEvents{created: map[string]uint64{}, finished: map[string]uint64{}, byName: map[string]*batchv1.Job{}}
+	je := &jobEvents{t: t, envName: envName, created: map[string]uint64{}, finished: map[string]uint64{}, byName: map[string]*batchv1.Job{}, seen: map[types.UID]uint64{}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -76,6 +86,7 @@ func watchJobs(t *testing.T, envName string) *jobEvents {
 			n, _ := strconv.ParseUint(j.ResourceVersion, 10, 64)
 			key := j.Labels[contract.LabelAction] + "/" + j.Labels[contract.LabelComponent] + "/" + j.Labels[contract.LabelGeneration]
 			je.mu.Lock()
+			je.seen[j.UID] = max(je.seen[j.UID], n)
 			if ev.Type == watch.Added {
 				if _, seen := je.created[key]; !seen {
 					je.created[key] = n
@@ -97,14 +108,17 @@ func watchJobs(t *testing.T, envName string) *jobEvents {
 		defer close(podsDone)
 		for ev := range pw.ResultChan() {
 			p, ok := ev.Object.(*corev1.Pod)
-			if !ok || p.Status.Phase != corev1.PodSucceeded {
+			if !ok {
 				continue
 			}
 			n, _ := strconv.ParseUint(p.ResourceVersion, 10, 64)
-			key := p.Labels[contract.LabelAction] + "/" + p.Labels[contract.LabelComponent] + "/" + p.Labels[contract.LabelGeneration]
 			je.mu.Lock()
-			if fin, seen := je.finished[key]; !seen || n < fin {
-				je.finished[key] = n
+			je.seen[p.UID] = max(je.seen[p.UID], n)
+			if p.Status.Phase == corev1.PodSucceeded {
+				key := p.Labels[contract.LabelAction] + "/" + p.Labels[contract.LabelComponent] + "/" + p.Labels[contract.LabelGeneration]
+				if fin, seen := je.finished[key]; !seen || n < fin {
+					je.finished[key] = n
+				}
 			}
 			je.mu.Unlock()
 		}
@@ -114,7 +128,37 @@ func watchJobs(t *testing.T, envName string) *jobEvents {
 	return je
 }
 
+// caughtUp waits until the watches have read every Job and pod of the
+// environment at least at the revision the API server lists it at now.
+func (je *jobEvents) caughtUp() {
+	je.t.Helper()
+	ctx := context.Background()
+	sel := client.MatchingLabels{petriv1.LabelEnvironment: je.envName}
+	var jobList batchv1.JobList
+	var pods corev1.PodList
+	require.NoError(je.t, env.Client.List(ctx, &jobList, client.InNamespace(mgmtNS), sel))
+	require.NoError(je.t, env.Client.List(ctx, &pods, client.InNamespace(mgmtNS), sel))
+	want := map[types.UID]uint64{}
+	for _, j := range jobList.Items {
+		want[j.UID], _ = strconv.ParseUint(j.ResourceVersion, 10, 64)
+	}
+	for _, p := range pods.Items {
+		want[p.UID], _ = strconv.ParseUint(p.ResourceVersion, 10, 64)
+	}
+	require.True(je.t, eventually(30*time.Second, func() bool {
+		je.mu.Lock()
+		defer je.mu.Unlock()
+		for uid, rv := range want {
+			if je.seen[uid] < rv {
+				return false
+			}
+		}
+		return true
+	}), "the watches of %s's Jobs and pods caught up with the API server", je.envName)
+}
+
 func (je *jobEvents) get(key string) (created, finished uint64) {
+	je.caughtUp()
 	je.mu.Lock()
 	defer je.mu.Unlock()
 	return je.created[key], je.finished[key]
@@ -123,6 +167,7 @@ func (je *jobEvents) get(key string) (created, finished uint64) {
 // step returns when the one Job whose key starts with prefix was created and
 // finished; zeros when there is none, or more than one.
 func (je *jobEvents) step(prefix string) (created, finished uint64) {
+	je.caughtUp()
 	je.mu.Lock()
 	defer je.mu.Unlock()
 	var key string
@@ -138,6 +183,7 @@ func (je *jobEvents) step(prefix string) (created, finished uint64) {
 }
 
 func (je *jobEvents) count(prefix string) int {
+	je.caughtUp()
 	je.mu.Lock()
 	defer je.mu.Unlock()
 	n := 0
@@ -346,7 +392,7 @@ func TestKilledDeployIsRecoveredByTheNextJob(t *testing.T) {
 
 // An operator restarted in the middle of a chain creates no second Job for
 // any component and converges.
-func TestRestartMidGraphCreatesNoDuplicateJobs(t *testing.T) {
+func restartMidGraphCreatesNoDuplicateJobs(t *testing.T) {
 	ctx := context.Background()
 	je := watchJobs(t, "restart")
 	require.NoError(t, env.Client.Create(ctx, newEnv("restart", greeter("one"), greeter("two", "one"), greeter("three", "two"))))
@@ -369,14 +415,16 @@ func TestRestartMidGraphCreatesNoDuplicateJobs(t *testing.T) {
 func TestFailingUndeployIsRetriedAndReported(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	// Every undeploy Job fails, as one that cannot read the release's
+	// record does.
+	standIn(t, "stuck", func(job standInJob) standInReply {
+		if job.Action == contract.ActionUndeploy {
+			return failedWith(job, contract.ReasonFailed, "release app: the record is not a release")
+		}
+		return succeedAll(job)
+	})
 	require.NoError(t, env.Client.Create(ctx, newEnv("stuck", greeter("app"))))
 	e := waitFor(t, "stuck", "ready", ready)
-	// Corrupt the release record: every undeploy Job fails to read it.
-	var records corev1.SecretList
-	require.NoError(t, env.Client.List(ctx, &records, client.InNamespace(e.Status.TargetNamespace), client.MatchingLabels{"owner": "helm", "name": "app"}))
-	require.Len(t, records.Items, 1)
-	records.Items[0].Data["release"] = []byte("not a release")
-	require.NoError(t, env.Client.Update(ctx, &records.Items[0]))
 	require.NoError(t, env.Client.Delete(ctx, e))
 	e = waitFor(t, "stuck", "undeploy retried", func(e *petriv1.EphemeralEnvironment) bool {
 		return len(e.Status.Components) == 1 && e.Status.Components[0].Attempt >= 3 &&
@@ -405,13 +453,19 @@ func TestOlderJobUnknownToTheCacheHoldsTheNextGeneration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	je := watchJobs(t, "inflight")
-	_, job := deployingForLong(t, "inflight")
+	_, job, finish := deployingForLong(t, "inflight")
 	// Out of the operator's cache, which selects Jobs by this label.
 	patch := client.MergeFrom(job.DeepCopy())
 	delete(job.Labels, petriv1.LabelManagedBy)
 	require.NoError(t, env.Client.Patch(ctx, job, patch))
 
-	updateEnv(t, "inflight", func(e *petriv1.EphemeralEnvironment) { e.Spec.Components[0].Release = noWait() })
+	updateEnv(t, "inflight", func(e *petriv1.EphemeralEnvironment) {
+		e.Spec.Components[0].Values = jsonValues(map[string]any{"message": "generation 2"})
+	})
+	waitFor(t, "inflight", "generation 2 waits for generation 1's Job", func(e *petriv1.EphemeralEnvironment) bool {
+		return e.Generation == 2 && strings.Contains(findCondition(e, petriv1.ConditionReady).Message, "waiting for Jobs of an older generation to finish: "+job.Name)
+	})
+	finish()
 	waitFor(t, "inflight", "ready at generation 2", func(e *petriv1.EphemeralEnvironment) bool { return e.Generation == 2 && ready(e) })
 	_, oldDone := je.get("deploy/app/1")
 	newCreated, _ := je.get("deploy/app/2")
@@ -424,6 +478,9 @@ func TestOlderJobUnknownToTheCacheHoldsTheNextGeneration(t *testing.T) {
 // Jobs' creates sent at once; a dependant starts after them.
 func TestIndependentComponentsStartTogether(t *testing.T) {
 	t.Parallel()
+	// Its deployer Jobs are not what this is about: the stand-in's succeed
+	// at once (succeedAll).
+	standIn(t, "together", succeedAll)
 	je := watchJobs(t, "together")
 	hold := holdJobCreates(t, "together", 3, 20*time.Second)
 	e := newEnv("together",
@@ -451,15 +508,20 @@ func TestIndependentComponentsStartTogether(t *testing.T) {
 // that pod has ended, so no two Helm operations on the release run at once.
 func TestPodOfADeletedJobHoldsTheNextJob(t *testing.T) {
 	t.Parallel()
-	e, job := deployingForLong(t, "orphaned")
-	assertNextJobWaitsForOrphanedPod(t, job, client.MatchingLabels{petriv1.LabelEnvironmentUID: string(e.UID), contract.LabelAction: contract.ActionDeploy})
+	e, job, finish := deployingForLong(t, "orphaned")
+	waiting := func() bool {
+		cs := componentNamed(current("orphaned"), "app")
+		return cs != nil && strings.Contains(cs.Message, "waiting for job "+job.Name)
+	}
+	assertNextJobWaitsForOrphanedPod(t, job, client.MatchingLabels{petriv1.LabelEnvironmentUID: string(e.UID), contract.LabelAction: contract.ActionDeploy}, waiting, finish)
 }
 
 // assertNextJobWaitsForOrphanedPod deletes job, whose one pod runs, with its
-// pod orphaned, waits until that pod has ended and until another Job that
-// sel matches is there, and checks that this next Job was not created
-// before the pod ended.
-func assertNextJobWaitsForOrphanedPod(t *testing.T, job *batchv1.Job, sel client.MatchingLabels) {
+// pod orphaned; once the operator says it waits for that Job (waiting), it
+// lets the pod end (finish), waits until another Job that sel matches is
+// there, and checks that this next Job was not created before the pod
+// ended.
+func assertNextJobWaitsForOrphanedPod(t *testing.T, job *batchv1.Job, sel client.MatchingLabels, waiting func() bool, finish func()) {
 	t.Helper()
 	ctx := context.Background()
 	var pods corev1.PodList
@@ -467,6 +529,9 @@ func assertNextJobWaitsForOrphanedPod(t *testing.T, job *batchv1.Job, sel client
 	require.Len(t, pods.Items, 1)
 	pod := pods.Items[0]
 	require.NoError(t, env.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationOrphan)))
+	require.True(t, eventually(time.Minute, waiting), "the operator waits for the deleted Job's pod")
+	assert.Empty(t, nextJob(t, job, sel), "no next Job while the deleted Job's pod runs")
+	finish()
 
 	var ended time.Time
 	require.True(t, eventually(time.Minute, func() bool {
@@ -479,38 +544,50 @@ func assertNextJobWaitsForOrphanedPod(t *testing.T, job *batchv1.Job, sel client
 			return true
 		}
 		return false
-	}), "the orphaned pod ends when Helm's wait runs out")
+	}), "the orphaned pod ends")
 	var next *batchv1.Job
 	require.True(t, eventually(time.Minute, func() bool {
-		var list batchv1.JobList
-		if env.Client.List(ctx, &list, client.InNamespace(mgmtNS), sel) != nil {
-			return false
-		}
-		for i := range list.Items {
-			if list.Items[i].UID != job.UID {
-				next = &list.Items[i]
-				return true
-			}
-		}
-		return false
+		next = nextJob(t, job, sel)
+		return next != nil
 	}), "the operator starts the Job again")
 	assert.False(t, next.CreationTimestamp.Time.Before(ended.Truncate(time.Second)),
 		"the next Job (created %s) started before the deleted Job's pod ended (%s)", next.CreationTimestamp.Time, ended)
 }
 
-// deployingForLong creates an environment whose one component's deploy Job
-// runs for 8 s (the example app's pod never becomes ready here, and Helm
-// waits its whole timeout), and returns it once that Job's pod runs.
-func deployingForLong(t *testing.T, name string) (*petriv1.EphemeralEnvironment, *batchv1.Job) {
+// nextJob is a Job sel matches other than job; nil when there is none.
+func nextJob(t *testing.T, job *batchv1.Job, sel client.MatchingLabels) *batchv1.Job {
 	t.Helper()
-	c := greeter("app")
-	c.Release = petriv1.ReleaseOptions{Wait: new(true), Timeout: &metav1.Duration{Duration: 8 * time.Second}}
-	require.NoError(t, env.Client.Create(context.Background(), newEnv(name, c)))
+	var list batchv1.JobList
+	require.NoError(t, env.Client.List(context.Background(), &list, client.InNamespace(mgmtNS), sel))
+	for i := range list.Items {
+		if list.Items[i].UID != job.UID {
+			return &list.Items[i]
+		}
+	}
+	return nil
+}
+
+// deployingForLong creates an environment whose one component's first
+// deploy Job (a stand-in's) runs until finish is called, and returns it
+// once that Job's pod runs. Every later Job of it succeeds at once.
+func deployingForLong(t *testing.T, name string) (*petriv1.EphemeralEnvironment, *batchv1.Job, func()) {
+	t.Helper()
+	first := make(chan struct{})
+	var once sync.Once
+	finish := func() { once.Do(func() { close(first) }) }
+	t.Cleanup(finish)
+	standIn(t, name, func(job standInJob) standInReply {
+		if job.Action == contract.ActionDeploy && job.Generation == "1" {
+			return blockUntil(job, first, succeedAll)
+		}
+		return succeedAll(job)
+	})
+	require.NoError(t, env.Client.Create(context.Background(), newEnv(name, greeter("app"))))
 	e := waitFor(t, name, "deploying", func(e *petriv1.EphemeralEnvironment) bool {
 		cs := componentNamed(e, "app")
 		return cs != nil && cs.Phase == petriv1.ComponentDeploying && cs.Job != ""
 	})
-	return e, runningJob(t, componentNamed(e, "app").Job)
+	return e, runningJob(t, componentNamed(e, "app").Job), finish
 }
 
 // A deploy pod on a node that was lost never finishes: its phase stays

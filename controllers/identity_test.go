@@ -21,6 +21,10 @@ import (
 // one leaves the other's identity alone.
 func TestLookalikeEnvironmentsHaveTheirOwnDeployerIdentity(t *testing.T) {
 	t.Parallel()
+	// Its deployer Jobs are not what this is about: the stand-in's succeed
+	// at once (succeedAll).
+	standIn(t, "idn.pr1", succeedAll)
+	standIn(t, "idn-pr1", succeedAll)
 	ctx := context.Background()
 	// One after the other: their namespace names collide too, which is
 	// another test's subject.
@@ -61,6 +65,9 @@ func TestLookalikeEnvironmentsHaveTheirOwnDeployerIdentity(t *testing.T) {
 // is gone.
 func TestForeignDeployerServiceAccountIsNeverAdopted(t *testing.T) {
 	t.Parallel()
+	// Its deployer Jobs are not what this is about: the stand-in's succeed
+	// at once (succeedAll).
+	standIn(t, "sa-squat", succeedAll)
 	ctx := context.Background()
 	foreign := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
 		Namespace: mgmtNS, Name: naming.DeployerServiceAccount("sa-squat"),

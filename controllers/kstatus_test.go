@@ -239,6 +239,8 @@ func TestEnvironmentHealthReadsRightThroughKStatus(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const name = "kstatus"
+	// What is read is the status, not Helm: the Jobs are the stand-in's.
+	standIn(t, name, succeedUnlessMissing)
 	f := followHealth(t, "EphemeralEnvironmentList", name)
 
 	require.NoError(t, env.Client.Create(ctx, newEnv(name, greeter("app"))))
@@ -273,7 +275,7 @@ func TestEnvironmentHealthReadsRightThroughKStatus(t *testing.T) {
 
 	// A chart that does not exist: the deploy Job fails.
 	update(func(e *petriv1.EphemeralEnvironment) {
-		e.Spec.Components[0].Chart.Repository = imageCharts + "/missing"
+		e.Spec.Components[0].Chart.Repository = missingChart
 	})
 	f.until("failed", phaseAt(petriv1.EnvironmentFailed))
 	assert.Positive(t, f.seen["Failed/Failed"], "failed is Failed: %v", f.seen)
@@ -305,6 +307,7 @@ func TestSharedWorkloadHealthReadsRightThroughKStatus(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const name = "kstatus-sw"
+	standIn(t, name, succeedUnlessMissing)
 	f := followHealth(t, "SharedWorkloadList", name)
 	sw := sharedWorkload(name, t.TempDir())
 	require.NoError(t, env.Client.Create(ctx, sw))
@@ -319,7 +322,7 @@ func TestSharedWorkloadHealthReadsRightThroughKStatus(t *testing.T) {
 		require.NoError(t, env.Client.Update(ctx, cur))
 	}
 	// A chart that does not exist: the deploy Job fails.
-	update(imageCharts + "/missing")
+	update(missingChart)
 	f.until("failed", phaseAt(petriv1.EnvironmentFailed))
 	assert.Positive(t, f.seen["Failed/Failed"], "failed is Failed: %v", f.seen)
 

@@ -66,6 +66,12 @@ type Options struct {
 	PlainHTTPRegistries []string
 	// TeardownBackoff is the first retry delay of a failed teardown step.
 	TeardownBackoff time.Duration
+	// SharedWorkloadRetryBackoff is the first wait before a shared
+	// workload's failed deploy is tried again (doubled per attempt, as a
+	// component's spec.retry.backoff); 0 is a component's default, 10 s.
+	// A SharedWorkload has no retry policy in its spec; the operator's
+	// tests shorten the wait instead of spending it.
+	SharedWorkloadRetryBackoff time.Duration
 	// VerifyInterval is how often a deployed environment's releases are
 	// verified by a Job running as its deployer identity; 0 turns the
 	// periodic check off (a lost RoleBinding still triggers one).
@@ -101,6 +107,20 @@ type Options struct {
 	PprofAddr string
 	// LeaderElectionID names the lease; one per installation.
 	LeaderElectionID string
+	// LeaseDuration is how long a standby waits after the leader's last
+	// renewal before it takes the Lease: the time a leader that died
+	// without releasing it (one that stops releases it at once) leaves the
+	// operator idle, and the bound on RenewDeadline.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader keeps trying to renew before it
+	// stops and exits; controller-runtime gives each Lease request half of
+	// it as its timeout. Its default of 10 s (5 s a request) made a leader
+	// on a saturated API server exit on one slow renewal.
+	RenewDeadline time.Duration
+	// RetryPeriod is how often the leader renews (and retries a failed
+	// renewal) and a standby tries to take the Lease: each renewal is a
+	// write to etcd, so not more often than a slow API server needs.
+	RetryPeriod time.Duration
 
 	// Clock is the operator's time; nil is the real clock. Tests give a
 	// fake one and move it.
@@ -110,6 +130,15 @@ type Options struct {
 	// environment's UID; nil means naming.UIDHash.
 	NamespaceHash func(uid string) string
 }
+
+// The leader election's defaults (Options.LeaseDuration): a renewal may
+// take up to RenewDeadline/2 (20 s) and is retried every RetryPeriod until
+// RenewDeadline; a standby takes over LeaseDuration after the last renewal.
+const (
+	DefaultLeaseDuration = 60 * time.Second
+	DefaultRenewDeadline = 40 * time.Second
+	DefaultRetryPeriod   = 5 * time.Second
+)
 
 // DefaultOptions are the production defaults.
 func DefaultOptions() Options {
@@ -130,6 +159,9 @@ func DefaultOptions() Options {
 		ProbeAddr:                    ":8081",
 		LeaderElection:               true,
 		LeaderElectionID:             "petri-operator.petri.dev",
+		LeaseDuration:                DefaultLeaseDuration,
+		RenewDeadline:                DefaultRenewDeadline,
+		RetryPeriod:                  DefaultRetryPeriod,
 		WorkloadClusters:             true,
 	}
 }
@@ -192,6 +224,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", o.PprofAddr, "address of the net/http/pprof endpoints (empty disables)")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect a leader so only one replica reconciles")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the leader election lease")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "how long a standby waits after the leader's last renewal before it takes the lease")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "how long the leader keeps trying to renew its lease before it stops; each renewal request may take half of it")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "how often the leader renews its lease and a standby tries to take it")
 }
 
 // Validate refuses settings the operator cannot run with.
@@ -214,12 +249,35 @@ func (o *Options) Validate() error {
 	case !validPodSecurityLevel(o.WorkloadPodSecurity):
 		return fmt.Errorf("--workload-pod-security must be one of %s, not %q", strings.Join(PodSecurityLevels, ", "), o.WorkloadPodSecurity)
 	}
+	if err := o.validateLeaderElection(); err != nil {
+		return err
+	}
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		req, hasReq := o.JobResources.Requests[name]
 		limit, hasLimit := o.JobResources.Limits[name]
 		if hasReq && hasLimit && req.Cmp(limit) > 0 {
 			return fmt.Errorf("--job-%s-request (%s) must not exceed --job-%s-limit (%s)", name, req.String(), name, limit.String())
 		}
+	}
+	return nil
+}
+
+// validateLeaderElection refuses timings under which the leader could still
+// act after a standby took over (a renew deadline not shorter than the
+// lease) or would never retry a renewal (a retry period not shorter than
+// the renew deadline).
+func (o *Options) validateLeaderElection() error {
+	switch {
+	case o.LeaseDuration <= 0:
+		return fmt.Errorf("--leader-election-lease-duration must be positive")
+	case o.RenewDeadline <= 0:
+		return fmt.Errorf("--leader-election-renew-deadline must be positive")
+	case o.RetryPeriod <= 0:
+		return fmt.Errorf("--leader-election-retry-period must be positive")
+	case o.RenewDeadline >= o.LeaseDuration:
+		return fmt.Errorf("--leader-election-renew-deadline (%s) must be shorter than --leader-election-lease-duration (%s)", o.RenewDeadline, o.LeaseDuration)
+	case o.RetryPeriod >= o.RenewDeadline:
+		return fmt.Errorf("--leader-election-retry-period (%s) must be shorter than --leader-election-renew-deadline (%s)", o.RetryPeriod, o.RenewDeadline)
 	}
 	return nil
 }
@@ -293,6 +351,9 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.ManagementNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.LeaseDuration,
+		RenewDeadline:                 &o.RenewDeadline,
+		RetryPeriod:                   &o.RetryPeriod,
 		// A process may build its manager again after stopping it (the
 		// tests restart the operator in-process); names stay unique within
 		// one manager.

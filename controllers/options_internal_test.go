@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -69,4 +70,40 @@ func TestWorkloadPodSecurityFlag(t *testing.T) {
 		_, err = parseOptions("--workload-pod-security=" + bad)
 		assert.ErrorContains(t, err, "--workload-pod-security must be one of privileged, baseline, restricted", bad)
 	}
+}
+
+// The leader election is timed to ride out a slow API server (a renewal
+// may take 20 s and is retried for 40 s); the flags change it, and timings
+// under which a leader could act after its Lease expired, or never retry a
+// renewal, are refused naming the flags.
+func TestLeaderElectionFlags(t *testing.T) {
+	o, err := parseOptions()
+	require.NoError(t, err)
+	assert.Equal(t, 60*time.Second, o.LeaseDuration)
+	assert.Equal(t, 40*time.Second, o.RenewDeadline)
+	assert.Equal(t, 5*time.Second, o.RetryPeriod)
+
+	o, err = parseOptions("--leader-election-lease-duration=30s", "--leader-election-renew-deadline=20s", "--leader-election-retry-period=4s")
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Second, o.LeaseDuration)
+	assert.Equal(t, 20*time.Second, o.RenewDeadline)
+	assert.Equal(t, 4*time.Second, o.RetryPeriod)
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--leader-election-renew-deadline=60s"}, "--leader-election-renew-deadline (1m0s) must be shorter than --leader-election-lease-duration (1m0s)"},
+		{[]string{"--leader-election-lease-duration=30s"}, "--leader-election-renew-deadline (40s) must be shorter than --leader-election-lease-duration (30s)"},
+		{[]string{"--leader-election-retry-period=40s"}, "--leader-election-retry-period (40s) must be shorter than --leader-election-renew-deadline (40s)"},
+		{[]string{"--leader-election-lease-duration=0"}, "--leader-election-lease-duration must be positive"},
+		{[]string{"--leader-election-renew-deadline=-1s"}, "--leader-election-renew-deadline must be positive"},
+		{[]string{"--leader-election-retry-period=0s"}, "--leader-election-retry-period must be positive"},
+	} {
+		_, err := parseOptions(tc.args...)
+		assert.EqualError(t, err, tc.want, tc.args)
+	}
+
+	_, err = parseOptions("--leader-election-retry-period=often")
+	assert.ErrorContains(t, err, "leader-election-retry-period")
 }

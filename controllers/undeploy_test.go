@@ -2,16 +2,16 @@ package controllers_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 )
 
@@ -72,28 +72,24 @@ func TestComponentRemovedTwiceIsUndeployedTwice(t *testing.T) {
 func TestTeardownGoesOnWhenAnUndeployJobIsGone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	require.NoError(t, env.Client.Create(ctx, newEnv("lost-undeploy", greeter("app"))))
-	e := waitFor(t, "lost-undeploy", "ready", ready)
-	ns := e.Status.TargetNamespace
-
-	// A finalizer on the release's ConfigMap keeps the uninstall waiting, so
-	// the undeploy Job is still running when it is deleted.
-	const hold = "petri.dev/test-hold"
-	cm := &corev1.ConfigMap{}
-	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-greeter"}, cm))
-	controllerutil.AddFinalizer(cm, hold)
-	require.NoError(t, env.Client.Update(ctx, cm))
-	release := func() {
-		cur := &corev1.ConfigMap{}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), cur); err == nil {
-			controllerutil.RemoveFinalizer(cur, hold)
-			_ = env.Client.Update(ctx, cur)
-		}
-	}
+	const name = "lost-undeploy"
+	// Its undeploy Jobs run until the test lets them end, so the first is
+	// still running when it is deleted.
+	undeploys := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(undeploys) }) }
 	t.Cleanup(release)
+	standIn(t, name, func(job standInJob) standInReply {
+		if job.Action == contract.ActionUndeploy {
+			return blockUntil(job, undeploys, succeedAll)
+		}
+		return succeedAll(job)
+	})
+	require.NoError(t, env.Client.Create(ctx, newEnv(name, greeter("app"))))
+	e := waitFor(t, name, "ready", ready)
 
 	require.NoError(t, env.Client.Delete(ctx, e))
-	e = waitFor(t, "lost-undeploy", "undeploy running", func(e *petriv1.EphemeralEnvironment) bool {
+	e = waitFor(t, name, "undeploy running", func(e *petriv1.EphemeralEnvironment) bool {
 		cs := componentNamed(e, "app")
 		return cs != nil && cs.Phase == petriv1.ComponentUndeploying && cs.Job != ""
 	})
@@ -101,7 +97,7 @@ func TestTeardownGoesOnWhenAnUndeployJobIsGone(t *testing.T) {
 	deleteJob(t, runningJob(t, first))
 
 	retried := eventually(90*time.Second, func() bool {
-		e = current("lost-undeploy")
+		e = current(name)
 		cs := componentNamed(e, "app")
 		return cs != nil && cs.Job != first && cs.Phase == petriv1.ComponentUndeploying
 	})

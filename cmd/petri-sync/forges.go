@@ -25,18 +25,21 @@ type forgeFlags struct {
 	url        *string
 	tokenFile  *string
 	secretFile *string
-	timeout    *time.Duration
+	// secretsFile holds secrets per repository, owner or group.
+	secretsFile *string
+	timeout     *time.Duration
 }
 
 // bindForge declares -<forge>-url, -<forge>-token-file,
 // -<forge>-webhook-secret-file and -<forge>-timeout.
 func bindForge(fs *flag.FlagSet, name, title string) *forgeFlags {
 	return &forgeFlags{
-		name:       name,
-		url:        fs.String(name+"-url", "", title+" server's root URL, such as https://"+name+".example.com/ (the API is found under it); unset: applications on "+title+" are config errors."),
-		tokenFile:  fs.String(name+"-token-file", "", "File holding the "+title+" access token of sync's user (re-read when it changes)."),
-		secretFile: fs.String(name+"-webhook-secret-file", "", "File holding the secret of "+title+"'s webhooks, delivered to /webhooks/"+name+"."),
-		timeout:    fs.Duration(name+"-timeout", 15*time.Second, "Timeout of one "+title+" API request."),
+		name:        name,
+		url:         fs.String(name+"-url", "", title+" server's root URL, such as https://"+name+".example.com/ (the API is found under it); unset: applications on "+title+" are config errors."),
+		tokenFile:   fs.String(name+"-token-file", "", "File holding the "+title+" access token of sync's user (re-read when it changes)."),
+		secretFile:  fs.String(name+"-webhook-secret-file", "", "File holding the forge-wide secret of "+title+"'s webhooks, delivered to /webhooks/"+name+": for the repositories without one of their own in -"+name+"-webhook-secrets-file."),
+		secretsFile: fs.String(name+"-webhook-secrets-file", "", "YAML file of webhook secrets by repository, owner or group path (acme/shop: SECRET, acme: SECRET): a repository's deliveries must be signed with its own, its nearest owner's or group's, else the forge-wide one."),
+		timeout:     fs.Duration(name+"-timeout", 15*time.Second, "Timeout of one "+title+" API request."),
 	}
 }
 
@@ -45,12 +48,21 @@ func (f *forgeFlags) served() bool { return *f.url != "" }
 
 // build makes the forge's provider and the reading of its webhooks.
 func (f *forgeFlags) build() (provider.Provider, webhook.Forge, error) {
-	if *f.tokenFile == "" || *f.secretFile == "" {
-		return nil, webhook.Forge{}, fmt.Errorf("-%s-url needs -%s-token-file and -%s-webhook-secret-file", f.name, f.name, f.name)
+	if *f.tokenFile == "" || (*f.secretFile == "" && *f.secretsFile == "") {
+		return nil, webhook.Forge{}, fmt.Errorf("-%s-url needs -%s-token-file and -%s-webhook-secret-file or -%s-webhook-secrets-file", f.name, f.name, f.name, f.name)
 	}
-	secret, err := readSecret(*f.secretFile)
-	if err != nil {
-		return nil, webhook.Forge{}, fmt.Errorf("%s webhook secret: %w", f.name, err)
+	var secret []byte
+	var err error
+	if *f.secretFile != "" {
+		if secret, err = readSecret(*f.secretFile); err != nil {
+			return nil, webhook.Forge{}, fmt.Errorf("%s webhook secret: %w", f.name, err)
+		}
+	}
+	var secrets map[string][]byte
+	if *f.secretsFile != "" {
+		if secrets, err = provider.LoadWebhookSecrets(*f.secretsFile); err != nil {
+			return nil, webhook.Forge{}, fmt.Errorf("-%s-webhook-secrets-file: %w", f.name, err)
+		}
 	}
 	switch f.name {
 	case config.ForgeGitea, config.ForgeForgejo:
@@ -58,13 +70,13 @@ func (f *forgeFlags) build() (provider.Provider, webhook.Forge, error) {
 		if err != nil {
 			return nil, webhook.Forge{}, fmt.Errorf("%s: %w", f.name, err)
 		}
-		return p, webhook.Gitea(f.name, secret), nil
+		return p, webhook.Gitea(f.name, secret, secrets), nil
 	case config.ForgeGitLab:
 		p, err := glprovider.New(glprovider.Options{BaseURL: *f.url, TokenFile: *f.tokenFile, HTTPClient: &http.Client{Timeout: *f.timeout}})
 		if err != nil {
 			return nil, webhook.Forge{}, fmt.Errorf("%s: %w", f.name, err)
 		}
-		return p, webhook.GitLab(secret), nil
+		return p, webhook.GitLab(secret, secrets), nil
 	}
 	return nil, webhook.Forge{}, fmt.Errorf("forge %s: no provider", f.name)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/petri-dev/petri/sync/api"
 	"github.com/petri-dev/petri/sync/configrepo"
 	"github.com/petri-dev/petri/sync/metrics"
+	"github.com/petri-dev/petri/sync/provider"
 	ghprovider "github.com/petri-dev/petri/sync/provider/github"
 	"github.com/petri-dev/petri/sync/resolve"
 	"github.com/petri-dev/petri/sync/syncer"
@@ -61,7 +62,8 @@ func run() error {
 		installationID = flag.Int64("github-installation-id", 0, "GitHub App installation id.")
 		appKeyFile     = flag.String("github-app-key-file", "", "GitHub App private key (PEM) file.")
 		githubTimeout  = flag.Duration("github-timeout", 15*time.Second, "Timeout of one GitHub API request.")
-		secretFile     = flag.String("webhook-secret-file", "", "File holding GitHub's webhook secret (required unless another forge is configured).")
+		secretFile     = flag.String("webhook-secret-file", "", "File holding GitHub's webhook secret (required unless another forge is configured, or -webhook-secrets-file is given).")
+		secretsFile    = flag.String("webhook-secrets-file", "", "YAML file of GitHub webhook secrets by repository or owner (acme/shop: SECRET, acme: SECRET): a repository's deliveries must be signed with its own, else its owner's, else -webhook-secret-file's.")
 		forges         = bindForges(flag.CommandLine)
 		resyncInterval = flag.Duration("resync-interval", 5*time.Minute, "How often every repository's open pull requests are listed again (conditional requests).")
 		listen         = flag.String("listen", ":8080", "Address of the HTTP server: webhooks, read API, web page, probes, metrics.")
@@ -112,8 +114,14 @@ func run() error {
 		if secret, err = readSecret(*secretFile); err != nil {
 			return fmt.Errorf("webhook secret: %w", err)
 		}
-	case len(others) == 0:
+	case len(others) == 0 && *secretsFile == "":
 		return errors.New("-webhook-secret-file is required: webhooks are never accepted unsigned")
+	}
+	var repoSecrets map[string][]byte
+	if *secretsFile != "" {
+		if repoSecrets, err = provider.LoadWebhookSecrets(*secretsFile); err != nil {
+			return fmt.Errorf("-webhook-secrets-file: %w", err)
+		}
 	}
 	for name := range others {
 		log.Info("Serving forge", "forge", name)
@@ -179,7 +187,7 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	hook := &webhook.Handler{Secret: secret, Forges: hooks, Queue: s.Events(), Metrics: m, MaxBody: *webhookMaxBody, MaxConcurrent: *webhookReads, ReadTimeout: *webhookTimeout}
+	hook := &webhook.Handler{Secret: secret, RepositorySecrets: repoSecrets, Forges: hooks, Queue: s.Events(), Metrics: m, MaxBody: *webhookMaxBody, MaxConcurrent: *webhookReads, ReadTimeout: *webhookTimeout}
 	mux := http.NewServeMux()
 	mux.Handle("/", api.Handler(s, hook, m))
 	var page *ui.UI

@@ -7,23 +7,23 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/internal/benchkit"
+	"github.com/petri-dev/petri/local/internal/supervise"
 )
 
 // operator is petri-operator running as its own process, as its
 // ServiceAccount, so that /proc tells its memory and CPU apart from the
-// control plane's and the benchmark's.
+// control plane's and the benchmark's. It is supervised as a kubelet runs
+// it: a run that exits unasked (a leader that lost its Lease) is started
+// again after a back-off, logged and counted (restarts).
 type operator struct {
-	cmd        *exec.Cmd
-	done       chan struct{}
+	sup        *supervise.Process
 	metricsURL string
 	pprofURL   string
 	logPath    string
@@ -47,14 +47,9 @@ func (e *env) startOperator(ctx context.Context, name, deployerImage string, con
 		return nil, err
 	}
 	o := &operator{
-		done:       make(chan struct{}),
 		metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]),
 		pprofURL:   fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", ports[2]),
 		logPath:    filepath.Join(e.dir, "operator-"+name+".log"),
-	}
-	logFile, err := os.Create(o.logPath)
-	if err != nil {
-		return nil, err
 	}
 	args := []string{
 		"--management-namespace=" + managementNamespace,
@@ -77,15 +72,15 @@ func (e *env) startOperator(ctx context.Context, name, deployerImage string, con
 		args = append(args, "--job-cpu-request=10m", "--job-memory-request=16Mi")
 	}
 	args = append(args, extra...)
-	o.cmd = exec.Command(e.bins["petri-operator"], args...)
 	// GOMEMLIMIT as the operator's Deployment sets it (config/manager).
-	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "GOMEMLIMIT=200MiB")
-	o.cmd.Stdout, o.cmd.Stderr = logFile, logFile
-	if err := o.cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start petri-operator: %w", err)
+	o.sup, err = supervise.Start(supervise.Options{
+		Name: "petri-operator", Path: e.bins["petri-operator"], Args: args,
+		Env:     []string{"KUBECONFIG=" + kubeconfig, "GOMEMLIMIT=200MiB"},
+		LogPath: o.logPath, Logf: e.log,
+	})
+	if err != nil {
+		return nil, err
 	}
-	go func() { _ = o.cmd.Wait(); logFile.Close(); close(o.done) }()
 
 	// Ready once its metrics answer and it holds the lease (a fresh
 	// operator after a stopped one that released it).
@@ -101,7 +96,8 @@ func (e *env) startOperator(ctx context.Context, name, deployerImage string, con
 			}
 		}
 		select {
-		case <-o.done:
+		case <-o.sup.FirstExit():
+			o.stop()
 			return nil, fmt.Errorf("petri-operator exited at start; see %s", o.logPath)
 		case <-ctx.Done():
 			o.stop()
@@ -131,31 +127,43 @@ func (o *operator) leading() bool {
 	return false
 }
 
-// stop ends the operator with SIGTERM (it releases its lease) and waits.
-func (o *operator) stop() {
-	select {
-	case <-o.done:
-		return
-	default:
+// stop ends the operator with SIGTERM (it releases its lease) and waits;
+// it is not started again.
+func (o *operator) stop() { o.sup.Stop() }
+
+// restarts counts the runs started again after an unexpected exit.
+func (o *operator) restarts() int { return o.sup.Restarts() }
+
+// rss is the process's resident set now (VmRSS); 0 while it waits to be
+// started again.
+func (o *operator) rss() (int64, error) {
+	pid, running := o.sup.Pid()
+	if !running {
+		return 0, nil
 	}
-	_ = o.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-o.done:
-	case <-time.After(20 * time.Second):
-		_ = o.cmd.Process.Kill()
-		<-o.done
-	}
+	return benchkit.ProcStatusBytes(pid, "VmRSS:")
 }
 
-// rss is the process's resident set now (VmRSS).
-func (o *operator) rss() (int64, error) { return benchkit.ProcStatusBytes(o.cmd.Process.Pid, "VmRSS:") }
+// cpu is the CPU time (user and system) every run has used so far.
+func (o *operator) cpu() (time.Duration, error) {
+	past, _ := o.sup.Past()
+	pid, running := o.sup.Pid()
+	if !running {
+		return past, nil
+	}
+	cur, err := benchkit.ProcCPU(pid, false)
+	return past + cur, err
+}
 
-// cpu is the CPU time (user and system) the process has used.
-func (o *operator) cpu() (time.Duration, error) { return benchkit.ProcCPU(o.cmd.Process.Pid, false) }
-
-// peakRSS is the process's resident set high-water mark (VmHWM).
+// peakRSS is the resident set high-water mark (VmHWM) of any run.
 func (o *operator) peakRSS() (int64, error) {
-	return benchkit.ProcStatusBytes(o.cmd.Process.Pid, "VmHWM:")
+	_, past := o.sup.Past()
+	pid, running := o.sup.Pid()
+	if !running {
+		return past, nil
+	}
+	cur, err := benchkit.ProcStatusBytes(pid, "VmHWM:")
+	return max(past, cur), err
 }
 
 // metrics scrapes the operator's metrics endpoint into "name{labels}" ->

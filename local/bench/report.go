@@ -206,11 +206,11 @@ func (r *Results) WriteTable(w io.Writer) {
 			t, met := r.scaleTarget(s)
 			if s.Mode == ModeFloor {
 				ratio, met := r.floorRatio(i)
-				fmt.Fprintf(tw, "%d × 3 components, %s\t-\t%s\t-\t-\t-\t-\t%s\t%s\n", s.Environments, s.Mode, readyCell(s.AllReady, s.NotReady), ratio, met)
+				fmt.Fprintf(tw, "%d × 3 components, %s\t-\t%s\t-\t-\t-\t-\t%s\t%s\n", s.Environments, s.Mode, s.readyCell(), ratio, met)
 				continue
 			}
 			fmt.Fprintf(tw, "%d × 3 components, %s\t%s\t%s\t%s\t%d MiB\t%s\t%s\t%s\t%s\n", s.Environments, s.Mode, secs(s.Created),
-				readyCell(s.AllReady, s.NotReady), readyCell(s.AllGone, s.NotGone), s.PeakRSS>>20, secs(s.CPU), verbs(s.Requests), t, met)
+				s.readyCell(), readyCell(s.AllGone, s.NotGone), s.PeakRSS>>20, secs(s.CPU), verbs(s.Requests), t, met)
 		}
 		tw.Flush()
 		for _, s := range r.Scale {
@@ -237,6 +237,16 @@ func limitText(n int) string {
 		return "5,000"
 	}
 	return fmt.Sprintf("%d", n)
+}
+
+// readyCell is the run's time to all Ready, with the environments that
+// missed it and the operator's restarts on the way.
+func (s ScaleResult) readyCell() string {
+	c := readyCell(s.AllReady, s.NotReady)
+	if s.OperatorRestarts > 0 {
+		c += fmt.Sprintf(" (operator restarted %d×)", s.OperatorRestarts)
+	}
+	return c
 }
 
 func readyCell(d time.Duration, missing int) string {
@@ -327,11 +337,11 @@ func (r *Results) scaleMarkdown(b *strings.Builder) {
 		if s.Mode == ModeFloor {
 			ratio, met := r.floorRatio(i)
 			fmt.Fprintf(b, "| %d × 3 components, %s | - | %s | - | - | - | %s → %s | %s | %s |\n", s.Environments, s.Mode,
-				readyCell(s.AllReady, s.NotReady), s.LoadBefore, s.LoadAfter, ratio, met)
+				s.readyCell(), s.LoadBefore, s.LoadAfter, ratio, met)
 			continue
 		}
 		fmt.Fprintf(b, "| %d × 3 components, %s | %s | %s | %s | %d MiB | %s | %s → %s | %s | %s |\n", s.Environments, s.Mode, secs(s.Created),
-			readyCell(s.AllReady, s.NotReady), readyCell(s.AllGone, s.NotGone), s.PeakRSS>>20, secs(s.CPU), s.LoadBefore, s.LoadAfter, t, met)
+			s.readyCell(), readyCell(s.AllGone, s.NotGone), s.PeakRSS>>20, secs(s.CPU), s.LoadBefore, s.LoadAfter, t, met)
 	}
 	if r.hasFloor() {
 		fmt.Fprintln(b)

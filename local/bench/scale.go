@@ -58,6 +58,10 @@ type ScaleResult struct {
 	NotReady, NotGone int
 	// PeakRSS is the operator's resident set high-water mark, in bytes.
 	PeakRSS int64
+	// OperatorRestarts counts the times the operator exited unasked during
+	// the run and was started again, as a kubelet would (a leader that
+	// lost its Lease exits); its metrics count from the last start.
+	OperatorRestarts int
 	// CPU is the operator's CPU time over the run.
 	CPU time.Duration
 	// Requests is the operator's API requests per environment lifecycle
@@ -242,6 +246,7 @@ func (e *env) scale(ctx context.Context, o ScaleOptions) (res ScaleResult, err e
 	if res.PeakRSS, err = op.peakRSS(); err != nil {
 		return res, err
 	}
+	res.OperatorRestarts = op.restarts()
 	res.LoadAfter = benchkit.LoadAverage()
 	if res.NotGone > 0 {
 		// The next run starts from a clean slate: force what is left.

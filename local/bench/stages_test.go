@@ -72,3 +72,12 @@ func TestStagesTableListsRunsWithStages(t *testing.T) {
 	writeStages(&b, []ScaleResult{{Mode: ModeFloor, Environments: 100}})
 	assert.Empty(t, b.String(), "no table without stages")
 }
+
+// A run in which the operator exited and was started again says so where
+// its time to Ready is shown, since its figures count from the restart.
+func TestReadyCellNamesOperatorRestarts(t *testing.T) {
+	s := ScaleResult{AllReady: 12 * time.Second, NotReady: 2, OperatorRestarts: 1}
+	assert.Contains(t, s.readyCell(), "(2 missing) (operator restarted 1×)")
+	s.OperatorRestarts = 0
+	assert.NotContains(t, s.readyCell(), "restarted")
+}

@@ -244,19 +244,36 @@ func asGitHubSends(s string) string {
 	return out
 }
 
+// AsValuesHold is an author's text as rendered values hold it: literally,
+// but with a space between two braces of a template delimiter ("{{" is
+// "{ {", "}}" is "} }", "{{{" is "{ { {"), so that a chart's tpl finds
+// no action in it. The hostile-author tests of every forge expect it.
+func AsValuesHold(s string) string {
+	var b strings.Builder
+	var prev rune
+	for _, r := range s {
+		if (r == '{' || r == '}') && r == prev {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(r)
+		prev = r
+	}
+	return b.String()
+}
+
 // checkLiteral: the values hold the title, branch, labels and author as
-// written, and sync's comment keeps its shape.
+// written (AsValuesHold), and sync's comment keeps its shape.
 func (h *hostile) checkLiteral(ctx context.Context, pr *hostilePR) {
 	p := h.sc.st.GitHub.PullRequest(HostileRepository, pr.number)
 	title, branch := asGitHubSends(p.Title), asGitHubSends(p.HeadRef)
 	var labels []string
 	for _, l := range p.Labels {
-		labels = append(labels, asGitHubSends(l))
+		labels = append(labels, AsValuesHold(asGitHubSends(l)))
 	}
 	want := map[string]any{
-		"message": fmt.Sprintf("PR #%d: %s (%s)", pr.number, title, strings.Join(labels, ", ")),
+		"message": fmt.Sprintf("PR #%d: %s (%s)", pr.number, AsValuesHold(title), strings.Join(labels, ", ")),
 		"commit":  p.HeadSHA,
-		"env":     map[string]any{"PR_TITLE": title, "PR_BRANCH": branch, "PR_AUTHOR": p.Author},
+		"env":     map[string]any{"PR_TITLE": AsValuesHold(title), "PR_BRANCH": AsValuesHold(branch), "PR_AUTHOR": AsValuesHold(p.Author)},
 	}
 	env, err := h.sc.getEnv(ctx, pr.env)
 	if err != nil || env == nil {

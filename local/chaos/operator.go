@@ -70,8 +70,8 @@ func (r *run) waitOperatorLeader(ctx context.Context, previous string, timeout t
 }
 
 // waitLiveOperatorLeader waits until a running operator renews the lease
-// (controller-runtime renews it every two seconds), so that a kill right
-// after leaves the whole lease duration before another process leads.
+// (every --leader-election-retry-period, 2 s in this suite), so that a kill right after
+// leaves the whole lease duration before another process leads.
 func (r *run) waitLiveOperatorLeader(ctx context.Context, timeout time.Duration) (string, error) {
 	var holder string
 	ok := waitFor(ctx, timeout, 100*time.Millisecond, func() bool {

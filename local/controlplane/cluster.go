@@ -67,6 +67,10 @@ type Options struct {
 	// ImageFiles maps, per image name, a directory the image carries to a
 	// local directory with the same files (see node.Options).
 	ImageFiles map[string]map[string]string
+	// Env is added to every process the local node runs (node.Options.Env):
+	// what a test tells the programs that play its images, as a cluster
+	// would put it in their pods' environment.
+	Env []string
 	// Controllers overrides DefaultControllers.
 	Controllers []string
 	// Output receives the output of kube-controller-manager; a log file in
@@ -219,7 +223,7 @@ func Start(opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	if len(opts.Images) > 0 {
-		c.Node, err = node.New(c.Config, node.Options{Images: opts.Images, ImageFiles: opts.ImageFiles, Dir: filepath.Join(c.Dir, "node")})
+		c.Node, err = node.New(c.Config, node.Options{Images: opts.Images, ImageFiles: opts.ImageFiles, Env: opts.Env, Dir: filepath.Join(c.Dir, "node")})
 		if err != nil {
 			return nil, err
 		}

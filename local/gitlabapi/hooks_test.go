@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/petri-dev/petri/local/gitlabapi"
+	"github.com/petri-dev/petri/sync/provider"
 	glprovider "github.com/petri-dev/petri/sync/provider/gitlab"
 )
 
@@ -37,7 +38,7 @@ func TestHooksReadBySync(t *testing.T) {
 	const secret = "hook-secret"
 	got := &received{}
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		kind, body, err := glprovider.ReadVerified(r, []byte(secret), 1<<20)
+		kind, body, err := glprovider.ReadVerified(r, provider.WebhookSecrets{Default: []byte(secret)}, 1<<20)
 		if !assert.NoError(t, err) {
 			w.WriteHeader(http.StatusUnauthorized)
 			return

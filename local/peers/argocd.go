@@ -97,7 +97,7 @@ func startArgoCD(ctx context.Context, c *controlplane.Cluster, bin, dir string, 
 	common := []string{"HOME=" + home, "TMPDIR=" + tmp, "PATH=" + bin + ":" + os.Getenv("PATH"), "ARGOCD_GPG_ENABLED=false", "ARGOCD_TLS_DATA_PATH=" + tls, "ARGOCD_NAMESPACE=" + ArgoCDNamespace, "NAMESPACE=" + ArgoCDNamespace}
 
 	logf("starting Argo CD: redis-server, argocd-repo-server, argocd-application-controller, argocd-applicationset-controller")
-	redis, err := startProcess("redis-server", "redis-server", "", []string{"--port", fmt.Sprint(ports[0]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}, nil, filepath.Join(dir, "redis.log"))
+	redis, err := startProcess("redis-server", "redis-server", "", []string{"--port", fmt.Sprint(ports[0]), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}, nil, filepath.Join(dir, "redis.log"), logf)
 	if err != nil {
 		return nil, fmt.Errorf("%w (make bench-peers installs Debian's redis-server)", err)
 	}
@@ -112,7 +112,7 @@ func startArgoCD(ctx context.Context, c *controlplane.Cluster, bin, dir string, 
 	}
 	repo, err := startProcess("argocd-repo-server", argocd, "argocd-repo-server",
 		[]string{"--address", "127.0.0.1", "--port", fmt.Sprint(ports[1]), "--metrics-address", "127.0.0.1", "--metrics-port", fmt.Sprint(ports[2]), "--redis", redisAddr},
-		append(common, "KUBECONFIG="+kc), filepath.Join(dir, "argocd-repo-server.log"))
+		append(common, "KUBECONFIG="+kc), filepath.Join(dir, "argocd-repo-server.log"), logf)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func startArgoCD(ctx context.Context, c *controlplane.Cluster, bin, dir string, 
 	}
 	ctl, err := startProcess("argocd-application-controller", argocd, "argocd-application-controller",
 		[]string{"--repo-server", repoAddr, "--redis", redisAddr, "--metrics-port", fmt.Sprint(ports[3])},
-		append(common, "KUBECONFIG="+kc, "HOSTNAME=argocd-application-controller-0"), filepath.Join(dir, "argocd-application-controller.log"))
+		append(common, "KUBECONFIG="+kc, "HOSTNAME=argocd-application-controller-0"), filepath.Join(dir, "argocd-application-controller.log"), logf)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func startArgoCD(ctx context.Context, c *controlplane.Cluster, bin, dir string, 
 	appset, err := startProcess("argocd-applicationset-controller", argocd, "argocd-applicationset-controller",
 		[]string{"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", ports[4]), "--probe-addr", fmt.Sprintf("127.0.0.1:%d", ports[5]),
 			"--webhook-addr", fmt.Sprintf("127.0.0.1:%d", ports[6]), "--argocd-repo-server", repoAddr},
-		append(common, "KUBECONFIG="+kc), filepath.Join(dir, "argocd-applicationset-controller.log"))
+		append(common, "KUBECONFIG="+kc), filepath.Join(dir, "argocd-applicationset-controller.log"), logf)
 	if err != nil {
 		return nil, err
 	}

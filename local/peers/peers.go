@@ -100,6 +100,10 @@ type SystemResult struct {
 	// phases, by process, and PeakRSS their peak memory, by process.
 	CPU     map[string]time.Duration
 	PeakRSS map[string]int64
+	// Restarts counts, by process, the times it exited unasked during the
+	// size and was started again, as a kubelet would (a leader that lost
+	// its Lease exits); none is the run as it should be.
+	Restarts map[string]int
 	// APIRequests is kube-apiserver's requests of the system's own
 	// identities per environment over the three phases.
 	APIRequests float64

@@ -253,9 +253,17 @@ func testResults() *Results {
 	}
 	return &Results{
 		Machine: Machine{CPUs: 2, GoVersion: "go1.26.8", Date: time.Date(2026, 12, 1, 16, 0, 0, 0, time.UTC), LoadAverage: "1.00 1.00 1.00"},
-		Sizes:   []SizeResult{{PullRequests: 10, Systems: []SystemResult{sys(SystemPetri, time.Second), sys(SystemArgoCD, 2*time.Second)}}},
-		Took:    time.Minute,
+		Sizes: []SizeResult{{PullRequests: 10, Systems: []SystemResult{
+			withRestarts(sys(SystemPetri, time.Second), map[string]int{SystemPetri + "-a": 2}),
+			sys(SystemArgoCD, 2*time.Second),
+		}}},
+		Took: time.Minute,
 	}
+}
+
+func withRestarts(r SystemResult, restarts map[string]int) SystemResult {
+	r.Restarts = restarts
+	return r
 }
 
 func TestWriteTable(t *testing.T) {
@@ -265,6 +273,8 @@ func TestWriteTable(t *testing.T) {
 	assert.Contains(t, out, "| 10 | Petri | 2.0 s / 3.0 s | 3.0 s | 1.0 s / 2.0 s | 2.0 s | 4.0 s / 5.0 s | 5.0 s | 0 | 2.0 s | 96 MiB | 12.5 | 3.0 |")
 	assert.Contains(t, out, "| 10 | Argo CD | 2.0 s / 3.0 s | 3.0 s | 1.0 s / 2.0 s | 2.0 s | 4.0 s / 5.0 s | 5.0 s | 0 | 4.0 s | 96 MiB | 12.5 | 3.0 |")
 	assert.Contains(t, out, "| 10 | Argo CD | Argo CD-a 2.0 s, 64 MiB; Argo CD-b 2.0 s, 32 MiB |")
+	// A process that exited and was started again says so.
+	assert.Contains(t, out, "| 10 | Petri | Petri-a 1.0 s, 64 MiB, restarted 2×; Petri-b 1.0 s, 32 MiB |")
 	assert.Contains(t, out, "`GET /repos/{owner}/{repo}/pulls` 2.00, `POST /repos/{owner}/{repo}/statuses/{sha}` 1.00")
 	assert.Contains(t, out, "| date | 2026-12-01 16:00 UTC |")
 }

@@ -98,7 +98,7 @@ func startPetri(ctx context.Context, c *controlplane.Cluster, bins map[string]st
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]),
 		"--zap-encoder=json",
-	}, []string{"KUBECONFIG=" + kc, "GOMEMLIMIT=200MiB"}, filepath.Join(dir, "petri-operator.log"))
+	}, []string{"KUBECONFIG=" + kc, "GOMEMLIMIT=200MiB"}, filepath.Join(dir, "petri-operator.log"), logf)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func startPetri(ctx context.Context, c *controlplane.Cluster, bins map[string]st
 		"--leader-election-namespace=" + syncNamespace,
 		"--leader-election-id=petri-sync-0",
 		"--zap-encoder=json",
-	}, []string{"KUBECONFIG=" + kc, "POD_NAME=petri-sync-0", "POD_NAMESPACE=" + syncNamespace}, filepath.Join(dir, "petri-sync.log"))
+	}, []string{"KUBECONFIG=" + kc, "POD_NAME=petri-sync-0", "POD_NAMESPACE=" + syncNamespace}, filepath.Join(dir, "petri-sync.log"), logf)
 	if err != nil {
 		return nil, err
 	}

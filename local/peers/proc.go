@@ -6,46 +6,39 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"syscall"
 	"time"
 
 	"github.com/petri-dev/petri/local/internal/benchkit"
+	"github.com/petri-dev/petri/local/internal/supervise"
 )
 
 // process is one of a system's programs running on this machine, so that
 // /proc gives its CPU time and memory apart from the control plane's and
-// the other system's.
+// the other system's. It is supervised as a kubelet would run it: an exit
+// that stop did not ask for (a leader that lost its Lease, a crash) is
+// started again after a back-off, logged and counted (restarts).
 type process struct {
 	name    string
-	cmd     *exec.Cmd
-	done    chan struct{}
+	sup     *supervise.Process
 	logPath string
 }
 
 // startProcess runs bin with args and env (added to this process's
 // environment), its output to logPath; argv0, when set, is the name it is
-// run by (Argo CD's one binary acts by it).
-func startProcess(name, bin, argv0 string, args, env []string, logPath string) (*process, error) {
-	logFile, err := os.Create(logPath)
+// run by (Argo CD's one binary acts by it). Restarts are reported to logf.
+func startProcess(name, bin, argv0 string, args, env []string, logPath string, logf func(string, ...any)) (*process, error) {
+	sup, err := supervise.Start(supervise.Options{
+		Name: name, Path: bin, Argv0: argv0, Args: args, Env: env, LogPath: logPath,
+		Logf: logf, ProcessGroup: true,
+	})
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	if argv0 != "" {
-		cmd.Args[0] = argv0
-	}
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, done: make(chan struct{}), logPath: logPath}
-	go func() { _ = cmd.Wait(); logFile.Close(); close(p.done) }()
-	return p, nil
+	return &process{name: name, sup: sup, logPath: logPath}, nil
 }
+
+// restarts counts the times the process was started again.
+func (p *process) restarts() int { return p.sup.Restarts() }
 
 // waitHTTP waits until url answers 200, the process exits or timeout
 // passes.
@@ -84,7 +77,7 @@ func (p *process) waitFor(ctx context.Context, timeout time.Duration, notYet str
 			return fmt.Errorf("%s %s within %s; see %s", p.name, notYet, timeout, p.logPath)
 		}
 		select {
-		case <-p.done:
+		case <-p.sup.FirstExit():
 			return fmt.Errorf("%s exited at start; see %s", p.name, p.logPath)
 		case <-ctx.Done():
 			return ctx.Err()
@@ -93,36 +86,33 @@ func (p *process) waitFor(ctx context.Context, timeout time.Duration, notYet str
 	}
 }
 
-// stop ends the process with SIGTERM and waits, killing it after 20s.
-func (p *process) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
-}
+// stop ends the process with SIGTERM and waits, killing it after 20s; it
+// is not started again.
+func (p *process) stop() { p.sup.Stop() }
 
-// usage is the process's CPU time so far, with its children's it waited
-// for (the Helm and git processes Argo CD's repo-server runs), and its
-// resident set high-water mark.
+// usage is the CPU time of every run of the process so far, with its
+// children's it waited for (the Helm and git processes Argo CD's
+// repo-server runs), and the resident set high-water mark of its current
+// run (or of its last, while it waits to be started again).
 func (p *process) usage() (cpu time.Duration, peak int64, err error) {
-	pid := p.cmd.Process.Pid
+	past, pastPeak := p.sup.Past()
+	pid, running := p.sup.Pid()
+	if !running {
+		return past, pastPeak, nil
+	}
 	if cpu, err = benchkit.ProcCPU(pid, true); err != nil {
 		return 0, 0, err
 	}
 	peak, err = benchkit.ProcStatusBytes(pid, "VmHWM:")
-	return cpu, peak, err
+	return past + cpu, peak, err
 }
 
 // resetPeak starts the resident set high-water mark again from the
 // process's resident set now (clear_refs 5), so that each size has its own.
 func (p *process) resetPeak() error {
-	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.cmd.Process.Pid), []byte("5"), 0o200)
+	pid, running := p.sup.Pid()
+	if !running {
+		return nil
+	}
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0o200)
 }

@@ -76,7 +76,11 @@ func (r *Results) WriteTable(w io.Writer) {
 		for _, sys := range s.Systems {
 			var parts []string
 			for _, p := range sortedKeys(sys.CPU) {
-				parts = append(parts, fmt.Sprintf("%s %s, %s", p, secs(sys.CPU[p]), mib(sys.PeakRSS[p])))
+				part := fmt.Sprintf("%s %s, %s", p, secs(sys.CPU[p]), mib(sys.PeakRSS[p]))
+				if n := sys.Restarts[p]; n > 0 {
+					part += fmt.Sprintf(", restarted %d×", n)
+				}
+				parts = append(parts, part)
 			}
 			fmt.Fprintf(b, "| %d | %s | %s |\n", s.PullRequests, sys.System, strings.Join(parts, "; "))
 		}

@@ -34,17 +34,19 @@ type session struct {
 
 // usageSample is the CPU time and peak memory of each system's processes.
 type usageSample struct {
-	cpu  map[string]time.Duration
-	peak map[string]int64
-	jobs jobUsage
+	cpu      map[string]time.Duration
+	peak     map[string]int64
+	restarts map[string]int
+	jobs     jobUsage
 }
 
 func (s *session) sample() usageSample {
-	u := usageSample{cpu: map[string]time.Duration{}, peak: map[string]int64{}}
+	u := usageSample{cpu: map[string]time.Duration{}, peak: map[string]int64{}, restarts: map[string]int{}}
 	for _, p := range append(s.petri.procs(), s.argo.procs...) {
 		if cpu, peak, err := p.usage(); err == nil {
 			u.cpu[p.name], u.peak[p.name] = cpu, peak
 		}
+		u.restarts[p.name] = p.restarts()
 	}
 	u.jobs, _ = readCounted(s.acct)
 	return u
@@ -147,10 +149,13 @@ func (s *session) size(ctx context.Context, numbers []int) (SizeResult, error) {
 		gh     *githubCounter
 		before map[string]int
 	}{{&pr, s.petri.procs(), s.petriGH, ghPetri}, {&ar, s.argo.procs, s.argoGH, ghArgo}} {
-		sys.r.CPU, sys.r.PeakRSS = map[string]time.Duration{}, map[string]int64{}
+		sys.r.CPU, sys.r.PeakRSS, sys.r.Restarts = map[string]time.Duration{}, map[string]int64{}, map[string]int{}
 		for _, p := range sys.procs {
 			sys.r.CPU[p.name] = after.cpu[p.name] - before.cpu[p.name]
 			sys.r.PeakRSS[p.name] = after.peak[p.name]
+			if n := after.restarts[p.name] - before.restarts[p.name]; n > 0 {
+				sys.r.Restarts[p.name] = n
+			}
 		}
 		d := diffCounts(sys.before, sys.gh.snapshot())
 		sys.r.GitHubRequests = float64(total(d)) / n

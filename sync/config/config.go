@@ -52,8 +52,9 @@ type Application struct {
 	SharedWorkloads []string `json:"sharedWorkloads"`
 	// TTL deletes an environment this long after it first became Ready for
 	// the pull request's head commit (a push starts it again); sync
-	// remembers the expiry in its comment, so an expired environment stays
-	// gone until a push or a command brings it back.
+	// remembers the expiry in the pull request's PullRequestState, so an
+	// expired environment stays gone until a push or a command brings it
+	// back.
 	TTL *Duration `json:"ttl"`
 	// KeepLabel, on a pull request, suspends expiry; DefaultKeepLabel when
 	// empty.

@@ -260,6 +260,7 @@ func (s *Syncer) handleEvent(ev webhook.Event) {
 		pr := *ev.PullRequest
 		if old, ok := r.snapshots[pr.Number]; !ok || !pr.UpdatedAt.Before(old.UpdatedAt) {
 			r.snapshots[pr.Number] = pr
+			boundSnapshots(r.snapshots, MaxSnapshots)
 		}
 		r.sinceListing[pr.Number] = true
 	case "status", "check_run":
@@ -312,4 +313,23 @@ func normalizeRepo(s string) string {
 		return parts[len(parts)-2] + "/" + parts[len(parts)-1]
 	}
 	return s
+}
+
+// MaxSnapshots bounds the pull-request snapshots a repository keeps from
+// webhooks between two listings: a flood of signed deliveries with
+// distinct numbers (each a request to the forge on the next pass) cannot
+// grow it, the oldest by update time going first.
+const MaxSnapshots = 256
+
+// boundSnapshots drops the snapshots updated longest ago beyond max.
+func boundSnapshots(snaps map[int]provider.PullRequest, max int) {
+	for len(snaps) > max {
+		oldest, first := 0, true
+		for n, pr := range snaps {
+			if first || pr.UpdatedAt.Before(snaps[oldest].UpdatedAt) || (pr.UpdatedAt.Equal(snaps[oldest].UpdatedAt) && n < oldest) {
+				oldest, first = n, false
+			}
+		}
+		delete(snaps, oldest)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 
 	"github.com/petri-dev/petri/sync/config"
+	"github.com/petri-dev/petri/sync/provider"
 	giteaprovider "github.com/petri-dev/petri/sync/provider/gitea"
 	glprovider "github.com/petri-dev/petri/sync/provider/gitlab"
 	"github.com/petri-dev/petri/sync/render"
@@ -20,11 +21,16 @@ import (
 
 // Forge reads one forge's deliveries.
 type Forge struct {
-	// Secret is the webhook secret of the forge's webhooks.
+	// Secret is the forge-wide secret of the forge's webhooks: for the
+	// repositories without one of their own in RepositorySecrets.
 	Secret []byte
+	// RepositorySecrets are secrets of single repositories, owners or
+	// (GitLab) groups, by path in lower case (provider.WebhookSecrets).
+	RepositorySecrets map[string][]byte
 	// Read reads a delivery's body (at most limit bytes) and checks its
-	// signature with secret; it returns the event kind and the body.
-	Read func(r *http.Request, secret []byte, limit int64) (string, []byte, error)
+	// signature with its repository's secret; it returns the event kind
+	// and the body.
+	Read func(r *http.Request, secrets provider.WebhookSecrets, limit int64) (string, []byte, error)
 	// BadSignature is what Read's error wraps when the signature is
 	// missing or wrong.
 	BadSignature error
@@ -42,15 +48,16 @@ type Forge struct {
 // Gitea reads the deliveries of Gitea's own webhooks (X-Gitea-Event,
 // X-Gitea-Signature), of Gitea or of Forgejo (which sends them too), for
 // the applications of forge.
-func Gitea(forge string, secret []byte) Forge {
+func Gitea(forge string, secret []byte, repositories map[string][]byte) Forge {
 	return Forge{
-		Secret:         secret,
-		Read:           giteaprovider.ReadVerified,
-		BadSignature:   giteaprovider.ErrBadSignature,
-		Convert:        giteaConvert(forge),
-		EventHeader:    giteaprovider.HeaderEvent,
-		DeliveryHeader: giteaprovider.HeaderDelivery,
-		Kinds:          []string{giteaprovider.EventPullRequest, giteaprovider.EventIssueComment},
+		Secret:            secret,
+		RepositorySecrets: repositories,
+		Read:              giteaprovider.ReadVerified,
+		BadSignature:      giteaprovider.ErrBadSignature,
+		Convert:           giteaConvert(forge),
+		EventHeader:       giteaprovider.HeaderEvent,
+		DeliveryHeader:    giteaprovider.HeaderDelivery,
+		Kinds:             []string{giteaprovider.EventPullRequest, giteaprovider.EventIssueComment},
 	}
 }
 
@@ -93,15 +100,16 @@ func giteaConvert(forge string) func(string, []byte) (Event, bool, error) {
 // no head commit, so what the pass decides on is read through the API. A
 // pipeline hook and a push queue the pass too; a note with a command is a
 // hint as on GitHub.
-func GitLab(secret []byte) Forge {
+func GitLab(secret []byte, projects map[string][]byte) Forge {
 	return Forge{
-		Secret:         secret,
-		Read:           glprovider.ReadVerified,
-		BadSignature:   glprovider.ErrBadToken,
-		Convert:        gitlabConvert,
-		EventHeader:    glprovider.HeaderEvent,
-		DeliveryHeader: glprovider.HeaderDelivery,
-		Kinds:          []string{glprovider.EventMergeRequest, glprovider.EventNote, glprovider.EventPipeline, glprovider.EventPush},
+		Secret:            secret,
+		RepositorySecrets: projects,
+		Read:              glprovider.ReadVerified,
+		BadSignature:      glprovider.ErrBadToken,
+		Convert:           gitlabConvert,
+		EventHeader:       glprovider.HeaderEvent,
+		DeliveryHeader:    glprovider.HeaderDelivery,
+		Kinds:             []string{glprovider.EventMergeRequest, glprovider.EventNote, glprovider.EventPipeline, glprovider.EventPush},
 	}
 }
 
@@ -202,6 +210,10 @@ func (h *Handler) serveForge(w http.ResponseWriter, r *http.Request, name string
 	h.enqueue(w, ev, metricEvent)
 }
 
+func (f Forge) secrets() provider.WebhookSecrets {
+	return provider.WebhookSecrets{Default: f.Secret, ByPath: f.RepositorySecrets}
+}
+
 type forgeDelivery struct {
 	kind string
 	data []byte
@@ -223,7 +235,7 @@ func (h *Handler) forgeBody(w http.ResponseWriter, r *http.Request, f Forge, met
 	}
 	limit := h.maxBody()
 	switch {
-	case len(f.Secret) == 0:
+	case f.secrets().Empty():
 		return refuse(http.StatusUnauthorized, "unauthorized", "no webhook secret for this forge")
 	case r.ContentLength > limit:
 		return refuse(http.StatusRequestEntityTooLarge, "too_large", "body too large")
@@ -237,7 +249,7 @@ func (h *Handler) forgeBody(w http.ResponseWriter, r *http.Request, f Forge, met
 	_ = http.NewResponseController(w).SetReadDeadline(wall.Now().Add(timeout))
 	body := &countingReader{ReadCloser: r.Body}
 	r.Body = body
-	kind, data, err := f.Read(r, f.Secret, limit)
+	kind, data, err := f.Read(r, f.secrets(), limit)
 	h.release()
 	switch {
 	case err == nil:

@@ -72,7 +72,7 @@ func TestGiteaDeliveries(t *testing.T) {
 	q := make(chan webhook.Event, 10)
 	m := metrics.New()
 	h := routed(&webhook.Handler{Secret: key, Queue: q, Metrics: m,
-		Forges: map[string]webhook.Forge{"gitea": webhook.Gitea("gitea", giteaKey)}})
+		Forges: map[string]webhook.Forge{"gitea": webhook.Gitea("gitea", giteaKey, nil)}})
 
 	rec := postGitea(h, "/webhooks/gitea", "pull_request", giteaPullRequest, giteaSign(giteaKey, giteaPullRequest))
 	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
@@ -119,7 +119,7 @@ func TestGiteaDeliveries(t *testing.T) {
 func TestGiteaRefusals(t *testing.T) {
 	q := make(chan webhook.Event, 10)
 	h := routed(&webhook.Handler{Secret: key, Queue: q, Metrics: metrics.New(), MaxBody: 4096,
-		Forges: map[string]webhook.Forge{"gitea": webhook.Gitea("gitea", giteaKey)}})
+		Forges: map[string]webhook.Forge{"gitea": webhook.Gitea("gitea", giteaKey, nil)}})
 	big := `{"pad":"` + strings.Repeat("x", 5000) + `"}`
 	bad := `{"action":"opened","pull_request":{"number":0},"repository":{"full_name":"acme/shop"}}`
 	tests := []struct {
@@ -168,7 +168,7 @@ func postGitLab(h http.Handler, kind, body, token string) *httptest.ResponseReco
 func TestGitLabDeliveries(t *testing.T) {
 	q := make(chan webhook.Event, 10)
 	token := []byte("gitlab-token")
-	h := routed(&webhook.Handler{Queue: q, Metrics: metrics.New(), Forges: map[string]webhook.Forge{"gitlab": webhook.GitLab(token)}})
+	h := routed(&webhook.Handler{Queue: q, Metrics: metrics.New(), Forges: map[string]webhook.Forge{"gitlab": webhook.GitLab(token, nil)}})
 
 	mr := gitlabPayload(t, "merge_request.json")
 	rec := postGitLab(h, "Merge Request Hook", mr, string(token))

@@ -14,9 +14,11 @@
 package webhook
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -107,8 +109,12 @@ type MergeGroup struct {
 // Handler is the webhook endpoint.
 type Handler struct {
 	// Secret is GitHub's webhook secret; every delivery must be signed
-	// with it.
+	// with it, but for those of a repository (or an owner) with a secret
+	// of its own in RepositorySecrets, which must be signed with that one.
 	Secret []byte
+	// RepositorySecrets are secrets by repository or owner path, in lower
+	// case (provider.WebhookSecrets).
+	RepositorySecrets map[string][]byte
 	// Forges read the deliveries of other forges at /webhooks/<forge>, by
 	// the name applications give the forge (forges.go).
 	Forges map[string]Forge
@@ -275,7 +281,8 @@ func (h *Handler) enqueue(w http.ResponseWriter, ev Event, metricEvent string) {
 // the delivery (a refusal) it returns false.
 func (h *Handler) authenticated(w http.ResponseWriter, r *http.Request, metricEvent string) ([]byte, bool) {
 	sig, ok := parseSignature(r.Header.Get("X-Hub-Signature-256"))
-	if len(h.Secret) == 0 || !ok {
+	secrets := provider.WebhookSecrets{Default: h.Secret, ByPath: h.RepositorySecrets}
+	if secrets.Empty() || !ok {
 		h.count(metricEvent, "unauthorized")
 		// Closing the connection keeps the server from reading the body
 		// to reuse it.
@@ -298,7 +305,7 @@ func (h *Handler) authenticated(w http.ResponseWriter, r *http.Request, metricEv
 		return nil, false
 	}
 	body, code, err := h.read(w, r, limit)
-	if err == nil && !hmac.Equal(sig, mac(body, h.Secret)) {
+	if err == nil && !signedBy(sig, body, secrets) {
 		code, err = http.StatusUnauthorized, errors.New("missing or invalid X-Hub-Signature-256")
 	}
 	h.release()
@@ -349,6 +356,26 @@ func parseSignature(header string) ([]byte, bool) {
 	}
 	sig, err := hex.DecodeString(hexsig)
 	return sig, err == nil
+}
+
+// signedBy checks sig against the secret of the repository the body names
+// (a form-encoded body's payload too): only its name is read before, and
+// a body that names none is checked with the forge-wide secret.
+func signedBy(sig, body []byte, secrets provider.WebhookSecrets) bool {
+	payload := body
+	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("payload=")) {
+		if form, err := url.ParseQuery(string(body)); err == nil {
+			payload = []byte(form.Get("payload"))
+		}
+	}
+	var named struct {
+		Repository struct {
+			FullName string `json:"full_name"`
+		} `json:"repository"`
+	}
+	_ = json.Unmarshal(payload, &named)
+	secret := secrets.For(named.Repository.FullName)
+	return len(secret) > 0 && hmac.Equal(sig, mac(body, secret))
 }
 
 // mac is the HMAC-SHA256 of body; compare with hmac.Equal, in constant

@@ -153,7 +153,7 @@ func TestInstallManifestsPassServerDryRun(t *testing.T) {
 	stacktest.RegisterInputs(t)
 	root, err := controlplane.RepoRoot()
 	require.NoError(t, err)
-	for _, dir := range []string{"config/default", "config/samples/install", "config/samples/github-app"} {
+	for _, dir := range []string{"config/default", "config/samples/install", "config/samples/github-app", "config/samples/gitlab"} {
 		t.Run(dir, func(t *testing.T) {
 			ctx := context.Background()
 			built, err := st.Kubectl(ctx, "kustomize", filepath.Join(root, dir))

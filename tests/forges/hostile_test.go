@@ -252,16 +252,17 @@ func (h *hostileRun) checkState(n int, last int64) {
 }
 
 // literalValues are the values the hostile application renders for pull
-// request n as Gitea holds it.
+// request n as Gitea holds it (template delimiters broken apart:
+// chaos.AsValuesHold).
 func literalValues(n int, held giteaPull, sha string) map[string]any {
 	var labels []string
 	for _, l := range held.Labels {
-		labels = append(labels, l.Name)
+		labels = append(labels, chaos.AsValuesHold(l.Name))
 	}
 	return map[string]any{
-		"message": fmt.Sprintf("PR #%d: %s (%s)", n, held.Title, strings.Join(labels, ", ")),
+		"message": fmt.Sprintf("PR #%d: %s (%s)", n, chaos.AsValuesHold(held.Title), strings.Join(labels, ", ")),
 		"commit":  sha,
-		"env":     map[string]any{"PR_TITLE": held.Title, "PR_BRANCH": held.Head.Ref, "PR_AUTHOR": held.User.Login},
+		"env":     map[string]any{"PR_TITLE": chaos.AsValuesHold(held.Title), "PR_BRANCH": chaos.AsValuesHold(held.Head.Ref), "PR_AUTHOR": chaos.AsValuesHold(held.User.Login)},
 	}
 }
 

@@ -59,13 +59,14 @@ func ValidSignature(secret, body []byte, signature string) bool {
 }
 
 // ReadVerified reads a delivery's body (at most limit bytes) and checks its
-// signature; it returns the event kind and the body. A delivery without a
-// well-formed signature (64 hex digits), or that says it is over limit, is
-// refused before its body is read; a body whose length is given is read
-// into one allocation of that size.
-func ReadVerified(r *http.Request, secret []byte, limit int64) (string, []byte, error) {
+// signature with the secret of the repository it names (secrets.For): a
+// repository with a secret of its own is never accepted signed with
+// another's. A delivery without a well-formed signature is refused before
+// its body is read, and a body of known length is read into a buffer of
+// that length. It returns the event kind and the body.
+func ReadVerified(r *http.Request, secrets provider.WebhookSecrets, limit int64) (string, []byte, error) {
 	sig := strings.TrimSpace(r.Header.Get(HeaderSignature))
-	if len(secret) == 0 || len(sig) != hex.EncodedLen(sha256.Size) || strings.Trim(strings.ToLower(sig), "0123456789abcdef") != "" {
+	if secrets.Empty() || len(sig) != hex.EncodedLen(sha256.Size) || strings.Trim(strings.ToLower(sig), "0123456789abcdef") != "" {
 		return "", nil, ErrBadSignature
 	}
 	if r.ContentLength > limit {
@@ -85,7 +86,16 @@ func ReadVerified(r *http.Request, secret []byte, limit int64) (string, []byte, 
 	if int64(len(body)) > limit {
 		return "", nil, fmt.Errorf("gitea webhook body over %d bytes", limit)
 	}
-	if !ValidSignature(secret, body, sig) {
+	var named struct {
+		Repository struct {
+			FullName string `json:"full_name"`
+		} `json:"repository"`
+	}
+	// Unsigned yet: only the repository's name is read, to know whose
+	// secret signs it; a body that names none is checked with the
+	// forge-wide secret.
+	_ = json.Unmarshal(body, &named)
+	if !ValidSignature(secrets.For(named.Repository.FullName), body, sig) {
 		return "", nil, ErrBadSignature
 	}
 	return r.Header.Get(HeaderEvent), body, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/petri-dev/petri/local/gitea"
+	"github.com/petri-dev/petri/sync/provider"
 	giteaprovider "github.com/petri-dev/petri/sync/provider/gitea"
 )
 
@@ -60,7 +61,7 @@ func TestWebhookDeliveredByGitea(t *testing.T) {
 	rc := &receiver{}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d := delivery{eventType: r.Header.Get("X-Gitea-Event-Type"), signature: r.Header.Get(giteaprovider.HeaderSignature)}
-		d.kind, d.body, d.verifyErr = giteaprovider.ReadVerified(r, secret, 1<<20)
+		d.kind, d.body, d.verifyErr = giteaprovider.ReadVerified(r, provider.WebhookSecrets{Default: secret}, 1<<20)
 		rc.mu.Lock()
 		rc.deliveries = append(rc.deliveries, d)
 		rc.mu.Unlock()
@@ -175,7 +176,7 @@ func TestReadVerifiedRefuses(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/webhook", strings.NewReader(tc.body))
 			r.Header.Set(giteaprovider.HeaderSignature, tc.sig)
 			r.Header.Set(giteaprovider.HeaderEvent, "pull_request")
-			kind, got, err := giteaprovider.ReadVerified(r, secret, tc.limit)
+			kind, got, err := giteaprovider.ReadVerified(r, provider.WebhookSecrets{Default: secret}, tc.limit)
 			if tc.want != nil {
 				assert.ErrorIs(t, err, tc.want)
 				return
@@ -187,7 +188,7 @@ func TestReadVerifiedRefuses(t *testing.T) {
 	}
 	r := httptest.NewRequest(http.MethodPost, "/webhook", strings.NewReader(body))
 	r.Header.Set(giteaprovider.HeaderSignature, good)
-	_, _, err := giteaprovider.ReadVerified(r, secret, 5)
+	_, _, err := giteaprovider.ReadVerified(r, provider.WebhookSecrets{Default: secret}, 5)
 	assert.ErrorContains(t, err, "over 5 bytes")
 	assert.False(t, giteaprovider.ValidSignature(nil, []byte(body), good), "no secret validates nothing")
 }
@@ -225,7 +226,7 @@ func TestReadVerifiedRefusesBeforeReading(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/webhooks/gitea", body)
 			r.ContentLength = tc.length
 			r.Header.Set(giteaprovider.HeaderSignature, tc.sig)
-			_, _, err := giteaprovider.ReadVerified(r, []byte("k"), 1<<20)
+			_, _, err := giteaprovider.ReadVerified(r, provider.WebhookSecrets{Default: []byte("k")}, 1<<20)
 			assert.ErrorContains(t, err, tc.want)
 			assert.Zero(t, body.read, "bytes read of the refused body")
 		})

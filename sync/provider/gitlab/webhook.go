@@ -62,10 +62,14 @@ func ValidToken(secret []byte, got string) bool {
 }
 
 // ReadVerified checks a delivery's token, then reads its body (at most
-// limit bytes); it returns the hook kind and the body. A delivery with a
-// wrong token is refused before its body is read.
-func ReadVerified(r *http.Request, secret []byte, limit int64) (string, []byte, error) {
-	if !ValidToken(secret, r.Header.Get(HeaderToken)) {
+// limit bytes); it returns the hook kind and the body. A token that is none
+// of the configured secrets is refused before the body is read; once the
+// body names its project, the token must be that project's secret
+// (secrets.For: its own, its nearest group's, else the forge-wide one), so
+// a project with a secret of its own is never accepted with another's.
+func ReadVerified(r *http.Request, secrets provider.WebhookSecrets, limit int64) (string, []byte, error) {
+	token := r.Header.Get(HeaderToken)
+	if !secrets.Any(func(secret []byte) bool { return ValidToken(secret, token) }) {
 		return "", nil, ErrBadToken
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
@@ -74,6 +78,15 @@ func ReadVerified(r *http.Request, secret []byte, limit int64) (string, []byte, 
 	}
 	if int64(len(body)) > limit {
 		return "", nil, fmt.Errorf("gitlab webhook body over %d bytes", limit)
+	}
+	var named struct {
+		Project struct {
+			Path string `json:"path_with_namespace"`
+		} `json:"project"`
+	}
+	_ = json.Unmarshal(body, &named)
+	if !ValidToken(secrets.For(named.Project.Path), token) {
+		return "", nil, ErrBadToken
 	}
 	kind := r.Header.Get(HeaderEvent)
 	if kind == eventConfidentialNote {

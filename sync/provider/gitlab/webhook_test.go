@@ -43,7 +43,7 @@ func deliver(t *testing.T, kind string, body []byte) glprovider.Event {
 	r := httptest.NewRequest("POST", "/webhooks/gitlab", strings.NewReader(string(body)))
 	r.Header.Set(glprovider.HeaderEvent, kind)
 	r.Header.Set(glprovider.HeaderToken, string(secret))
-	gotKind, got, err := glprovider.ReadVerified(r, secret, 1<<20)
+	gotKind, got, err := glprovider.ReadVerified(r, provider.WebhookSecrets{Default: secret}, 1<<20)
 	require.NoError(t, err)
 	ev, err := glprovider.ParseWebhook(gotKind, got)
 	require.NoError(t, err)
@@ -64,13 +64,13 @@ func TestWebhookToken(t *testing.T) {
 			if token != "" {
 				r.Header.Set(glprovider.HeaderToken, token)
 			}
-			_, _, err := glprovider.ReadVerified(r, secret, 1<<20)
+			_, _, err := glprovider.ReadVerified(r, provider.WebhookSecrets{Default: secret}, 1<<20)
 			assert.ErrorIs(t, err, glprovider.ErrBadToken)
 		})
 	}
 	r := httptest.NewRequest("POST", "/", strings.NewReader(string(body)))
 	r.Header.Set(glprovider.HeaderToken, string(secret))
-	_, _, err := glprovider.ReadVerified(r, secret, 100)
+	_, _, err := glprovider.ReadVerified(r, provider.WebhookSecrets{Default: secret}, 100)
 	assert.ErrorContains(t, err, "over 100 bytes")
 
 	_, err = glprovider.ParseWebhook("Wiki Page Hook", []byte(`{}`))
