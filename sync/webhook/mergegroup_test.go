@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -86,4 +87,32 @@ func TestMergeGroupRefusals(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, 7, n)
 	assert.Equal(t, "929f8209d40f77f4abc622a499c93a83babdbe64", sha)
+}
+
+// The GitHub stand-in's merge group of a pull request reads as GitHub's:
+// the group's commit, the pull request's number and head, its base; its
+// destroyed delivery names the same group.
+func TestMergeGroupOfTheStandIn(t *testing.T) {
+	gh := githubapi.New(githubapi.Options{})
+	defer gh.Close()
+	pr := gh.OpenPullRequest("acme/shop", githubapi.PullRequest{BaseRef: "release/2.0"})
+	group, err := gh.MergeGroupSHA("acme/shop", pr.Number)
+	require.NoError(t, err)
+	q := make(chan webhook.Event, 1)
+	h := &webhook.Handler{Secret: key, Queue: q}
+	for _, action := range []string{"checks_requested", "destroyed"} {
+		d, err := gh.MergeGroupEvent("acme/shop", pr.Number, action)
+		require.NoError(t, err)
+		rec := post(h, d.Event, "application/json", d.Body, githubapi.Sign(key, d.Body))
+		require.Equal(t, http.StatusAccepted, rec.Code, "%s: %s", action, rec.Body)
+		ev := <-q
+		assert.Equal(t, "acme/shop", ev.Repository)
+		assert.Equal(t, webhook.MergeGroup{
+			Destroyed: action == "destroyed", HeadSHA: group,
+			HeadRef: "refs/heads/gh-readonly-queue/release/2.0/pr-" + strconv.Itoa(pr.Number) + "-" + pr.HeadSHA,
+			BaseRef: "refs/heads/release/2.0", Number: pr.Number, PullRequestSHA: pr.HeadSHA,
+		}, *ev.MergeGroup)
+	}
+	_, err = gh.MergeGroupEvent("acme/shop", pr.Number+1, "checks_requested")
+	assert.ErrorIs(t, err, githubapi.ErrNoSuchPullRequest)
 }
