@@ -59,7 +59,8 @@ func (h *harness) mergeGroups(number int) []string {
 // at once, on the group's commit, in the context of the pull request's
 // status: with an environment (Deploying) and without one (no trigger
 // label). No environment is made for the group, nor for a pull request of
-// the queue's own gh-readonly-queue/ branch, whatever its labels.
+// the queue's own gh-readonly-queue/ branch, whatever its labels. With
+// mergeQueue off nothing is posted on the group.
 func TestMergeQueueSuccessMode(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: shopFiles("")})
@@ -81,6 +82,16 @@ func TestMergeQueueSuccessMode(t *testing.T) {
 	assert.Error(t, err, "no environment for the merge queue's branch")
 	assert.Equal(t, 1, h.envCount())
 	assert.Empty(t, h.gh.Statuses(ghRepo, qpr.HeadSHA))
+
+	// off: nothing on the group, by the time the pull request's own
+	// status says Ready (its feedback took the group before).
+	h.pushConfig(shopFiles("mergeQueue: off\n"))
+	off := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	h.waitEnv(envName(off.Number), nil)
+	group := h.queue(off.Number, "checks_requested")
+	setStatus(t, h, envName(off.Number), ready)
+	require.Eventually(t, func() bool { return latestStatus(h.gh, off.HeadSHA).State == "success" }, 10*time.Second, 10*time.Millisecond)
+	assert.Empty(t, h.gh.Statuses(ghRepo, group))
 }
 
 // In environment mode the merge group's status follows the pull request's
@@ -128,7 +139,7 @@ func TestMergeQueueDestroyedStopsPosting(t *testing.T) {
 	h.waitEnv(name, nil)
 	group := h.queue(pr.Number, "checks_requested")
 	require.Eventually(t, func() bool { return slicesEqual(h.mergeGroups(pr.Number), []string{group}) }, 10*time.Second, 10*time.Millisecond)
-	require.Equal(t, "pending", latestStatus(h.gh, group).State)
+	require.Eventually(t, func() bool { return latestStatus(h.gh, group).State == "pending" }, 10*time.Second, 10*time.Millisecond)
 	posted := len(h.gh.Statuses(ghRepo, group))
 
 	h.queue(pr.Number, "destroyed")
