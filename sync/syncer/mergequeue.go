@@ -12,7 +12,8 @@
 // queue took: a push to a queued pull request takes it out of the queue (a
 // destroyed group). A group is forgotten once it was destroyed or a final
 // status was posted on it; a closed pull request keeps its groups until
-// then.
+// then. A leader that stops records the events it has not acted on as
+// marks for the next one (handOverGroups): GitHub lists no merge groups.
 
 package syncer
 
@@ -226,4 +227,37 @@ func (s *Syncer) mergeGroupFeedback(ctx context.Context, key prKey, rs *repoStat
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// handOverGroups records, as refresh marks for the next leader, the merge
+// group events this replica took and has not acted on when its leadership
+// ends (the feedback workers have stopped): GitHub lists no merge groups,
+// so no resync would find them again. A group already acted on and marked
+// again costs the next leader a read of the status it shows, no post.
+func (s *Syncer) handOverGroups(ctx context.Context) {
+	if s.refresh == nil {
+		return
+	}
+	pending := marks{}
+	now := s.clock.Now()
+	s.mu.Lock()
+	repos := slices.Collect(maps.Values(s.repos))
+	s.mu.Unlock()
+	for _, rs := range repos {
+		rs.mu.Lock()
+		for n, g := range rs.groups {
+			for sha, requested := range g {
+				pending.add(rs.name, mergeGroupMark(&webhook.MergeGroup{Number: n, HeadSHA: sha, Destroyed: !requested}), now)
+			}
+		}
+		rs.mu.Unlock()
+	}
+	if len(pending) == 0 {
+		return
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markLastTry)
+	defer cancel()
+	if err := s.refresh.record(lctx, pending); err != nil {
+		s.log.Error(err, "Handing the merge groups not acted on to the next leader failed; the merge queue's timeout removes their pull requests", "repositories", len(pending))
+	}
 }

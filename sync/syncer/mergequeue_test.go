@@ -182,3 +182,37 @@ func TestMergeGroupToTheFollowerIsActedOnByTheLeader(t *testing.T) {
 }
 
 func slicesEqual(a, b []string) bool { return strings.Join(a, ",") == strings.Join(b, ",") }
+
+// A leader that stops before it could post on a merge group (GitHub
+// refused the status) hands the group to the next leader, which posts it:
+// no resync would find a merge group again.
+func TestStoppingLeaderHandsOverItsMergeGroups(t *testing.T) {
+	t.Parallel()
+	rs := newReplicas(t, shopFiles(""))
+	h := rs.h
+	a := rs.start("sync-a")
+	rs.waitLeader(a, 20*time.Second)
+	b := rs.start("sync-b")
+	pr := openPR(t, h.gh, a)
+	h.waitEnv(envName(pr.Number), nil)
+	group, err := h.gh.MergeGroupSHA(ghRepo, pr.Number)
+	require.NoError(t, err)
+	h.gh.SetFault(&githubapi.Fault{Status: http.StatusBadGateway, Match: func(r *http.Request) bool { return strings.Contains(r.URL.Path, group) }})
+	d, err := h.gh.MergeGroupEvent(ghRepo, pr.Number, "checks_requested")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, a.send(t, d))
+	require.Eventually(t, func() bool {
+		for _, r := range h.gh.Requests() {
+			if strings.Contains(r.Path, group) && r.Status == http.StatusBadGateway {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "the leader tried to post on the group")
+
+	a.stop(t)
+	h.gh.SetFault(nil)
+	rs.waitLeader(b, 20*time.Second)
+	require.Eventually(t, func() bool { return latestStatus(h.gh, group).State == "success" }, 20*time.Second, 10*time.Millisecond)
+	assert.Equal(t, "Merge queue: no preview needed", latestStatus(h.gh, group).Description)
+}
