@@ -250,6 +250,15 @@ func (s *Syncer) handleEvent(ev webhook.Event) {
 		// config revision that adds it reconciles it then.
 		return
 	}
+	if ev.Type == "merge_group" && ev.MergeGroup != nil {
+		// Nothing to reconcile: the pull request's feedback posts on the
+		// group (mergequeue.go).
+		r.mu.Lock()
+		r.noteGroup(ev.MergeGroup.Number, ev.MergeGroup.HeadSHA, !ev.MergeGroup.Destroyed)
+		r.mu.Unlock()
+		s.feedback.Add(prKey{key, ev.MergeGroup.Number})
+		return
+	}
 	r.mu.Lock()
 	if r.pendingSince.IsZero() {
 		r.pendingSince = ev.Received

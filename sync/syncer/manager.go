@@ -228,7 +228,8 @@ func (s *Syncer) asLeader(f func(ctx context.Context)) bool {
 // (the config applied and every repository resynced, whatever the
 // revision), and runs the resync loop and the feedback workers until the
 // leadership ends; then it waits until every write started under the
-// leadership has returned.
+// leadership has returned, and hands the merge groups it did not act on
+// to the next leader.
 func (s *Syncer) lead(ctx context.Context) {
 	// The full load is asked for before this replica acts: a load already
 	// under way that applies as the leader does it, and the one triggered
@@ -255,6 +256,7 @@ func (s *Syncer) lead(ctx context.Context) {
 	s.feedback.ShutDown()
 	wg.Wait()
 	s.leadWork.Wait()
+	s.handOverGroups(ctx)
 	s.opts.Metrics.Leader.Set(0)
 }
 
