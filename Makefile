@@ -250,6 +250,13 @@ chromium: ## Make sure headless Chromium is installed (apt-get install -y chromi
 test: verify-generated fmt-check vet controlplane node gitea chromium postgres images-compile ## Everything CI checks: generated code, gofmt, vet, the control plane, go test.
 	go test $(GO_TEST_FLAGS) $(SLOW_TEST_PACKAGES) ./...
 
+# The inner loop: the tests of every package that needs neither the control
+# plane nor a Gitea server (hack/testfast/packages.sh lists them), with gofmt
+# and vet. make test runs them too, with everything else.
+.PHONY: test-fast
+test-fast: fmt-check vet ## The pure and fake-backed tests only (no control plane, no Gitea): the inner loop, about a minute.
+	go test $(GO_TEST_FLAGS) $$(hack/testfast/packages.sh)
+
 # Each fuzz target runs for FUZZTIME; make test runs their seed corpora.
 # New inputs are minimized for FUZZMINIMIZETIME (200 runs): minimizing
 # every new ~25 KiB webhook payload by time would take the whole budget.

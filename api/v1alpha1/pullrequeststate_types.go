@@ -42,6 +42,16 @@ type PullRequestStateSpec struct {
 	// expires.
 	// +optional
 	Kept bool `json:"kept,omitempty"`
+	// MergeGroups are the commits of the merge groups of GitHub's merge
+	// queue that hold this pull request and wait for the status of an
+	// application whose mergeQueue is environment: the pull request's
+	// feedback posts that status on them as its environment deploys, is
+	// Ready or fails, until the group is destroyed. Newest last; the oldest
+	// is forgotten beyond five.
+	// +optional
+	// +kubebuilder:validation:MaxItems=5
+	// +kubebuilder:validation:items:Pattern=`^[0-9a-f]{40}$`
+	MergeGroups []string `json:"mergeGroups,omitempty"`
 	// Applications hold what belongs to each application's environment.
 	// +optional
 	// +listType=map

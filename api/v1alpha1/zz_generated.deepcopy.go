@@ -538,6 +538,11 @@ func (in *PullRequestStateSpec) DeepCopyInto(out *PullRequestStateSpec) {
 		in, out := &in.ActiveAt, &out.ActiveAt
 		*out = (*in).DeepCopy()
 	}
+	if in.MergeGroups != nil {
+		in, out := &in.MergeGroups, &out.MergeGroups
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Applications != nil {
 		in, out := &in.Applications, &out.Applications
 		*out = make([]ApplicationLifecycle, len(*in))

@@ -77,6 +77,9 @@ var scenarios = []scenario{
 	// a cut of a kube-apiserver holds up every client of it: it plays
 	// alone.
 	{9, "workload cluster unreachable or its credentials revoked", playClusterFaults, false},
+	// It saturates kube-apiserver, which would upset every other
+	// scenario's timing: it plays alone.
+	{10, "kube-apiserver saturated", playSaturation, false},
 }
 
 // scene is one scenario being played.

@@ -233,6 +233,26 @@ func (s *Server) StatusEvent(repository, sha, context, state string) (Delivery, 
 	return marshal("status", p)
 }
 
+// MergeGroupEvent builds a merge_group delivery of action (checks_requested
+// or destroyed) for a merge group of GitHub's merge queue: its commit sha,
+// merging pull request number, queued at the pull request's commit prSHA,
+// into base.
+func MergeGroupEvent(repository, base string, number int, prSHA, sha, action string) (Delivery, error) {
+	p, err := load("merge_group", action)
+	if err != nil {
+		return Delivery{}, err
+	}
+	patchRepository(p, repository)
+	g := p["merge_group"].(map[string]any)
+	g["head_sha"] = sha
+	g["head_ref"] = fmt.Sprintf("refs/heads/gh-readonly-queue/%s/pr-%d-%s", base, number, prSHA)
+	g["base_ref"] = "refs/heads/" + base
+	if hc, ok := g["head_commit"].(map[string]any); ok {
+		hc["id"] = sha
+	}
+	return marshal("merge_group", p)
+}
+
 // PushEvent builds a push delivery of a branch to a repository.
 func PushEvent(repository, branch, sha string) (Delivery, error) {
 	p, err := load("push", "")

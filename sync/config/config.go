@@ -66,6 +66,10 @@ type Application struct {
 	// Deployments makes each environment a GitHub deployment of its head
 	// commit, with deployment statuses.
 	Deployments bool `json:"deployments"`
+	// MergeQueue says what the application's commit status says on a
+	// merge group of GitHub's merge queue (mergequeue.go): success (the
+	// default), environment or off.
+	MergeQueue string `json:"mergeQueue"`
 	// MaxEnvironments caps the environments of this application; 0 means no cap.
 	MaxEnvironments int `json:"maxEnvironments"`
 	// URL is a template of the address shown to reviewers.

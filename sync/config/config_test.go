@@ -96,6 +96,7 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 		{"sleepAfter", strings.Replace(good, "ttl: 72h", "ttl: 72h\nsleepAfter: -2h", 1), []string{`apps/x.yaml:24: sleepAfter: duration "-2h" must be positive`}},
 		{"keepLabel", strings.Replace(good, "ttl: 72h", "ttl: 72h\nkeepLabel: ' keep'", 1), []string{`apps/x.yaml:24: keepLabel: " keep" must be a GitHub label`}},
 		{"deployments", strings.Replace(good, "ttl: 72h", "ttl: 72h\ndeployments: yes please", 1), []string{`apps/x.yaml:24: deployments: expected true or false`}},
+		{"mergeQueue", strings.Replace(good, "ttl: 72h", "ttl: 72h\nmergeQueue: wait", 1), []string{`apps/x.yaml:24: mergeQueue: unknown value "wait": mergeQueue must be one of success, environment, off`}},
 		{"two errors", strings.Replace(strings.Replace(good, "  lables", "", 1), "drafts", "drafts", 1) + "color: blue\n", []string{"apps/x.yaml:26: color: unknown field"}},
 	}
 	for _, tt := range tests {
@@ -130,6 +131,31 @@ func TestLifecycleSettings(t *testing.T) {
 	assert.Equal(t, 90*time.Minute, app.SleepAfter.Duration)
 	assert.Equal(t, "preview/keep", app.Keep())
 	assert.True(t, app.Deployments)
+}
+
+// An application's status on a merge group is success unless it says
+// otherwise; every mode reads, and a merge queue's branch never matches a
+// trigger, whatever the trigger says.
+func TestMergeQueue(t *testing.T) {
+	cfg := config.Load(map[string][]byte{"a.yaml": []byte(good)})
+	require.Empty(t, cfg.Errors)
+	assert.Equal(t, config.MergeQueueSuccess, cfg.Applications[0].MergeQueueMode())
+	for _, mode := range config.MergeQueueModes {
+		cfg := config.Load(map[string][]byte{"a.yaml": []byte(good + "mergeQueue: " + mode + "\n")})
+		require.Empty(t, cfg.Errors, mode)
+		assert.Equal(t, mode, cfg.Applications[0].MergeQueueMode())
+	}
+
+	everything := strings.Replace(good, "'^feature/'", "'.*'", 1)
+	cfg = config.Load(map[string][]byte{"a.yaml": []byte(everything)})
+	require.Empty(t, cfg.Errors)
+	app := cfg.Applications[0]
+	pr := config.PullRequestView{Labels: []string{"preview"}, HeadBranch: "fix/readme", BaseBranch: "main"}
+	require.True(t, app.Matches(pr).Match)
+	pr.HeadBranch = "gh-readonly-queue/main/pr-104-929f8209d40f77f4abc622a499c93a83babdbe64"
+	m := app.Matches(pr)
+	assert.False(t, m.Match)
+	assert.Contains(t, m.Reason, "merge queue")
 }
 
 func TestDuplicateApplicationNamesKeepTheFirst(t *testing.T) {

@@ -59,6 +59,7 @@ func TestForgeAndRepository(t *testing.T) {
 		{name: "gitlab segment starting with a dot", forge: "gitlab", repository: "acme/.shop", wantErr: "app.yaml:4: repository:"},
 		{name: "gitlab too long", forge: "gitlab", repository: nested200() + "/" + strings.Repeat("q", 60), wantErr: "app.yaml:4: repository: 261 characters"},
 		{name: "gitea deployments", forge: "gitea", repository: "acme/shop", extra: []string{"deployments: true"}, wantErr: "app.yaml:5: deployments: gitea has no deployments API"},
+		{name: "gitlab merge queue", forge: "gitlab", repository: "group/shop", extra: []string{"mergeQueue: environment"}, wantErr: "app.yaml:5: mergeQueue: gitlab sends no merge groups"},
 		{name: "forgejo check run", forge: "forgejo", repository: "acme/shop", extra: []string{"artifactGate:", "  checkRun: build"},
 			wantErr: "app.yaml:6: artifactGate.checkRun: forgejo has no check runs"},
 	}

@@ -160,6 +160,7 @@ func validateApplication(d *decoder, a *Application) {
 		d.errorf("artifactGate", "set exactly one of checkRun and statusContext")
 	}
 	validatePlacement(d, a.Placement)
+	validateMergeQueue(d, a)
 	if a.MaxEnvironments < 0 {
 		d.errorf("maxEnvironments", "must be 0 (no cap) or more")
 	}

@@ -5,7 +5,13 @@ package config
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
+
+// MergeQueueBranchPrefix begins the branches GitHub's merge queue makes
+// (gh-readonly-queue/<base>/pr-<number>-<sha>): the queue's own commits,
+// never a pull request of anyone's to preview.
+const MergeQueueBranchPrefix = "gh-readonly-queue/"
 
 // MatchResult says whether a pull request matches an application's trigger,
 // and if not, why.
@@ -16,6 +22,11 @@ type MatchResult struct {
 
 // Matches applies the trigger filters to an open pull request.
 func (a *Application) Matches(pr PullRequestView) MatchResult {
+	if strings.HasPrefix(pr.HeadBranch, MergeQueueBranchPrefix) {
+		// Whatever the trigger says: a merge group is reported on
+		// (mergeQueue), never deployed.
+		return MatchResult{Reason: "head branch " + MergeQueueBranchPrefix + "... is the merge queue's"}
+	}
 	if pr.Draft && !a.Trigger.Drafts {
 		return MatchResult{Reason: "draft pull requests are off"}
 	}

@@ -43,6 +43,11 @@ type Metrics struct {
 	// environments from the API server because sync's cache did not show
 	// one of its own writes yet.
 	UncachedLists prometheus.Counter
+	// Resyncs counts repository reconciles that took a resync, by result:
+	// done (every open pull request listed and the comments since the last
+	// resync read, whatever the rest of the pass did) or failed (the resync
+	// is due again, for the pass that retries).
+	Resyncs *prometheus.CounterVec
 }
 
 // New registers every metric on a new registry.
@@ -94,9 +99,12 @@ func New() *Metrics {
 		UncachedLists: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "petri_sync_uncached_environment_lists_total", Help: "Repository reconciles that listed environments from the API server because sync's cache did not show one of its own writes yet.",
 		}),
+		Resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "petri_sync_resyncs_total", Help: "Repository reconciles that took a resync, by result: done (every open pull request listed, the comments since the last resync read) or failed (due again for the retry).",
+		}, []string{"result"}),
 	}
 	m.Registry.MustRegister(m.WebhookEvents, m.WebhookReadsInFlight, m.Reconciles, m.ReconcileDuration, m.WebhookToWrite, m.GitHubRequests,
-		m.RateLimit, m.Environments, m.ConfigErrors, m.Writes, m.Leader, m.Refreshes, m.Commands, m.Lifecycle, m.UncachedLists,
+		m.RateLimit, m.Environments, m.ConfigErrors, m.Writes, m.Leader, m.Refreshes, m.Commands, m.Lifecycle, m.UncachedLists, m.Resyncs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

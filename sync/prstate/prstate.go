@@ -160,6 +160,7 @@ func ToSpec(k Key, st render.State, expires map[string]time.Time) petriv1.PullRe
 		ActiveSHA:   st.ActiveSHA,
 		ActiveAt:    timePtr(st.ActiveAt),
 		Kept:        st.Kept,
+		MergeGroups: slices.Clone(st.MergeGroups),
 	}
 	names := make([]string, 0, len(st.Apps))
 	for name := range st.Apps {
@@ -192,6 +193,7 @@ func FromSpec(spec petriv1.PullRequestStateSpec) render.State {
 		ActiveSHA:   spec.ActiveSHA,
 		ActiveAt:    timeOf(spec.ActiveAt),
 		Kept:        spec.Kept,
+		MergeGroups: slices.Clone(spec.MergeGroups),
 	}
 	for _, a := range spec.Applications {
 		app := st.App(a.Name)

@@ -81,6 +81,11 @@ func TestRoundTrip(t *testing.T) {
 	var st render.State
 	st.LastCommand, st.Kept, st.ActiveSHA, st.ActiveAt = 99, true, "abc123", at
 	st.Note("kept for good")
+	for i := range render.MaxMergeGroups + 1 {
+		st.AddMergeGroup(strings.Repeat(string(rune('a'+i)), 40))
+	}
+	require.Len(t, st.MergeGroups, render.MaxMergeGroups, "the oldest merge group is forgotten")
+	assert.Equal(t, strings.Repeat("b", 40), st.MergeGroups[0])
 	web := st.App("web")
 	web.ReadySHA, web.ReadyAt, web.ExtendedUntil = "abc123", at, at.Add(48*time.Hour)
 	web.Deployment, web.DeploymentSHA, web.DeploymentState = 42, "abc123", "success"
@@ -103,6 +108,7 @@ func TestRoundTrip(t *testing.T) {
 	assert.Equal(t, at.Add(48*time.Hour), obj.Spec.Applications[1].ExpiresAt.UTC())
 
 	st.Kept = false
+	st.DropMergeGroup(strings.Repeat("b", 40))
 	delete(st.Apps, "api")
 	require.NoError(t, s.Save(ctx, k, st, nil))
 	got, _, err = s.Load(ctx, k)
@@ -138,12 +144,13 @@ func TestCRDRefusesNonsense(t *testing.T) {
 	ctx := context.Background()
 	obj := &petriv1.PullRequestState{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "bad"},
-		Spec:       petriv1.PullRequestStateSpec{Forge: "svn", Repository: "a/b", Number: 0},
+		Spec:       petriv1.PullRequestStateSpec{Forge: "svn", Repository: "a/b", Number: 0, MergeGroups: []string{"HEAD"}},
 	}
 	err := cluster.Client.Create(ctx, obj)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "spec.forge")
 	assert.Contains(t, err.Error(), "spec.number")
+	assert.Contains(t, err.Error(), "spec.mergeGroups[0]")
 }
 
 func clientKey(k prstate.Key) client.ObjectKey {

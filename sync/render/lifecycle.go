@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -168,8 +169,43 @@ type State struct {
 	ActiveAt  time.Time `json:"activeAt,omitzero"`
 	// Kept: /petri keep suspended expiry.
 	Kept bool `json:"kept,omitempty"`
+	// MergeGroups are the commits of the merge groups waiting for the
+	// status of an application in mergeQueue environment mode, newest
+	// last, at most MaxMergeGroups.
+	MergeGroups []string `json:"mergeGroups,omitempty"`
 	// Apps holds what belongs to one application's environment.
 	Apps map[string]*AppState `json:"apps,omitempty"`
+}
+
+// MaxMergeGroups bounds the merge groups remembered for a pull request: a
+// pull request is in one merge group at a time, and a group whose
+// destroyed event never came is forgotten once five newer ones were.
+const MaxMergeGroups = 5
+
+// AddMergeGroup remembers a merge group's commit, forgetting the oldest
+// beyond MaxMergeGroups; false when it was remembered already.
+func (s *State) AddMergeGroup(sha string) bool {
+	if slices.Contains(s.MergeGroups, sha) {
+		return false
+	}
+	s.MergeGroups = append(s.MergeGroups, sha)
+	if len(s.MergeGroups) > MaxMergeGroups {
+		s.MergeGroups = slices.Clone(s.MergeGroups[len(s.MergeGroups)-MaxMergeGroups:])
+	}
+	return true
+}
+
+// DropMergeGroup forgets a merge group; false when it was not remembered.
+func (s *State) DropMergeGroup(sha string) bool {
+	i := slices.Index(s.MergeGroups, sha)
+	if i < 0 {
+		return false
+	}
+	s.MergeGroups = slices.Delete(slices.Clone(s.MergeGroups), i, i+1)
+	if len(s.MergeGroups) == 0 {
+		s.MergeGroups = nil
+	}
+	return true
 }
 
 // AppState is the lifecycle of one application's environment.
@@ -219,6 +255,7 @@ func (s *State) Note(text string) {
 func (s State) Clone() State {
 	out := s
 	out.Notes = append([]string(nil), s.Notes...)
+	out.MergeGroups = slices.Clone(s.MergeGroups)
 	out.Apps = nil
 	for k, v := range s.Apps {
 		if out.Apps == nil {

@@ -92,8 +92,7 @@ func (s *Syncer) findCommands(ctx context.Context, o *observation) error {
 	rs.mu.Lock()
 	hints := rs.commentHints
 	rs.commentHints = map[int]bool{}
-	resync := rs.resyncDue
-	rs.resyncDue = false
+	resync := o.resync
 	since := rs.commentsSince
 	if since.IsZero() {
 		since = s.clock.Now().Add(-commandGrace)
@@ -125,6 +124,7 @@ func (s *Syncer) findCommands(ctx context.Context, o *observation) error {
 		return errors.Join(append(errs, err)...)
 	}
 	rs.takeCommands(cs, o.interested)
+	o.resynced = true
 	newest := since
 	for _, c := range cs {
 		if c.UpdatedAt.After(newest) {

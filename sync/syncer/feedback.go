@@ -179,7 +179,8 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 		states[app] = st
 	}
 	if len(states) == 0 {
-		return nil
+		// No environment to wait for: a merge group gets its success.
+		return s.mergeGroupFeedback(ctx, key, rs, states, nil, false)
 	}
 	// Behind: nothing is said on the pull request yet, but the state is
 	// stored (a command handled, an expiry decided must be). The watch
@@ -215,10 +216,13 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 			errs = append(errs, err)
 		}
 	}
+	if err := s.mergeGroupFeedback(ctx, key, rs, states, life, behind); err != nil {
+		errs = append(errs, err)
+	}
 	if err := s.saveState(ctx, key, list, life, !behind); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) == 0 && closed && !envFound && !behind {
+	if len(errs) == 0 && closed && !envFound && !behind && len(life.current().MergeGroups) == 0 {
 		// The closed pull request's last word is posted and its
 		// environments are gone: nothing more will be said about it.
 		if err := s.store.Forget(ctx, key); err != nil {

@@ -398,12 +398,19 @@ func (h *harness) reconciles() float64 {
 		testutil.ToFloat64(h.m.Reconciles.WithLabelValues("rate_limited"))
 }
 
-// resync runs one resync round and waits until it has finished.
+// resyncs counts the passes that took a resync, done or failed.
+func (h *harness) resyncs() float64 {
+	return testutil.ToFloat64(h.m.Resyncs.WithLabelValues("done")) + testutil.ToFloat64(h.m.Resyncs.WithLabelValues("failed"))
+}
+
+// resync runs one resync round and waits until the pass that took it has
+// ended, done or failed: a pass already under way when it is asked for (a
+// webhook's) ends first, and its end is not the resync's.
 func (h *harness) resync() {
 	h.t.Helper()
-	before := h.reconciles()
+	before := h.resyncs()
 	h.s.Resync()
-	require.Eventually(h.t, func() bool { return h.reconciles() > before }, 15*time.Second, 5*time.Millisecond)
+	require.Eventually(h.t, func() bool { return h.resyncs() > before }, 15*time.Second, 5*time.Millisecond)
 }
 
 func (h *harness) envCount() int {

@@ -45,7 +45,10 @@ func (s *Syncer) configLoop(ctx context.Context) {
 // repository is queued when the revision changed, or when a full resync is
 // due (a new leader), even with the last revision when the fetch fails.
 func (s *Syncer) loadConfig(ctx context.Context) {
-	full := s.fullResync.Swap(false)
+	// The full load a new leader asks for is done only by a load that
+	// applies as the leader (asLeader below clears it): one that started
+	// before the leadership leaves it to the next.
+	full := s.fullResync.Load()
 	snap, err := s.opts.Config.Fetch(ctx)
 	var cfg, prev *config.Config
 	var old []string
@@ -78,6 +81,7 @@ func (s *Syncer) loadConfig(ctx context.Context) {
 		}
 	}
 	s.asLeader(func(ctx context.Context) {
+		s.fullResync.Store(false)
 		// Bounded like a reconcile, so that a chart repository or an API
 		// server that does not answer cannot hold up the config loop.
 		actx, cancel := context.WithTimeout(ctx, s.opts.ReconcileTimeout)
@@ -244,6 +248,15 @@ func (s *Syncer) handleEvent(ev webhook.Event) {
 		// No application watches it (an organisation's webhook sends every
 		// repository's events): nothing to reconcile, nothing to remember. A
 		// config revision that adds it reconciles it then.
+		return
+	}
+	if ev.Type == "merge_group" && ev.MergeGroup != nil {
+		// Nothing to reconcile: the pull request's feedback posts on the
+		// group (mergequeue.go).
+		r.mu.Lock()
+		r.noteGroup(ev.MergeGroup.Number, ev.MergeGroup.HeadSHA, !ev.MergeGroup.Destroyed)
+		r.mu.Unlock()
+		s.feedback.Add(prKey{key, ev.MergeGroup.Number})
 		return
 	}
 	r.mu.Lock()

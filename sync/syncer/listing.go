@@ -37,9 +37,9 @@ type keptListing struct {
 // listOpen returns the repository's open pull requests: the kept listing
 // when it may stand in (reuseListing), otherwise a new listing, which is
 // kept. A failed listing drops the kept one: the pass that retries lists.
-func (s *Syncer) listOpen(ctx context.Context, rs *repoState, hinted bool) ([]provider.PullRequest, error) {
+func (s *Syncer) listOpen(ctx context.Context, rs *repoState, mustList bool) ([]provider.PullRequest, error) {
 	now := s.clock.Now()
-	if prs, ok := rs.reuseListing(now, s.listingReuse(), hinted); ok {
+	if prs, ok := rs.reuseListing(now, s.listingReuse(), mustList); ok {
 		return prs, nil
 	}
 	rs.mu.Lock()
@@ -63,18 +63,19 @@ func (s *Syncer) listOpen(ctx context.Context, rs *repoState, hinted bool) ([]pr
 
 // reuseListing returns the kept listing when it may stand in for a new
 // one: it is younger than maxAge, the pass answers pull-request
-// webhooks with their payloads (and nothing else that lists: no resync is
-// due, no hand-over named a pull request), and each of those names a pull
+// webhooks with their payloads (and nothing else that lists, mustList: the
+// pass answers no resync and no hand-over naming a pull request), and each
+// of those names a pull
 // request the listing has, or one that is closed. The snapshots are merged
 // in as over any listing (mergeSnapshots), and kept until a listing shows
 // them: one that lags behind them never takes them back. A snapshot of an
 // open pull request the listing does not have asks for a new listing,
 // which shows at once every one opened since.
-func (rs *repoState) reuseListing(now time.Time, maxAge time.Duration, hinted bool) ([]provider.PullRequest, bool) {
+func (rs *repoState) reuseListing(now time.Time, maxAge time.Duration, mustList bool) ([]provider.PullRequest, bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	l := rs.listing
-	if l == nil || hinted || rs.resyncDue || len(rs.sinceListing) == 0 || now.Before(l.at) || now.Sub(l.at) >= maxAge {
+	if l == nil || mustList || len(rs.sinceListing) == 0 || now.Before(l.at) || now.Sub(l.at) >= maxAge {
 		return nil, false
 	}
 	for n := range rs.sinceListing {

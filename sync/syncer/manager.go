@@ -228,14 +228,18 @@ func (s *Syncer) asLeader(f func(ctx context.Context)) bool {
 // (the config applied and every repository resynced, whatever the
 // revision), and runs the resync loop and the feedback workers until the
 // leadership ends; then it waits until every write started under the
-// leadership has returned.
+// leadership has returned, and hands the merge groups it did not act on
+// to the next leader.
 func (s *Syncer) lead(ctx context.Context) {
+	// The full load is asked for before this replica acts: a load already
+	// under way that applies as the leader does it, and the one triggered
+	// here then finds nothing new (one pass per repository, not two).
+	s.fullResync.Store(true)
 	s.leadMu.Lock()
 	s.leadCtx = ctx
 	s.leadMu.Unlock()
 	s.opts.Metrics.Leader.Set(1)
 	s.log.Info("Leading: loading the config and resyncing every repository")
-	s.fullResync.Store(true)
 	s.TriggerConfigFetch()
 	var wg sync.WaitGroup
 	wg.Go(func() { s.resyncLoop(ctx) })
@@ -252,6 +256,7 @@ func (s *Syncer) lead(ctx context.Context) {
 	s.feedback.ShutDown()
 	wg.Wait()
 	s.leadWork.Wait()
+	s.handOverGroups(ctx)
 	s.opts.Metrics.Leader.Set(0)
 }
 

@@ -43,6 +43,9 @@ type observation struct {
 	unknown map[int]bool
 	// errs are what failed without stopping the pass.
 	errs []error
+	// resync is set when the pass answers a resync (takePending): it lists
+	// and reads the repository's comments; resynced once it has.
+	resync, resynced bool
 }
 
 // envsOf returns a pull request's environments by application.
@@ -65,11 +68,20 @@ func (o *observation) interested(n int) bool {
 // observe gathers a repository's inputs. An error stops the pass before
 // anything is written or deleted: a failed listing means "unknown", never
 // "none".
-func (s *Syncer) observe(ctx context.Context, rs *repoState, apps []*config.Application) (*observation, error) {
+func (s *Syncer) observe(ctx context.Context, rs *repoState, apps []*config.Application) (_ *observation, err error) {
 	o := &observation{repo: rs.name, rs: rs, apps: apps, closed: map[int]provider.PullRequest{}, unknown: map[int]bool{}}
-	since, hints := rs.takePending()
-	o.since = since
-	listed, err := s.listOpen(ctx, rs, len(hints) > 0)
+	since, hints, resync := rs.takePending()
+	o.since, o.resync = since, resync
+	defer func() {
+		if err != nil && resync {
+			// Not answered: the pass that retries answers it.
+			rs.mu.Lock()
+			rs.resyncDue = true
+			rs.mu.Unlock()
+			s.opts.Metrics.Resyncs.WithLabelValues("failed").Inc()
+		}
+	}()
+	listed, err := s.listOpen(ctx, rs, len(hints) > 0 || resync)
 	if err != nil {
 		s.setAppError(apps, err)
 		rs.putPending(since, hints)
@@ -284,12 +296,17 @@ func (rs *repoState) mergeSnapshots(listed []provider.PullRequest, now time.Time
 // takePending takes the oldest unprocessed webhook's time and the handed
 // over pull requests for a pass; putPending gives them back to a pass that
 // could not list.
-func (rs *repoState) takePending() (since time.Time, hints map[int]bool) {
+// takePending takes what the pass answers: the oldest webhook's arrival,
+// the pull requests a hand-over named, and whether a resync is due. A pass
+// answers a resync only when it took it here, before its listing: one under
+// way when the resync is asked for listed before it, and leaves it to the
+// next.
+func (rs *repoState) takePending() (since time.Time, hints map[int]bool, resync bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	since, hints = rs.pendingSince, rs.hints
-	rs.pendingSince, rs.hints = time.Time{}, map[int]bool{}
-	return since, hints
+	since, hints, resync = rs.pendingSince, rs.hints, rs.resyncDue
+	rs.pendingSince, rs.hints, rs.resyncDue = time.Time{}, map[int]bool{}, false
+	return since, hints, resync
 }
 
 func (rs *repoState) putPending(since time.Time, hints map[int]bool) {

@@ -109,6 +109,14 @@ func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
 	if err != nil {
 		return err
 	}
+	defer func() {
+		switch {
+		case o.resynced:
+			s.opts.Metrics.Resyncs.WithLabelValues("done").Inc()
+		case o.resync:
+			s.opts.Metrics.Resyncs.WithLabelValues("failed").Inc()
+		}
+	}()
 	if err := s.runCommands(ctx, o); err != nil {
 		return err
 	}

@@ -142,6 +142,8 @@ func (s *Syncer) markOf(ev webhook.Event) (key, name string, ok bool) {
 		return key, markPullRequest + strconv.Itoa(ev.PullRequest.Number), true
 	case ev.Type == "issue_comment" && ev.Comment != nil && ev.Comment.Number > 0:
 		return key, markComments + strconv.Itoa(ev.Comment.Number), true
+	case ev.Type == "merge_group" && ev.MergeGroup != nil:
+		return key, mergeGroupMark(ev.MergeGroup), true
 	}
 	return key, markRepository, true
 }
@@ -250,6 +252,9 @@ func (s *Syncer) takeMarks(ctx context.Context, key string) {
 	taken := s.refresh.take(ctx, key, rs != nil)
 	if rs != nil {
 		rs.take(taken)
+		for _, n := range rs.takeGroupMarks(taken) {
+			s.feedback.Add(prKey{key, n})
+		}
 	}
 	if hasMark(taken, markConfig) {
 		s.TriggerConfigFetch()

@@ -62,8 +62,9 @@ type repoState struct {
 	// commentHints are pull requests whose comments are listed again: a
 	// command handed over without its payload, or too many at once.
 	commentHints map[int]bool
-	// resyncDue makes the next reconcile list the repository's comments
-	// since commentsSince, for commands whose webhook never arrived.
+	// resyncDue makes the next pass to start (takePending) list the open
+	// pull requests afresh and the repository's comments since
+	// commentsSince, for changes and commands whose webhook never arrived.
 	resyncDue     bool
 	commentsSince time.Time
 	// gates are the artifact gates passed per commit, statuses the last
@@ -75,13 +76,17 @@ type repoState struct {
 	// status on them (a process leads once), so their first status needs
 	// no read of what the forge shows (provider.NewCommits).
 	newHeads map[string]bool
+	// groups are the merge group events waiting for a pull request's
+	// feedback, per pull request: requested (true) or destroyed, by the
+	// group's commit (mergequeue.go).
+	groups map[int]map[string]bool
 }
 
 func newRepoState(name string) *repoState {
 	return &repoState{name: name, snapshots: map[int]provider.PullRequest{}, prs: map[int]map[string]*render.PRState{},
 		closed: map[int]bool{}, hints: map[int]bool{}, life: map[int]*prLife{}, commands: map[int][]provider.Comment{}, failing: map[int]commandFailure{},
 		commentHints: map[int]bool{}, gates: map[gateKey]bool{}, statuses: map[statusKey]provider.CommitStatus{},
-		newHeads: map[string]bool{}, sinceListing: map[int]bool{}}
+		newHeads: map[string]bool{}, sinceListing: map[int]bool{}, groups: map[int]map[string]bool{}}
 }
 
 // prLife is one pull request's lifecycle state. state is the current one;

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -190,6 +191,62 @@ func TestWebhookPassTakesTheKeptListing(t *testing.T) {
 	require.NoError(t, err, "kept without evidence of the close")
 	// The resync lists: the close is seen.
 	h.resync()
+	h.waitGone(envName(other.Number))
+}
+
+// A resync asked for while a pass is under way is answered by a pass that
+// lists after it was asked: the one under way listed before, and reading
+// the comments at its end would count it as the resync's.
+func TestAResyncDuringAPassIsAnsweredByALaterListing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{files: shopFiles("")})
+	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	other := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	h.waitEnv(envName(pr.Number), nil)
+	h.waitEnv(envName(other.Number), nil)
+	h.resync()
+
+	// The next pass lists afresh, does not see other (closed without its
+	// webhook) and reads it on its own: that read is held.
+	held, release := make(chan struct{}), make(chan struct{})
+	var heldOnce, releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	read := fmt.Sprintf("/repos/%s/pulls/%d", ghRepo, other.Number)
+	h.gh.SetFault(&githubapi.Fault{Match: func(r *http.Request) bool {
+		if r.Method == http.MethodGet && r.URL.Path == read {
+			heldOnce.Do(func() { close(held) })
+			<-release
+		}
+		return false
+	}})
+	h.gh.UpdatePullRequest(ghRepo, other.Number, func(p *githubapi.PullRequest) { p.State = "closed" })
+	h.clock.Step(h.s.ListingReuse())
+	h.gh.UpdatePullRequest(ghRepo, pr.Number, func(p *githubapi.PullRequest) { p.HeadSHA = githubapi.SHA("held pass") })
+	h.prEvent(pr.Number, "synchronize")
+	select {
+	case <-held:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the pass did not read the unlisted pull request")
+	}
+	asked := len(h.gh.Requests())
+	done := func() float64 { return testutil.ToFloat64(h.m.Resyncs.WithLabelValues("done")) }
+	resyncs := done()
+	h.s.Resync()
+	releaseOnce.Do(func() { close(release) })
+	require.Eventually(t, func() bool { return done() > resyncs }, 15*time.Second, 5*time.Millisecond)
+
+	listing, comments := -1, -1
+	for i, r := range h.gh.Requests()[asked:] {
+		switch {
+		case r.Method != http.MethodGet:
+		case r.Path == "/repos/"+ghRepo+"/pulls" && listing < 0:
+			listing = i
+		case r.Path == "/repos/"+ghRepo+"/issues/comments" && comments < 0:
+			comments = i
+		}
+	}
+	require.GreaterOrEqual(t, comments, 0, "the resync read the repository's comments")
+	assert.True(t, listing >= 0 && listing < comments, "the resync listed the pull requests after it was asked for, before it read the comments (listing at %d, comments at %d)", listing, comments)
 	h.waitGone(envName(other.Number))
 }
 

@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,6 +84,26 @@ type Event struct {
 	// Comment is the new comment of an issue_comment event on a pull
 	// request that carries a command (a line starting with /petri).
 	Comment *provider.Comment
+	// MergeGroup is the merge group of a merge_group event.
+	MergeGroup *MergeGroup
+}
+
+// MergeGroup is a merge group of GitHub's merge queue: the commit the queue
+// built to test a pull request on its base, on which the queue waits for
+// the required statuses (petri/<app> among them, where a branch's rules
+// require it) before it merges.
+type MergeGroup struct {
+	// Destroyed is set when the group is gone (merged, invalidated,
+	// dequeued): nothing more is posted on it. Unset: checks_requested.
+	Destroyed bool
+	// HeadSHA is the merge group's commit, where its statuses go; HeadRef
+	// its branch (refs/heads/gh-readonly-queue/<base>/pr-<number>-<sha>)
+	// and BaseRef the branch it merges into.
+	HeadSHA, HeadRef, BaseRef string
+	// Number is the pull request the group merges, read from HeadRef, and
+	// PullRequestSHA the pull request's commit that was queued.
+	Number         int
+	PullRequestSHA string
 }
 
 // Handler is the webhook endpoint.
@@ -189,7 +210,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	event := r.Header.Get("X-GitHub-Event")
 	metricEvent := event
 	switch event {
-	case "pull_request", "push", "status", "check_run", "issue_comment", "ping":
+	case "pull_request", "push", "status", "check_run", "issue_comment", "merge_group", "ping":
 	default:
 		metricEvent = "other"
 	}
@@ -429,6 +450,73 @@ func convert(parsed any) (ev Event, ok bool, bad string) {
 			}
 		}
 		return Event{Repository: repo, SHA: cr.GetHeadSHA(), Gate: provider.Gate{CheckRun: cr.GetName()}, GateState: st}, true, ""
+	case *gh.MergeGroupEvent:
+		return mergeGroup(e)
 	}
 	return ev, false, ""
+}
+
+// mergeGroup reads a merge_group event: checks_requested and destroyed are
+// work, any other action is not. The pull request is named only by the
+// group's head ref; one that does not parse is refused, naming the field.
+func mergeGroup(e *gh.MergeGroupEvent) (ev Event, ok bool, bad string) {
+	repo := e.GetRepo().GetFullName()
+	g := e.GetMergeGroup()
+	switch {
+	case repo == "":
+		return ev, false, "merge_group needs repository.full_name"
+	case e.GetAction() != "checks_requested" && e.GetAction() != "destroyed":
+		return ev, false, ""
+	case !isSHA(g.GetHeadSHA()):
+		return ev, false, "merge_group.head_sha must be a commit's 40 hexadecimal digits"
+	}
+	base, isBranch := strings.CutPrefix(g.GetBaseRef(), "refs/heads/")
+	if !isBranch || base == "" {
+		return ev, false, "merge_group.base_ref must be a branch, refs/heads/<branch>"
+	}
+	n, sha, parsed := ParseQueueRef(g.GetHeadRef())
+	if !parsed || !strings.HasPrefix(g.GetHeadRef(), "refs/heads/"+config.MergeQueueBranchPrefix+base+"/") {
+		return ev, false, "merge_group.head_ref must be refs/heads/" + config.MergeQueueBranchPrefix + "<base_ref's branch>/pr-<number>-<sha>"
+	}
+	mg := &MergeGroup{Destroyed: e.GetAction() == "destroyed", HeadSHA: g.GetHeadSHA(), HeadRef: g.GetHeadRef(), BaseRef: g.GetBaseRef(), Number: n, PullRequestSHA: sha}
+	return Event{Repository: repo, SHA: mg.HeadSHA, Ref: mg.HeadRef, MergeGroup: mg}, true, ""
+}
+
+// maxPullRequest bounds the number read from a merge group's ref, so that
+// it and the group's commit fit in a refresh mark's name.
+const maxPullRequest = 1<<31 - 1
+
+// ParseQueueRef reads the pull request a merge queue's branch
+// (refs/heads/gh-readonly-queue/<base>/pr-<number>-<sha>, or without
+// refs/heads/) is for: its number and the commit of it that was queued.
+// The base may hold slashes; the last segment names the pull request.
+func ParseQueueRef(ref string) (number int, sha string, ok bool) {
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(ref, "refs/heads/"), config.MergeQueueBranchPrefix)
+	i := strings.LastIndex(rest, "/")
+	if !ok || i <= 0 {
+		return 0, "", false
+	}
+	num, sha, ok := strings.Cut(strings.TrimPrefix(rest[i+1:], "pr-"), "-")
+	if !ok || !strings.HasPrefix(rest[i+1:], "pr-") || !isSHA(sha) || num == "" || num[0] == '0' || len(num) > 10 {
+		return 0, "", false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n <= 0 || n > maxPullRequest {
+		return 0, "", false
+	}
+	return n, sha, true
+}
+
+// isSHA tells whether s is a commit's full SHA-1: 40 lower-case
+// hexadecimal digits.
+func isSHA(s string) bool {
+	if len(s) != 40 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -47,7 +47,7 @@ func TestShortChaos(t *testing.T) {
 	chaos.WriteTable(&table, res)
 	t.Logf("seed %d\n%s", seed, table.String())
 
-	require.Len(t, res.Rows, 9, "every scenario has a row")
+	require.Len(t, res.Rows, 10, "every scenario has a row")
 	for _, r := range res.Rows {
 		if r.NotRun != "" {
 			assert.Equal(t, 7, r.Number, "only the sync leader scenario may be missing, and only while sync has no leader election: %s", r.NotRun)

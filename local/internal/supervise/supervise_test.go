@@ -70,6 +70,11 @@ func TestRestartsAnUnexpectedExitNotAStop(t *testing.T) {
 	require.NoError(t, err)
 	first, running := p.Pid()
 	require.True(t, running)
+	// Killed before its echo, the first run would leave nothing to count.
+	require.True(t, eventually(10*time.Second, func() bool {
+		log, _ := os.ReadFile(logPath)
+		return strings.Contains(string(log), "started\n")
+	}), "the first run's output is not in the log")
 
 	require.NoError(t, p.Signal(syscall.SIGKILL))
 	<-p.FirstExit()
