@@ -8,14 +8,13 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"golang.org/x/sync/singleflight"
 
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
@@ -55,10 +54,12 @@ type logReader struct {
 	recent   map[string]recentTail
 }
 
-// recentTail is a Job's tail as last read.
+// recentTail is a Job's tail as last read: its text, or that it is not
+// shown (which is as costly to find out again).
 type recentTail struct {
 	at   time.Time
 	text []byte
+	err  error
 }
 
 func newLogReader(pods corev1client.PodsGetter, namespace string, tail int64, reuse time.Duration, now func() time.Time) *logReader {
@@ -67,36 +68,54 @@ func newLogReader(pods corev1client.PodsGetter, namespace string, tail int64, re
 }
 
 // tailOf returns the last lines of the newest pod of the Job: the one read
-// less than reuse ago, else one read now (shared by those asking at once).
+// less than reuse ago, else one read now, shared by all who ask while it
+// is read. A caller that gives up returns at once; the read goes on for
+// the others, within its own deadline.
 func (l *logReader) tailOf(ctx context.Context, env, job string) ([]byte, error) {
 	key := env + "/" + job
-	l.mu.Lock()
-	r, ok := l.recent[key]
-	l.mu.Unlock()
-	if now := l.now(); ok && !now.Before(r.at) && now.Sub(r.at) < l.reuse {
-		return r.text, nil
+	if t, ok := l.fresh(key); ok {
+		return t.text, t.err
 	}
-	v, err, _ := l.reads.Do(key, func() (any, error) {
-		// Shared: the first caller leaving does not end the others' read.
+	ch := l.reads.DoChan(key, func() (any, error) {
+		// A read that ended between the look above and this one is fresh.
+		if t, ok := l.fresh(key); ok {
+			return t, nil
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		defer cancel()
 		at := l.now()
 		text, err := l.read(rctx, env, job)
-		if err != nil {
+		if err != nil && !errors.Is(err, errNotShown) {
 			return nil, err
 		}
+		t := recentTail{at: at, text: text, err: err}
 		l.mu.Lock()
 		if len(l.recent) >= 512 {
 			clear(l.recent)
 		}
-		l.recent[key] = recentTail{at: at, text: text}
+		l.recent[key] = t
 		l.mu.Unlock()
-		return text, nil
+		return t, nil
 	})
-	if err != nil {
-		return nil, err
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		t := res.Val.(recentTail)
+		return t.text, t.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("read the log of job %s: %w", job, ctx.Err())
 	}
-	return v.([]byte), nil
+}
+
+// fresh is the Job's tail if it was read less than reuse ago.
+func (l *logReader) fresh(key string) (recentTail, bool) {
+	now := l.now()
+	l.mu.Lock()
+	t, ok := l.recent[key]
+	l.mu.Unlock()
+	return t, ok && !now.Before(t.at) && now.Sub(t.at) < l.reuse
 }
 
 // errNotShown is a log the page does not show.
