@@ -2,6 +2,8 @@ package ui
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -77,4 +79,59 @@ func TestHubBoundsTheStreamsOfOneClient(t *testing.T) {
 	h.unsubscribe(mine[0])
 	_, _, err = h.subscribe("192.0.2.7")
 	assert.NoError(t, err)
+}
+
+// A client is the connection's address, or the last address of the
+// header a trusted proxy sets: the addresses before it are the client's to
+// choose, so they never count.
+func TestClientOfARequest(t *testing.T) {
+	for _, tc := range []struct {
+		name, header string
+		values       []string
+		want         string
+	}{
+		{name: "the connection without a header named", values: []string{"198.51.100.9"}, want: "192.0.2.1"},
+		{name: "the connection when the header is absent", header: "X-Forwarded-For", want: "192.0.2.1"},
+		{name: "the proxy's address", header: "X-Forwarded-For", values: []string{"198.51.100.9"}, want: "198.51.100.9"},
+		{name: "the last of a list", header: "X-Forwarded-For", values: []string{"203.0.113.5, 198.51.100.9"}, want: "198.51.100.9"},
+		{name: "the last of several headers", header: "X-Forwarded-For", values: []string{"203.0.113.5", "10.1.2.3,198.51.100.9 "}, want: "198.51.100.9"},
+		{name: "the connection when the last is empty", header: "X-Real-Ip", values: []string{"203.0.113.5,"}, want: "192.0.2.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &UI{opts: Options{ClientAddressHeader: tc.header}}
+			r := httptest.NewRequest(http.MethodGet, EventsPath, nil)
+			r.RemoteAddr = "192.0.2.1:53122"
+			name := tc.header
+			if name == "" {
+				name = "X-Forwarded-For"
+			}
+			for _, v := range tc.values {
+				r.Header.Add(name, v)
+			}
+			assert.Equal(t, tc.want, u.clientOf(r))
+		})
+	}
+}
+
+// A client at its bound is answered 429 (it is the one to close pages), a
+// page full for all 503 (everyone waits), and the bound follows the
+// proxy's address, not what the client wrote before it.
+func TestEventsRefuseAClientAtItsBound(t *testing.T) {
+	u := &UI{opts: Options{ClientAddressHeader: "X-Forwarded-For"}, hub: newHub(3, 2)}
+	for range 2 {
+		_, _, err := u.hub.subscribe("198.51.100.9")
+		require.NoError(t, err)
+	}
+	status := func(xff string) int {
+		r := httptest.NewRequest(http.MethodGet, EventsPath, nil)
+		r.Header.Set("X-Forwarded-For", xff)
+		w := httptest.NewRecorder()
+		u.serveEvents(w, r)
+		return w.Code
+	}
+	assert.Equal(t, http.StatusTooManyRequests, status("203.0.113.5, 198.51.100.9"))
+	assert.Equal(t, http.StatusTooManyRequests, status("203.0.113.77, 198.51.100.9"), "a new first address is no new client")
+	_, _, err := u.hub.subscribe("198.51.100.10")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, status("198.51.100.11"), "all taken")
 }

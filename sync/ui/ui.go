@@ -120,6 +120,9 @@ func New(opts Options) (*UI, error) {
 	if opts.MaxStreams == 0 {
 		opts.MaxStreams = 256
 	}
+	if opts.MaxStreams < 0 || opts.MaxStreamsPerClient < 0 {
+		return nil, errors.New("ui: the bounds of the open streams must not be negative")
+	}
 	if opts.MaxStreamsPerClient == 0 {
 		opts.MaxStreamsPerClient = 8
 	}
