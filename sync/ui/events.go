@@ -90,6 +90,13 @@ func (h *hub) unsubscribe(c chan struct{}) {
 	}
 }
 
+// open is the number of open streams.
+func (h *hub) open() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}
+
 func (h *hub) current() (uint64, []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -147,8 +154,11 @@ func (u *UI) serveEvents(w http.ResponseWriter, r *http.Request) {
 		defer u.hub.unsubscribe(c)
 	}
 	rc := http.NewResponseController(w)
-	// The server's write timeout is for requests, not for a stream.
-	_ = rc.SetWriteDeadline(time.Time{})
+	// The server's write timeout is for requests, not for a stream: each
+	// write gets its own, so that a client that stops reading gives its
+	// place back instead of holding it for good.
+	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(u.opts.StreamWriteTimeout)) }
+	deadline()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -164,6 +174,7 @@ func (u *UI) serveEvents(w http.ResponseWriter, r *http.Request) {
 			return nil
 		}
 		sent = v
+		deadline()
 		if err := writeEvent(w, "environments", strconv.FormatUint(v, 10), html); err != nil {
 			return err
 		}
@@ -189,6 +200,7 @@ func (u *UI) serveEvents(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-ping.C:
+			deadline()
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return
 			}

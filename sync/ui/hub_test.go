@@ -1,10 +1,13 @@
 package ui
 
 import (
+	"bytes"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -134,4 +137,31 @@ func TestEventsRefuseAClientAtItsBound(t *testing.T) {
 	_, _, err := u.hub.subscribe("198.51.100.10")
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, status("198.51.100.11"), "all taken")
+}
+
+// A client that stops reading its stream gives its place back once a
+// write to it has waited StreamWriteTimeout, rather than holding it for
+// good.
+func TestEventStreamOfAClientThatStopsReadingEnds(t *testing.T) {
+	u := &UI{opts: Options{StreamWriteTimeout: 200 * time.Millisecond}, hub: newHub(4, 4)}
+	srv := httptest.NewServer(http.HandlerFunc(u.serveEvents))
+	defer srv.Close()
+	defer u.hub.close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: page\r\n\r\n", EventsPath)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return u.hub.open() == 1 }, 5*time.Second, 10*time.Millisecond)
+
+	// The client reads nothing; renderings pile up in the connection's
+	// buffers until a write blocks, and then its deadline ends the stream.
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	n := 0
+	require.Eventually(t, func() bool {
+		n++
+		big[0] = byte('a' + n%26) // a new rendering each time
+		u.hub.publish(big)
+		return u.hub.open() == 0
+	}, 20*time.Second, 20*time.Millisecond, "the stream of a client that reads nothing stays open")
 }

@@ -82,6 +82,9 @@ type Options struct {
 	// MaxStreamsPerClient bounds the open event streams from one address,
 	// so that one client cannot take them all; 8 when zero.
 	MaxStreamsPerClient int
+	// StreamWriteTimeout bounds one write to an event stream, so that a
+	// client that stops reading frees its stream; 30s when zero.
+	StreamWriteTimeout time.Duration
 	// ClientAddressHeader names the header in which the proxy in front of
 	// sync (an Ingress) passes the client's address, such as
 	// X-Forwarded-For; its last address counts. Empty: the connection's
@@ -125,6 +128,9 @@ func New(opts Options) (*UI, error) {
 	}
 	if opts.MaxStreamsPerClient == 0 {
 		opts.MaxStreamsPerClient = 8
+	}
+	if opts.StreamWriteTimeout == 0 {
+		opts.StreamWriteTimeout = 30 * time.Second
 	}
 	if opts.LogReuse == 0 {
 		opts.LogReuse = 5 * time.Second
