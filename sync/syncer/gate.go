@@ -9,6 +9,16 @@ import (
 	"github.com/petri-dev/petri/sync/provider"
 )
 
+// gateOf is the gate of a pull request's head commit. A check run gate
+// that names no app never passes for a pull request from a fork: the
+// fork's own workflow can post a run of any name.
+func (s *Syncer) gateOf(ctx context.Context, rs *repoState, pr provider.PullRequest, gate provider.Gate) (bool, string, error) {
+	if pr.Fork && gate.CheckRun != "" && gate.App == "" {
+		return false, "a pull request from a fork passes a check run gate only from the app that posts the run: artifactGate.app names none", nil
+	}
+	return s.gatePassed(ctx, rs, pr.HeadSHA, gate)
+}
+
 func (s *Syncer) gatePassed(ctx context.Context, rs *repoState, sha string, gate provider.Gate) (bool, string, error) {
 	k := gateKey{sha, gate.String()}
 	rs.mu.Lock()

@@ -80,6 +80,9 @@ type repoState struct {
 	// feedback, per pull request: requested (true) or destroyed, by the
 	// group's commit (mergequeue.go).
 	groups map[int]map[string]bool
+	// trust is what was looked up of authors' permissions and of who
+	// added labels (trust.go).
+	trust trustCache
 }
 
 func newRepoState(name string) *repoState {
