@@ -199,4 +199,3 @@ func (s *Syncer) pruneTrust(o *observation) {
 		}
 	}
 }
-
