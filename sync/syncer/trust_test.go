@@ -64,6 +64,15 @@ func TestForkNeedsALabelByAWriter(t *testing.T) {
 	h.waitEnv(envName(byWriter.Number), nil)
 	h.absent(byTriager.Number, "a fork's label added by a triager counts for nothing")
 
+	// What was looked up is remembered: a pass over unchanged pull
+	// requests asks no one's permission and reads no label history.
+	h.gh.ResetRequests()
+	h.resync()
+	for _, r := range h.gh.Requests() {
+		assert.NotContains(t, r.Path, "/events", "label history read again")
+		assert.NotContains(t, r.Path, "/permission", "permission read again")
+	}
+
 	// A label set with no record of who added it counts for nothing on a
 	// fork; on the repository's own branch, labels are trusted as ever.
 	silent := h.open(githubapi.PullRequest{Author: "mallory", HeadRepository: "mallory/shop", Labels: []string{"preview"}})
