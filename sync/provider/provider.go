@@ -56,9 +56,10 @@ type Trust struct {
 // to a pull request. A forge that cannot say does not implement it, and
 // no label on a fork's pull request there counts as added by a writer.
 type LabelHistory interface {
-	// LabelAdder returns the login that last added the label to the pull
-	// request; "" when the forge records none.
-	LabelAdder(ctx context.Context, repository string, number int, label string) (string, error)
+	// LabelAdders returns, by label, the login that last added each label
+	// the forge records an addition of on the pull request: one read of
+	// its history for all its labels.
+	LabelAdders(ctx context.Context, repository string, number int) (map[string]string, error)
 }
 
 // Open reports whether the pull request is open.

@@ -101,15 +101,15 @@ func (s *Syncer) trustOf(ctx context.Context, rs *repoState, pr provider.PullReq
 	if !labels {
 		return t, nil
 	}
+	adders, err := s.labelAdders(ctx, rs, pr)
+	if err != nil {
+		return nil, err
+	}
 	for _, l := range pr.Labels {
-		adder, err := s.labelAdder(ctx, rs, pr, l)
-		if err != nil {
-			return nil, err
-		}
-		if adder == "" {
+		if adders[l] == "" {
 			continue
 		}
-		p, err := s.permission(ctx, rs, adder)
+		p, err := s.permission(ctx, rs, adders[l])
 		if err != nil {
 			return nil, err
 		}
@@ -150,36 +150,31 @@ func (s *Syncer) permission(ctx context.Context, rs *repoState, user string) (st
 	return perm, nil
 }
 
-// labelAdder is who last added a label the pull request carries; "" when
-// the forge cannot say (provider.LabelHistory) or records no one.
-func (s *Syncer) labelAdder(ctx context.Context, rs *repoState, pr provider.PullRequest, label string) (string, error) {
-	number := pr.Number
+// labelAdders is who last added each label of the pull request, read
+// once per change of the pull request; none when the forge cannot say
+// (provider.LabelHistory).
+func (s *Syncer) labelAdders(ctx context.Context, rs *repoState, pr provider.PullRequest) (map[string]string, error) {
 	rs.mu.Lock()
-	c := rs.trust.adders[number]
-	adder, ok := c.by[label]
-	ok = ok && c.updated.Equal(pr.UpdatedAt)
+	c, ok := rs.trust.adders[pr.Number]
 	rs.mu.Unlock()
-	if ok {
-		return adder, nil
+	if ok && c.updated.Equal(pr.UpdatedAt) {
+		return c.by, nil
 	}
 	h, isHistory := s.sourceOf(rs.name).(provider.LabelHistory)
 	if !isHistory {
-		return "", nil
+		return nil, nil
 	}
-	adder, err := h.LabelAdder(ctx, pathOf(rs.name), number, label)
+	by, err := h.LabelAdders(ctx, pathOf(rs.name), pr.Number)
 	if err != nil {
-		return "", fmt.Errorf("who added label %q: %w", label, err)
+		return nil, fmt.Errorf("who added the labels: %w", err)
 	}
 	rs.mu.Lock()
 	if rs.trust.adders == nil {
 		rs.trust.adders = map[int]labelAdders{}
 	}
-	if c := rs.trust.adders[number]; c.by == nil || !c.updated.Equal(pr.UpdatedAt) {
-		rs.trust.adders[number] = labelAdders{updated: pr.UpdatedAt, by: map[string]string{}}
-	}
-	rs.trust.adders[number].by[label] = adder
+	rs.trust.adders[pr.Number] = labelAdders{updated: pr.UpdatedAt, by: by}
 	rs.mu.Unlock()
-	return adder, nil
+	return by, nil
 }
 
 // pruneTrust forgets permissions past trustTTL, and who added the labels

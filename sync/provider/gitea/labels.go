@@ -43,31 +43,31 @@ func (e timelineEntry) labelName() string {
 	return ""
 }
 
-// LabelAdder reads the pull request's timeline, oldest first, and
-// returns the login of the last user who added the label.
-func (p *Provider) LabelAdder(ctx context.Context, repository string, number int, label string) (string, error) {
+// LabelAdders reads the pull request's timeline, oldest first, and
+// returns the login of the last user who added each label.
+func (p *Provider) LabelAdders(ctx context.Context, repository string, number int) (map[string]string, error) {
 	owner, name, err := split(repository)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	adder := ""
+	adders := map[string]string{}
 	for page := 1; ; page++ {
 		if err := p.before(); err != nil {
-			return "", err
+			return nil, err
 		}
 		u := fmt.Sprintf("%s/api/v1/repos/%s/%s/issues/%d/timeline?page=%d&limit=%d",
 			p.baseURL, url.PathEscape(owner), url.PathEscape(name), number, page, pageSize)
 		var entries []timelineEntry
 		if err := p.getJSON(ctx, u, &entries); err != nil {
-			return "", fmt.Errorf("timeline of %s#%d: %w", repository, number, err)
+			return nil, fmt.Errorf("timeline of %s#%d: %w", repository, number, err)
 		}
 		for _, e := range entries {
-			if e.Type == "label" && e.Body == "1" && e.User != nil && e.labelName() == label {
-				adder = e.User.UserName
+			if l := e.labelName(); e.Type == "label" && e.Body == "1" && e.User != nil && l != "" {
+				adders[l] = e.User.UserName
 			}
 		}
 		if len(entries) < pageSize {
-			return adder, nil
+			return adders, nil
 		}
 	}
 }

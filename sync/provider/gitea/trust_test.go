@@ -13,7 +13,7 @@ import (
 
 // The facts a trigger decides trust on, from a real Gitea: whether a pull
 // request is from a fork, and who last added a label (its timeline).
-func TestForkAndLabelAdder(t *testing.T) {
+func TestForkAndLabelAdders(t *testing.T) {
 	p := newProvider(t)
 	ctx := context.Background()
 	own, _ := openPR(t, "pr-trust-own", "Own branch")
@@ -42,17 +42,14 @@ func TestForkAndLabelAdder(t *testing.T) {
 	assert.True(t, got.Fork)
 
 	var history provider.LabelHistory = p
-	adder, err := history.LabelAdder(ctx, repo, fromFork, "preview")
+	adders, err := history.LabelAdders(ctx, repo, fromFork)
 	require.NoError(t, err)
-	assert.Empty(t, adder, "never added")
+	assert.Empty(t, adders, "no label ever added")
 	require.NoError(t, srv.AddLabels(repo, fromFork, "preview"))
 	require.NoError(t, srv.RemoveLabel(nil, repo, fromFork, "preview"))
 	require.NoError(t, srv.AddLabelsAs(&writer, repo, fromFork, "preview"))
-	adder, err = history.LabelAdder(ctx, repo, fromFork, "preview")
-	require.NoError(t, err)
-	assert.Equal(t, writer.Name, adder, "the last to add it")
 	require.NoError(t, srv.AddLabels(repo, fromFork, "ui"))
-	adder, err = history.LabelAdder(ctx, repo, fromFork, "ui")
+	adders, err = history.LabelAdders(ctx, repo, fromFork)
 	require.NoError(t, err)
-	assert.Equal(t, srv.Admin.Name, adder)
+	assert.Equal(t, map[string]string{"preview": writer.Name, "ui": srv.Admin.Name}, adders, "the last to add each")
 }

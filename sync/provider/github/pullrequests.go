@@ -155,31 +155,31 @@ func checkRunsState(runs []*gh.CheckRun, gate provider.Gate, short string) (prov
 	return state, reason, nil
 }
 
-// LabelAdder reads the pull request's issue events (oldest first, 100 a
-// page) and returns the actor of the last labeled event of the label
+// LabelAdders reads the pull request's issue events (oldest first, 100 a
+// page) and returns the actor of the last labeled event of each label
 // (provider.LabelHistory).
-func (p *Provider) LabelAdder(ctx context.Context, repository string, number int, label string) (string, error) {
+func (p *Provider) LabelAdders(ctx context.Context, repository string, number int) (map[string]string, error) {
 	owner, name, err := split(repository)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	opts := &gh.ListOptions{PerPage: 100}
-	adder := ""
+	adders := map[string]string{}
 	for {
 		if err := p.before(); err != nil {
-			return "", err
+			return nil, err
 		}
 		events, resp, err := p.client.Issues.ListIssueEvents(ctx, owner, name, number, opts)
 		if err := p.after(resp, err); err != nil {
-			return "", fmt.Errorf("events of %s#%d: %w", repository, number, err)
+			return nil, fmt.Errorf("events of %s#%d: %w", repository, number, err)
 		}
 		for _, e := range events {
-			if e.GetEvent() == "labeled" && e.GetLabel().GetName() == label {
-				adder = e.GetActor().GetLogin()
+			if e.GetEvent() == "labeled" && e.GetLabel().GetName() != "" {
+				adders[e.GetLabel().GetName()] = e.GetActor().GetLogin()
 			}
 		}
 		if resp.NextPage == 0 {
-			return adder, nil
+			return adders, nil
 		}
 		opts.Page = resp.NextPage
 	}

@@ -13,7 +13,7 @@ import (
 
 // The facts a trigger decides trust on: whether a pull request is from a
 // fork, who last added a label, and which app posted a check run.
-func TestForkLabelAdderAndCheckRunApp(t *testing.T) {
+func TestForkLabelAddersAndCheckRunApp(t *testing.T) {
 	t.Parallel()
 	srv := githubapi.New(githubapi.Options{})
 	defer srv.Close()
@@ -34,19 +34,16 @@ func TestForkLabelAdderAndCheckRunApp(t *testing.T) {
 	assert.True(t, got.Fork)
 
 	var history provider.LabelHistory = p
-	adder, err := history.LabelAdder(ctx, repo, fork.Number, "preview")
+	adders, err := history.LabelAdders(ctx, repo, fork.Number)
 	require.NoError(t, err)
-	assert.Empty(t, adder, "never added")
+	assert.Empty(t, adders, "no label ever added")
 	srv.AddLabel(repo, fork.Number, "preview", "triager")
 	srv.RemoveLabel(repo, fork.Number, "preview", "triager")
 	srv.AddLabel(repo, fork.Number, "preview", "maintainer")
 	srv.AddLabel(repo, fork.Number, "ui", "mallory")
-	adder, err = history.LabelAdder(ctx, repo, fork.Number, "preview")
+	adders, err = history.LabelAdders(ctx, repo, fork.Number)
 	require.NoError(t, err)
-	assert.Equal(t, "maintainer", adder, "the last to add it")
-	adder, err = history.LabelAdder(ctx, repo, fork.Number, "ui")
-	require.NoError(t, err)
-	assert.Equal(t, "mallory", adder)
+	assert.Equal(t, map[string]string{"preview": "maintainer", "ui": "mallory"}, adders, "the last to add each")
 
 	sha := fork.HeadSHA
 	gate := provider.Gate{CheckRun: "build", App: "github-actions"}

@@ -13,7 +13,7 @@ import (
 
 // The facts a trigger decides trust on: whether a merge request is from a
 // fork, and who last added a label (GitLab's resource label events).
-func TestForkAndLabelAdder(t *testing.T) {
+func TestForkAndLabelAdders(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.srv.AddProject("outsider/shop")
@@ -30,19 +30,16 @@ func TestForkAndLabelAdder(t *testing.T) {
 	assert.True(t, one.Fork)
 
 	var history provider.LabelHistory = f.p
-	adder, err := history.LabelAdder(ctx, repo, fork, "preview")
+	adders, err := history.LabelAdders(ctx, repo, fork)
 	require.NoError(t, err)
-	assert.Empty(t, adder, "never added")
+	assert.Empty(t, adders, "no label ever added")
 	f.srv.AddLabel(repo, fork, "preview", "reporter")
 	f.srv.RemoveLabel(repo, fork, "preview", "reporter")
 	f.srv.AddLabel(repo, fork, "preview", "maintainer")
 	f.srv.AddLabel(repo, fork, "ui", "outsider")
-	adder, err = history.LabelAdder(ctx, repo, fork, "preview")
+	adders, err = history.LabelAdders(ctx, repo, fork)
 	require.NoError(t, err)
-	assert.Equal(t, "maintainer", adder, "the last to add it")
-	adder, err = history.LabelAdder(ctx, repo, fork, "ui")
-	require.NoError(t, err)
-	assert.Equal(t, "outsider", adder)
+	assert.Equal(t, map[string]string{"preview": "maintainer", "ui": "outsider"}, adders, "the last to add each")
 	pr, err := f.p.GetPullRequest(ctx, repo, fork)
 	require.NoError(t, err)
 	assert.ElementsMatch(t, []string{"preview", "ui"}, pr.Labels)
