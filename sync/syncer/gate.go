@@ -19,10 +19,31 @@ func (s *Syncer) gateOf(ctx context.Context, rs *repoState, pr provider.PullRequ
 	return s.gatePassed(ctx, rs, pr.HeadSHA, gate)
 }
 
+// gateKeyOf is the key of a gate on a commit: a run of the gate's name
+// passes a gate without an app, whichever app posted it.
+func gateKeyOf(sha string, gate provider.Gate) gateKey {
+	gate.App = ""
+	return gateKey{sha, gate.String()}
+}
+
+// passes reports whether what passed on a commit passes the gate.
+func (p gatePass) passes(gate provider.Gate) bool {
+	return len(p) > 0 && (gate.App == "" || p[gate.App])
+}
+
+// markPassed remembers that app (or "" for none) passed the gate on a
+// commit. The caller holds rs.mu.
+func (rs *repoState) markPassed(sha string, gate provider.Gate) {
+	k := gateKeyOf(sha, gate)
+	if rs.gates[k] == nil {
+		rs.gates[k] = gatePass{}
+	}
+	rs.gates[k][gate.App] = true
+}
+
 func (s *Syncer) gatePassed(ctx context.Context, rs *repoState, sha string, gate provider.Gate) (bool, string, error) {
-	k := gateKey{sha, gate.String()}
 	rs.mu.Lock()
-	passed := rs.gates[k]
+	passed := rs.gates[gateKeyOf(sha, gate)].passes(gate)
 	rs.mu.Unlock()
 	if passed {
 		return true, "", nil
@@ -33,7 +54,7 @@ func (s *Syncer) gatePassed(ctx context.Context, rs *repoState, sha string, gate
 	}
 	if st == provider.GatePassed {
 		rs.mu.Lock()
-		rs.gates[k] = true
+		rs.markPassed(sha, gate)
 		rs.mu.Unlock()
 		return true, "", nil
 	}

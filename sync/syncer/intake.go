@@ -280,11 +280,7 @@ func (s *Syncer) handleEvent(ev webhook.Event) {
 		if ev.GateState == provider.GatePassed {
 			// A check run passes the gate of its name and app, and the
 			// gate of its name alone (which no fork's pull request passes).
-			r.gates[gateKey{ev.SHA, ev.Gate.String()}] = true
-			if g := ev.Gate; g.App != "" {
-				g.App = ""
-				r.gates[gateKey{ev.SHA, g.String()}] = true
-			}
+			r.markPassed(ev.SHA, ev.Gate)
 		}
 	case "issue_comment":
 		// A hint, as a recorded mark is: the command is read from the
