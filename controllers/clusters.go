@@ -126,12 +126,6 @@ func (r *clusterRegistry) state(name string) (t *target, why string, pending boo
 	return c.target, "", false
 }
 
-// reachable reports whether the named cluster answered its last probe.
-func (r *clusterRegistry) reachable(name string) bool {
-	t, _, _ := r.state(name)
-	return t != nil
-}
-
 // probes is a channel of the WorkloadClusters (in namespace) whose new
 // connection has its first probe's finding, for a controller's watch. A
 // full channel drops the event: the pass it would wake looks again after

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/internal/cacheguard"
 )
 
 // EphemeralEnvironmentReconciler binds each environment to a workload
@@ -50,7 +51,7 @@ type EphemeralEnvironmentReconciler struct {
 	ownership ownershipKey
 	// written remembers the resourceVersion of each environment's last
 	// write by this operator.
-	written writtenVersions
+	written cacheguard.Writes[types.NamespacedName]
 	// releaseJobs remembers the last Job it created of each release.
 	releaseJobs releaseJobs
 	// locks serialises its passes with the sleep and verify controllers'.
@@ -88,12 +89,12 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 	env := &petriv1.EphemeralEnvironment{}
 	if err := r.Get(ctx, req.NamespacedName, env); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.written.forget(req.NamespacedName)
+			r.written.Forget(req.NamespacedName)
 			r.releaseJobs.forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.written.stale(req.NamespacedName, env.ResourceVersion) {
+	if r.written.Stale(req.NamespacedName, env.ResourceVersion) {
 		// The cache has not caught up with this operator's own last write:
 		// acting on the older object would repeat what that write recorded
 		// (start a Job again under a name already used). The write's watch

@@ -155,7 +155,9 @@ func (r *EphemeralEnvironmentReconciler) placeAndReserve(ctx context.Context, en
 	committed := false
 	defer func() { release(committed) }()
 	if err != nil || cluster == "" {
-		p.requeueAfter(clusterAwayPoll)
+		// A cluster connecting answers within moments: its first probe
+		// is looked for sooner than one that is down or full.
+		p.requeueAfter(clusterPendingPoll)
 		return err
 	}
 	t, why, _ := r.clusters.state(cluster)

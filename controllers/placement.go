@@ -37,16 +37,22 @@ type recentPlacement struct {
 type candidate struct {
 	cluster   *petriv1.WorkloadCluster
 	reachable bool
-	load      load
+	// connecting says the operator has not heard from the cluster since it
+	// started (it is not reachable yet, and not known to be unreachable).
+	connecting bool
+	load       load
 	// sameApp is how many of the environment's application's environments
 	// it has (Spread).
 	sameApp int
 }
 
-// choice is placement's answer: a cluster, or why none.
+// choice is placement's answer: a cluster, or why none. connecting says
+// that the only clusters that would fit have not been heard from yet since
+// the operator started: the pass waits for them and says nothing.
 type choice struct {
 	cluster         string
 	reason, message string
+	connecting      bool
 }
 
 // choose picks the cluster for an environment with placement p among
@@ -57,7 +63,7 @@ type choice struct {
 func choose(p *petriv1.Placement, requests load, candidates []candidate) choice {
 	var fits []candidate
 	var full, down []string
-	matched := 0
+	matched, connecting := 0, 0
 	for _, c := range candidates {
 		if !placementMatches(p, c.cluster) {
 			continue
@@ -66,6 +72,8 @@ func choose(p *petriv1.Placement, requests load, candidates []candidate) choice 
 		switch why := room(c, requests); {
 		case why != "":
 			full = append(full, c.cluster.Name+" ("+why+")")
+		case !c.reachable && c.connecting:
+			connecting++
 		case !c.reachable:
 			down = append(down, c.cluster.Name)
 		default:
@@ -77,6 +85,8 @@ func choose(p *petriv1.Placement, requests load, candidates []candidate) choice 
 		return choice{reason: petriv1.ReasonClusterNotFound, message: fmt.Sprintf("no WorkloadCluster %s is registered", p.Cluster)}
 	case matched == 0:
 		return choice{reason: petriv1.ReasonClusterNotFound, message: "no WorkloadCluster matches the placement's selector"}
+	case len(fits) == 0 && connecting > 0:
+		return choice{connecting: true}
 	case len(fits) == 0 && len(down) > 0:
 		return choice{reason: petriv1.ReasonClusterUnreachable, message: "waiting for a workload cluster to answer: " + strings.Join(down, ", ") + " does not"}
 	case len(fits) == 0:
@@ -177,6 +187,10 @@ func (r *EphemeralEnvironmentReconciler) place(ctx context.Context, env *petriv1
 	requests.add(env)
 	requests.environments = 0
 	ch := choose(env.Spec.Placement, requests, candidates)
+	if ch.connecting {
+		log.FromContext(ctx).V(1).Info("Waiting for the workload clusters' first probes before placing")
+		return "", release, nil
+	}
 	if ch.cluster == "" {
 		setCondition(env, petriv1.ConditionClusterPlaced, metav1.ConditionFalse, ch.reason, ch.message)
 		return "", release, nil
@@ -201,7 +215,11 @@ func (r *EphemeralEnvironmentReconciler) candidates(ctx context.Context, env *pe
 		if err := r.List(ctx, &placed, client.InNamespace(env.Namespace), client.MatchingFields{indexPlacement: wc.Name}); err != nil {
 			return nil, fmt.Errorf("list environments placed in %s: %w", wc.Name, err)
 		}
-		c := candidate{cluster: wc, reachable: r.clusters.reachable(wc.Name)}
+		// Not heard from yet: since the operator started, or since the
+		// cluster was registered (no probe has said anything of it).
+		t, _, pending := r.clusters.state(wc.Name)
+		unprobed := apimeta.FindStatusCondition(wc.Status.Conditions, petriv1.ConditionReachable) == nil
+		c := candidate{cluster: wc, reachable: t != nil, connecting: pending || (t == nil && unprobed)}
 		seen := map[types.UID]bool{}
 		for j := range placed.Items {
 			e := &placed.Items[j]

@@ -105,6 +105,21 @@ func TestChoosePlacement(t *testing.T) {
 			want: choice{cluster: "ok"},
 		},
 		{
+			name:      "a cluster not heard from since the start is waited for, not called unreachable",
+			placement: petriv1.Placement{Selector: euSelector},
+			candidates: []candidate{
+				{cluster: wc("down", 10, eu)},
+				{cluster: wc("starting", 10, eu), connecting: true},
+			},
+			want: choice{connecting: true},
+		},
+		{
+			name:       "one that does not answer",
+			placement:  petriv1.Placement{Selector: euSelector},
+			candidates: []candidate{{cluster: wc("down", 10, eu)}},
+			want:       choice{reason: petriv1.ReasonClusterUnreachable, message: "waiting for a workload cluster to answer: down does not"},
+		},
+		{
 			name:      "all full",
 			placement: petriv1.Placement{Selector: euSelector},
 			requests:  load{cpu: resource.MustParse("1500m")},

@@ -92,7 +92,7 @@ func (s *scope) close(ctx context.Context, err error) error {
 		}
 	}
 	if s.env.ResourceVersion != s.before.ResourceVersion {
-		s.written.remember(s.key, s.env.ResourceVersion)
+		s.written.Remember(s.key, s.env.ResourceVersion)
 	}
 	s.recordTransitions(s.before, s.env)
 	if err != nil && !errors.Is(err, reconcile.TerminalError(nil)) {

@@ -281,31 +281,51 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 		return reconcile.Result{}, err
 	}
 	rel := sw.Status.Release
+	if res, waiting, err := r.followUndeploy(ctx, sw, rel, forced); err != nil || waiting {
+		return res, err
+	}
+	if rel != nil && rel.Phase != petriv1.ComponentUndeployed {
+		return r.startUndeploy(ctx, sw, rel)
+	}
+	if err := deleteRemote(ctx, r.Client, sw.Namespace, client.MatchingLabels{LabelSharedWorkloadUID: string(sw.UID)}); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := setFinalizer(ctx, r.Client, sw, false); err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("release finalizer: %w", err)
+	}
+	return reconcile.Result{}, nil
+}
+
+// followUndeploy waits for the release's Job in flight during a teardown:
+// a deploy still running finishes first, and an undeploy's outcome is
+// recorded (a failure waits its retry). waiting reports that the teardown
+// goes no further on this pass.
+func (r *SharedWorkloadReconciler) followUndeploy(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus, forced bool) (res reconcile.Result, waiting bool, err error) {
 	if rel != nil && rel.Phase == petriv1.ComponentDeploying {
 		// A deploy still running finishes first: two Helm operations on
 		// one release never overlap.
 		st, uncached, err := observeJobLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, rel.Job)
 		if err != nil {
-			return reconcile.Result{}, err
+			return reconcile.Result{}, true, err
 		}
 		if st.exists && !st.done {
 			if uncached {
-				return reconcile.Result{RequeueAfter: uncachedPoll}, nil
+				return reconcile.Result{RequeueAfter: uncachedPoll}, true, nil
 			}
-			return reconcile.Result{}, nil
+			return reconcile.Result{}, true, nil
 		}
 	}
 	if rel != nil && rel.Phase == petriv1.ComponentUndeploying {
 		st, uncached, err := observeJobLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, rel.Job)
 		if err != nil {
-			return reconcile.Result{}, err
+			return reconcile.Result{}, true, err
 		}
 		switch {
 		case st.exists && !st.done:
 			if uncached {
-				return reconcile.Result{RequeueAfter: uncachedPoll}, nil
+				return reconcile.Result{RequeueAfter: uncachedPoll}, true, nil
 			}
-			return reconcile.Result{}, nil
+			return reconcile.Result{}, true, nil
 		case !st.exists:
 			// Gone before its outcome was seen: the next attempt runs
 			// now (an undeploy of an absent release succeeds).
@@ -322,57 +342,53 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 				msg := fmt.Sprintf("undeploy failed (attempt %d): %s; retrying in %s", rel.Attempt, rel.LastError, wait.Round(time.Second))
 				setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownFailed, msg)
 				setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownFailed, msg)
-				return reconcile.Result{RequeueAfter: wait}, nil
+				return reconcile.Result{RequeueAfter: wait}, true, nil
 			}
 		}
 	}
-	if rel != nil && rel.Phase != petriv1.ComponentUndeployed {
-		// The first attempt, or the next one after a failure or a lost Job.
-		attempt, gen := rel.Attempt+1, rel.Generation
-		if rel.Phase != petriv1.ComponentUndeploying {
-			attempt, gen = 1, sw.Generation
-		}
-		if stale, err := r.staleCopy(ctx, sw); err != nil || stale {
-			return reconcile.Result{}, err
-		}
-		key := sharedJobKey(sw, contract.ActionUndeploy, gen)
-		key.Attempt = attempt
-		name := key.Name()
-		args := []string{"undeploy", "--release", releaseName(sw), "--namespace", r.Options.SharedNamespace, "--termination-log", jobs.TerminationLogPath}
-		wait, err := r.sharedReleaseBusy(ctx, sw, name)
-		if err != nil {
-			return reconcile.Result{}, err
-		} else if wait.busy() {
-			msg := "undeploy " + wait.waiting()
-			setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownProgressing, msg)
-			setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownProgressing, msg)
-			return reconcile.Result{RequeueAfter: uncachedPoll}, nil
-		}
-		if err := r.createJob(ctx, sw, name, contract.ActionUndeploy, gen, args, ""); err != nil {
-			return reconcile.Result{}, err
-		}
-		now := r.Options.metaNow()
-		lastError := rel.LastError
-		rel.Phase, rel.Job, rel.Attempt, rel.Generation, rel.StartedAt, rel.FinishedAt, rel.LastError = petriv1.ComponentUndeploying, name, attempt, gen, &now, nil, ""
-		msg := "undeploying"
-		if attempt > 1 && lastError != "" {
-			msg = fmt.Sprintf("undeploying (attempt %d; attempt %d failed: %s)", attempt, attempt-1, lastError)
-		}
-		if passed := wait.passedOver(); passed != "" {
-			msg += "; " + passed
-			r.Recorder.Eventf(sw, nil, corev1.EventTypeWarning, petriv1.ReasonReleaseHolderLost, "Undeploy", "%s", passed)
-		}
-		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownProgressing, msg)
-		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownProgressing, msg)
-		log.FromContext(ctx).Info("Started shared workload undeploy job", "job", name, "attempt", attempt)
-		return reconcile.Result{}, nil
+	return reconcile.Result{}, false, nil
+}
+
+// startUndeploy starts the release's undeploy Job: the first attempt, or
+// the next one after a failure or a lost Job, once the release is free.
+func (r *SharedWorkloadReconciler) startUndeploy(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus) (reconcile.Result, error) {
+	attempt, gen := rel.Attempt+1, rel.Generation
+	if rel.Phase != petriv1.ComponentUndeploying {
+		attempt, gen = 1, sw.Generation
 	}
-	if err := deleteRemote(ctx, r.Client, sw.Namespace, client.MatchingLabels{LabelSharedWorkloadUID: string(sw.UID)}); err != nil {
+	if stale, err := r.staleCopy(ctx, sw); err != nil || stale {
 		return reconcile.Result{}, err
 	}
-	if err := setFinalizer(ctx, r.Client, sw, false); err != nil && !apierrors.IsNotFound(err) {
-		return reconcile.Result{}, fmt.Errorf("release finalizer: %w", err)
+	key := sharedJobKey(sw, contract.ActionUndeploy, gen)
+	key.Attempt = attempt
+	name := key.Name()
+	args := []string{"undeploy", "--release", releaseName(sw), "--namespace", r.Options.SharedNamespace, "--termination-log", jobs.TerminationLogPath}
+	wait, err := r.sharedReleaseBusy(ctx, sw, name)
+	if err != nil {
+		return reconcile.Result{}, err
+	} else if wait.busy() {
+		msg := "undeploy " + wait.waiting()
+		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownProgressing, msg)
+		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownProgressing, msg)
+		return reconcile.Result{RequeueAfter: uncachedPoll}, nil
 	}
+	if err := r.createJob(ctx, sw, name, contract.ActionUndeploy, gen, args, ""); err != nil {
+		return reconcile.Result{}, err
+	}
+	now := r.Options.metaNow()
+	lastError := rel.LastError
+	rel.Phase, rel.Job, rel.Attempt, rel.Generation, rel.StartedAt, rel.FinishedAt, rel.LastError = petriv1.ComponentUndeploying, name, attempt, gen, &now, nil, ""
+	msg := "undeploying"
+	if attempt > 1 && lastError != "" {
+		msg = fmt.Sprintf("undeploying (attempt %d; attempt %d failed: %s)", attempt, attempt-1, lastError)
+	}
+	if passed := wait.passedOver(); passed != "" {
+		msg += "; " + passed
+		r.Recorder.Eventf(sw, nil, corev1.EventTypeWarning, petriv1.ReasonReleaseHolderLost, "Undeploy", "%s", passed)
+	}
+	setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownProgressing, msg)
+	setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownProgressing, msg)
+	log.FromContext(ctx).Info("Started shared workload undeploy job", "job", name, "attempt", attempt)
 	return reconcile.Result{}, nil
 }
 

@@ -46,7 +46,7 @@ func (r *EphemeralEnvironmentReconciler) runSidePass(ctx context.Context, key ty
 	if err := r.Get(ctx, key, env); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.written.stale(key, env.ResourceVersion) {
+	if r.written.Stale(key, env.ResourceVersion) {
 		return reconcile.Result{RequeueAfter: staleCachePoll}, nil
 	}
 	if !env.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(env, petriv1.Finalizer) {
@@ -69,7 +69,7 @@ func (r *EphemeralEnvironmentReconciler) runSidePass(ctx context.Context, key ty
 		}
 	}
 	if env.ResourceVersion != before.ResourceVersion {
-		r.written.remember(key, env.ResourceVersion)
+		r.written.Remember(key, env.ResourceVersion)
 	}
 	if sp.conditions {
 		r.recordTransitions(before, env)

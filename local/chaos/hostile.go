@@ -198,8 +198,12 @@ func playHostileAuthor(ctx context.Context, sc *scene) error {
 
 	h.forgeBefore(ctx)
 	h.hostileTexts(ctx)
-	fork := h.open(ctx, githubapi.PullRequest{Author: forkOwner, HeadRepository: forkOwner + "/hostile", HeadRef: "main", Labels: []string{hostileApp}},
+	// A fork's trigger label counts when a writer put it on (the
+	// default trigger.forks: labelByWriter), so a maintainer labels it.
+	fork := h.open(ctx, githubapi.PullRequest{Author: forkOwner, HeadRepository: forkOwner + "/hostile", HeadRef: "main"},
 		&hostilePR{app: hostileApp, attack: "pull request from a fork"}, nil)
+	gh.AddLabel(HostileRepository, fork.number, hostileApp, maintainer)
+	h.deliverPR(ctx, fork.number, "labeled")
 	h.open(ctx, githubapi.PullRequest{Author: "octocat", Title: "An ordinary change", Labels: []string{hostileApp}},
 		&hostilePR{app: hostileApp, attack: "none (a bystander)"}, nil)
 

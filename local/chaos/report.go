@@ -98,7 +98,7 @@ on all three forges there.
 This page is written by ` + "`" + `make chaos` + "`" + `; the table is the last run's. At full size every
 scenario plays alone. The short version plays the scenarios that can share the machine (1, 2,
 4, 5, 6) at once and gives each violation to the scenario whose environment it concerns; 3, 7,
-8 and 9 play alone.
+8, 9 and 10 play alone.
 
 ## Last run
 
@@ -259,6 +259,16 @@ Sizes are full (` + "`" + `make chaos` + "`" + `) / short (` + "`" + `make test`
    before the fault: nothing deleted, nothing deployed again. The orphan check lists the
    namespaces of every workload cluster, and the Job and Helm invariants watch their Jobs and
    pods. Without workload clusters in the stack, the scenario reports that it did not run.
+10. **kube-apiserver saturated.** The operator runs at its own leader election timings
+   (60 s lease, 40 s renew deadline, 5 s retry; the rest of the suite uses 15 s, 10 s and 2 s
+   so that its SIGKILLs wait less for the Lease). From the first create, 48 / 12 clients, each
+   a ServiceAccount of its own (so at the ` + "`" + `workload-low` + "`" + ` priority level with the deployer Jobs,
+   as every ServiceAccount's requests are), list every pod and ConfigMap of the cluster as fast
+   as kube-apiserver answers, for 60 / 20 s, while 100 / 8 environments deploy. The operator
+   must keep its Lease (the same holder, no transition: a restarted process would be a new
+   one), no deployer pod may end saying ` + "`" + `release lock lost` + "`" + ` (a Helm operation cancelled
+   because a renewal of its release Lease did not get through), and every environment must be
+   Ready after, and gone after its delete.
 
 ## Running it
 

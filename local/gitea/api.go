@@ -260,41 +260,66 @@ func (s *Server) MergePullRequest(repository string, number int) error {
 	}
 }
 
-// AddLabels puts labels on a pull request (or issue), creating the ones the
-// repository lacks.
+// AddLabels puts labels on a pull request (or issue) as the
+// administrator, creating the ones the repository lacks.
 func (s *Server) AddLabels(repository string, number int, labels ...string) error {
+	return s.AddLabelsAs(nil, repository, number, labels...)
+}
+
+// AddLabelsAs puts labels on a pull request (or issue) as a user (the
+// administrator when nil), creating the ones the repository lacks: the
+// pull request's timeline names that user.
+func (s *Server) AddLabelsAs(as *User, repository string, number int, labels ...string) error {
+	var ids []int64
+	for _, l := range labels {
+		id, err := s.labelID(repository, l)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	if err := s.Call(as, http.MethodPost, fmt.Sprintf("/repos/%s/issues/%d/labels", repository, number),
+		map[string]any{"labels": ids}, nil); err != nil {
+		return fmt.Errorf("label %s#%d: %w", repository, number, err)
+	}
+	return nil
+}
+
+// RemoveLabel takes a label off a pull request (or issue) as a user (the
+// administrator when nil).
+func (s *Server) RemoveLabel(as *User, repository string, number int, label string) error {
+	id, err := s.labelID(repository, label)
+	if err != nil {
+		return err
+	}
+	if err := s.Call(as, http.MethodDelete, fmt.Sprintf("/repos/%s/issues/%d/labels/%d", repository, number, id), nil, nil); err != nil {
+		return fmt.Errorf("unlabel %s#%d: %w", repository, number, err)
+	}
+	return nil
+}
+
+// labelID is the id of a repository's label, created when it lacks it.
+func (s *Server) labelID(repository, label string) (int64, error) {
 	var existing []struct {
 		ID   int64  `json:"id"`
 		Name string `json:"name"`
 	}
 	if err := s.Call(nil, http.MethodGet, "/repos/"+repository+"/labels?limit=50", nil, &existing); err != nil {
-		return fmt.Errorf("list labels of %s: %w", repository, err)
+		return 0, fmt.Errorf("list labels of %s: %w", repository, err)
 	}
-	var ids []int64
-	for _, l := range labels {
-		var id int64
-		for _, e := range existing {
-			if e.Name == l {
-				id = e.ID
-			}
+	for _, e := range existing {
+		if e.Name == label {
+			return e.ID, nil
 		}
-		if id == 0 {
-			var created struct {
-				ID int64 `json:"id"`
-			}
-			if err := s.Call(nil, http.MethodPost, "/repos/"+repository+"/labels",
-				map[string]any{"name": l, "color": "#0e8a16"}, &created); err != nil {
-				return fmt.Errorf("create label %s on %s: %w", l, repository, err)
-			}
-			id = created.ID
-		}
-		ids = append(ids, id)
 	}
-	if err := s.Call(nil, http.MethodPost, fmt.Sprintf("/repos/%s/issues/%d/labels", repository, number),
-		map[string]any{"labels": ids}, nil); err != nil {
-		return fmt.Errorf("label %s#%d: %w", repository, number, err)
+	var created struct {
+		ID int64 `json:"id"`
 	}
-	return nil
+	if err := s.Call(nil, http.MethodPost, "/repos/"+repository+"/labels",
+		map[string]any{"name": label, "color": "#0e8a16"}, &created); err != nil {
+		return 0, fmt.Errorf("create label %s on %s: %w", label, repository, err)
+	}
+	return created.ID, nil
 }
 
 // Comment writes a comment on a pull request (or issue) as a user (the

@@ -275,6 +275,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, path string, empt
 			return
 		}
 		s.listComments(w, r, repository, n)
+	case get && len(rest) == 3 && rest[0] == "issues" && rest[2] == "events":
+		n, _ := strconv.Atoi(rest[1])
+		s.listIssueEvents(w, r, repository, n)
 	case r.Method == http.MethodPatch && len(rest) == 3 && rest[0] == "issues" && rest[1] == "comments":
 		id, _ := strconv.ParseInt(rest[2], 10, 64)
 		s.editComment(w, r, repository, id)
@@ -290,6 +293,8 @@ type more struct {
 	deleted     map[string]bool                 // users that are no more
 	deployments map[string][]*Deployment        // repository, oldest first
 	depStatuses map[string]map[int64][]DeploymentStatus
+	labelEvents map[string]map[int][]LabelEvent // repository -> pull request
+	nextEventID int64
 }
 
 func (s *Server) moreState() *more {
@@ -300,6 +305,7 @@ func (s *Server) moreState() *more {
 		m.deleted = map[string]bool{}
 		m.deployments = map[string][]*Deployment{}
 		m.depStatuses = map[string]map[int64][]DeploymentStatus{}
+		m.labelEvents = map[string]map[int][]LabelEvent{}
 	}
 	return m
 }

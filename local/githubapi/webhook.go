@@ -201,6 +201,12 @@ func (s *Server) CheckRunEvent(repository string, number int, sha string, run Ch
 	cr["name"] = run.Name
 	cr["status"] = run.Status
 	cr["head_sha"] = sha
+	app, _ := cr["app"].(map[string]any)
+	if app == nil {
+		app = map[string]any{}
+	}
+	app["slug"] = checkApp(run)
+	cr["app"] = app
 	if run.Conclusion != "" {
 		cr["conclusion"] = run.Conclusion
 	} else {

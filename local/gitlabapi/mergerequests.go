@@ -27,6 +27,8 @@ func (s *Server) routeMergeRequests(w http.ResponseWriter, c *call, pr *project,
 	switch {
 	case len(p) == 1 && m == http.MethodGet:
 		return s.mergeRequestJSON(pr, mr), nil
+	case len(p) == 2 && p[1] == "resource_label_events" && m == http.MethodGet:
+		return s.listLabelEvents(w, c, pr, iid), nil
 	case len(p) == 2 && p[1] == "notes" && m == http.MethodGet:
 		return s.listNotes(w, c, pr, iid), nil
 	case len(p) == 2 && p[1] == "notes" && m == http.MethodPost:

@@ -46,6 +46,8 @@ type project struct {
 	pipelines []*Pipeline
 	envs      []*Environment
 	deploys   []*Deployment
+	// labelEvents are each merge request's label events, oldest first.
+	labelEvents map[int][]LabelEvent
 }
 
 // MergeRequest is a merge request as the server holds it.

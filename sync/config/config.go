@@ -115,12 +115,38 @@ type Trigger struct {
 	// HeadBranch and BaseBranch are regular expressions the branches must match.
 	HeadBranch string `json:"headBranch"`
 	BaseBranch string `json:"baseBranch"`
+	// Forks says how pull requests from forks are treated (trust.go):
+	// never, labelByWriter (the default: only once someone with write
+	// access added every trigger label) or always. A fork's branch, title
+	// and CI are its author's to choose; a label a writer added is the
+	// only sign that someone trusted looked at it.
+	Forks string `json:"forks"`
+	// Authors, when set, lets only these authors' pull requests have
+	// environments.
+	Authors *Authors `json:"authors"`
 }
 
-// Gate is an artifact gate: exactly one of its fields is set.
+// Authors restricts the authors of pull requests that have environments:
+// one in Logins, or one whose permission on the repository is at least
+// Permission. Either may be left out; at least one is set.
+type Authors struct {
+	Logins []string `json:"logins"`
+	// Permission is read, write or admin.
+	Permission string `json:"permission"`
+}
+
+// Gate is an artifact gate: exactly one of CheckRun and StatusContext is
+// set.
 type Gate struct {
 	CheckRun      string `json:"checkRun"`
 	StatusContext string `json:"statusContext"`
+	// App is the slug of the GitHub App whose check run counts
+	// (github-actions for workflows): a run of the same name posted by
+	// another app (a fork's own workflow under another app, any app
+	// installed on the repository) does not pass the gate. Without it, a
+	// check run gate passes by name for pull requests from the repository
+	// itself and never for one from a fork.
+	App string `json:"app"`
 }
 
 // Component is one Helm release of the application.

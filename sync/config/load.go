@@ -159,6 +159,7 @@ func validateApplication(d *decoder, a *Application) {
 	if g := a.ArtifactGate; g != nil && (g.CheckRun == "") == (g.StatusContext == "") {
 		d.errorf("artifactGate", "set exactly one of checkRun and statusContext")
 	}
+	validateTrust(d, a)
 	validatePlacement(d, a.Placement)
 	validateMergeQueue(d, a)
 	if a.MaxEnvironments < 0 {

@@ -46,7 +46,7 @@ func (a *Application) Matches(pr PullRequestView) MatchResult {
 	if a.baseBranch != nil && !a.baseBranch.MatchString(pr.BaseBranch) {
 		return MatchResult{Reason: fmt.Sprintf("base branch %q does not match %s", pr.BaseBranch, a.Trigger.BaseBranch)}
 	}
-	return MatchResult{Match: true}
+	return a.trusted(pr)
 }
 
 // PullRequestView is what the trigger filters look at.
@@ -55,4 +55,10 @@ type PullRequestView struct {
 	Labels     []string
 	HeadBranch string
 	BaseBranch string
+	// Fork says the head branch is in another repository.
+	Fork   bool
+	Author string
+	// Trust holds what was looked up about the author and the labels
+	// (trust.go); nil: nothing.
+	Trust *Trust
 }

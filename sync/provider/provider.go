@@ -31,6 +31,35 @@ type PullRequest struct {
 	URL        string
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// Fork says the head branch is in another repository than the pull
+	// request's (a fork), or in one the forge no longer shows (a deleted
+	// fork): its author chose everything in it.
+	Fork bool
+	// Trust is what sync looked up of the author's permission and of who
+	// added the labels, where an application's trigger needs it; a forge
+	// never fills it in.
+	Trust *Trust
+}
+
+// Trust is what sync learned of who stands behind a pull request, beyond
+// what a listing says.
+type Trust struct {
+	// AuthorPermission is the author's permission (PermissionAdmin, ...);
+	// empty when not looked up.
+	AuthorPermission string
+	// WriterLabels are the labels that someone with write access added
+	// last.
+	WriterLabels []string
+}
+
+// LabelHistory is a pull-request source that can say who added a label
+// to a pull request. A forge that cannot say does not implement it, and
+// no label on a fork's pull request there counts as added by a writer.
+type LabelHistory interface {
+	// LabelAdders returns, by label, the login that last added each label
+	// the forge records an addition of on the pull request: one read of
+	// its history for all its labels.
+	LabelAdders(ctx context.Context, repository string, number int) (map[string]string, error)
 }
 
 // Open reports whether the pull request is open.
@@ -44,10 +73,16 @@ func (p PullRequest) HasLabel(l string) bool { return slices.Contains(p.Labels, 
 type Gate struct {
 	CheckRun      string
 	StatusContext string
+	// App, with CheckRun, is the slug of the app whose run counts; runs of
+	// that name by any other app are not the gate's.
+	App string
 }
 
 // String names the gate for people.
 func (g Gate) String() string {
+	if g.CheckRun != "" && g.App != "" {
+		return "check run " + g.CheckRun + " of app " + g.App
+	}
 	if g.CheckRun != "" {
 		return "check run " + g.CheckRun
 	}

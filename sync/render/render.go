@@ -342,7 +342,7 @@ func Decide(app *config.Application, open []provider.PullRequest, closed map[int
 			continue
 		}
 		if pr, ok := openBy[e.Number]; ok {
-			if m := app.Matches(view(pr)); !m.Match {
+			if m := app.Matches(View(pr)); !m.Match {
 				plan.Delete = append(plan.Delete, Deletion{Name: e.Name, Number: e.Number, Reason: "pull request no longer matches: " + m.Reason})
 				continue
 			}
@@ -364,7 +364,7 @@ func Decide(app *config.Application, open []provider.PullRequest, closed map[int
 	numbers := slices.Sorted(maps.Keys(openBy))
 	for _, n := range numbers {
 		pr := openBy[n]
-		if !app.Matches(view(pr)).Match {
+		if !app.Matches(View(pr)).Match {
 			continue
 		}
 		e, exists := have[n]
@@ -387,6 +387,12 @@ func Decide(app *config.Application, open []provider.PullRequest, closed map[int
 	return plan
 }
 
-func view(pr provider.PullRequest) config.PullRequestView {
-	return config.PullRequestView{Draft: pr.Draft, Labels: pr.Labels, HeadBranch: pr.HeadBranch, BaseBranch: pr.BaseBranch}
+// View is what an application's trigger sees of a pull request, the one
+// conversion that sync's engine and Decide share.
+func View(pr provider.PullRequest) config.PullRequestView {
+	v := config.PullRequestView{Draft: pr.Draft, Labels: pr.Labels, HeadBranch: pr.HeadBranch, BaseBranch: pr.BaseBranch, Fork: pr.Fork, Author: pr.Author}
+	if pr.Trust != nil {
+		v.Trust = &config.Trust{AuthorPermission: pr.Trust.AuthorPermission, WriterLabels: pr.Trust.WriterLabels}
+	}
+	return v
 }

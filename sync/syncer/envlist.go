@@ -2,9 +2,6 @@ package syncer
 
 import (
 	"context"
-	"slices"
-	"strconv"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -13,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/internal/cacheguard"
 	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/render"
 )
@@ -55,71 +53,21 @@ func (s *Syncer) listEnvironments(ctx context.Context, apps []*config.Applicatio
 
 // ownWrites remembers sync's writes of environments (the resourceVersion an
 // apply returned, the UID of a deletion) per application until sync's cache
-// shows them.
-type ownWrites struct {
-	mu sync.Mutex
-	m  map[string]ownWrite // environment name
-}
+// shows them: the guard the operator uses too (internal/cacheguard), keyed
+// by the environment's name and grouped by application.
+type ownWrites struct{ cacheguard.Writes[string] }
 
-type ownWrite struct {
-	app string
-	// version is the resourceVersion of an apply, as the integer the API
-	// server issues; deleted is the UID of a deletion.
-	version uint64
-	deleted types.UID
-	// at is when it was written; applying is set while an apply is under
-	// way (version is then that of the write before, if any).
-	at       time.Time
-	applying bool
-}
+func (w *ownWrites) applying(app, name string, at time.Time) { w.Applying(name, app, at) }
 
-// applying records an apply about to be made; applied or abandon ends it.
-func (w *ownWrites) applying(app, name string, at time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.m == nil {
-		w.m = map[string]ownWrite{}
-	}
-	prev := w.m[name]
-	w.m[name] = ownWrite{app: app, version: prev.version, at: at, applying: true}
-}
-
-// abandon ends an apply that was not made (or failed): what was written
-// before it stays remembered. Once applied, it changes nothing.
-func (w *ownWrites) abandon(name string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	wr, ok := w.m[name]
-	switch {
-	case !ok || !wr.applying:
-	case wr.version == 0:
-		delete(w.m, name)
-	default:
-		wr.applying = false
-		w.m[name] = wr
-	}
-}
+// abandon ends an apply that was not made (or failed).
+func (w *ownWrites) abandon(name string) { w.Abandon(name) }
 
 func (w *ownWrites) applied(app, name, resourceVersion string, at time.Time) {
-	v, err := strconv.ParseUint(resourceVersion, 10, 64)
-	if err != nil {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.m == nil {
-		w.m = map[string]ownWrite{}
-	}
-	w.m[name] = ownWrite{app: app, version: v, at: at}
+	w.Applied(name, app, resourceVersion, at)
 }
 
 func (w *ownWrites) removed(app, name string, uid types.UID, at time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.m == nil {
-		w.m = map[string]ownWrite{}
-	}
-	w.m[name] = ownWrite{app: app, deleted: uid, at: at}
+	w.Removed(name, app, uid, at)
 }
 
 // unseenWait bounds how long feedback waits for the cache to show one of
@@ -135,76 +83,30 @@ const unseenWait = 5 * time.Second
 // later when the watch shows the write. An apply under way is unseen too. A
 // deletion counts as shown once the copy is marked for deletion.
 func (w *ownWrites) unseen(name string, have *petriv1.EphemeralEnvironment, now time.Time) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	wr, ok := w.m[name]
-	if !ok || now.Sub(wr.at) >= unseenWait {
-		return false
+	var o cacheguard.Object
+	if have != nil {
+		o = have
 	}
-	if wr.applying {
-		return true
-	}
-	if wr.deleted != "" {
-		return have != nil && have.UID == wr.deleted && have.DeletionTimestamp == nil
-	}
-	if have == nil {
-		return true
-	}
-	v, err := strconv.ParseUint(have.ResourceVersion, 10, 64)
-	return err == nil && v < wr.version
+	return w.Unseen(name, o, now, unseenWait)
 }
 
 // seen tells whether list (from the cache) shows every write remembered
 // for apps; the writes it shows are forgotten.
 func (w *ownWrites) seen(list *petriv1.EphemeralEnvironmentList, apps []string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.m) == 0 {
-		return true
-	}
-	byName := make(map[string]*petriv1.EphemeralEnvironment, len(list.Items))
-	for i := range list.Items {
-		byName[list.Items[i].Name] = &list.Items[i]
-	}
-	all := true
-	for name, wr := range w.m {
-		if !slices.Contains(apps, wr.app) {
-			continue
-		}
-		if wr.applying {
-			// Under way: its pass knows what it writes.
-			continue
-		}
-		e := byName[name]
-		var shown bool
-		if wr.deleted != "" {
-			shown = e == nil || e.UID != wr.deleted
-		} else if e != nil {
-			v, err := strconv.ParseUint(e.ResourceVersion, 10, 64)
-			shown = err != nil || v >= wr.version
-		}
-		if shown {
-			delete(w.m, name)
-		} else {
-			all = false
-		}
-	}
-	return all
+	return w.Seen(objects(list), cacheguard.Object.GetName, apps)
 }
 
 // dropGone forgets applies of apps whose environment the API server's list
 // no longer has (deleted by someone else): the cache would wait for them
 // forever.
 func (w *ownWrites) dropGone(list *petriv1.EphemeralEnvironmentList, apps []string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	present := make(map[string]bool, len(list.Items))
+	w.DropGone(objects(list), cacheguard.Object.GetName, apps)
+}
+
+func objects(list *petriv1.EphemeralEnvironmentList) []cacheguard.Object {
+	out := make([]cacheguard.Object, len(list.Items))
 	for i := range list.Items {
-		present[list.Items[i].Name] = true
+		out[i] = &list.Items[i]
 	}
-	for name, wr := range w.m {
-		if wr.deleted == "" && !wr.applying && slices.Contains(apps, wr.app) && !present[name] {
-			delete(w.m, name)
-		}
-	}
+	return out
 }

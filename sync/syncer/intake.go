@@ -278,7 +278,9 @@ func (s *Syncer) handleEvent(ev webhook.Event) {
 		r.sinceListing[pr.Number] = true
 	case "status", "check_run":
 		if ev.GateState == provider.GatePassed {
-			r.gates[gateKey{ev.SHA, ev.Gate.String()}] = true
+			// A check run passes the gate of its name and app, and the
+			// gate of its name alone (which no fork's pull request passes).
+			r.markPassed(ev.SHA, ev.Gate)
 		}
 	case "issue_comment":
 		// A hint, as a recorded mark is: the command is read from the

@@ -178,6 +178,4 @@ func shortSHA(sha string) string {
 }
 
 // view is what an application's trigger looks at.
-func view(pr provider.PullRequest) config.PullRequestView {
-	return config.PullRequestView{Draft: pr.Draft, Labels: pr.Labels, HeadBranch: pr.HeadBranch, BaseBranch: pr.BaseBranch}
-}
+func view(pr provider.PullRequest) config.PullRequestView { return render.View(pr) }

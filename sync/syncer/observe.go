@@ -126,6 +126,10 @@ func (s *Syncer) observe(ctx context.Context, rs *repoState, apps []*config.Appl
 	if err := s.readUnlisted(ctx, o, slices.Sorted(maps.Keys(live)), hints); err != nil {
 		return nil, err
 	}
+	if err := s.readTrust(ctx, o); err != nil {
+		s.setAppError(apps, err)
+		return nil, err
+	}
 	o.interest = interest(apps, o.openBy, o.envs)
 	return o, s.readLives(ctx, o)
 }

@@ -17,9 +17,14 @@ type prKey struct {
 	Number int
 }
 
+// gateKey is a gate on a commit, by the gate without its app (gateKeyOf).
 type gateKey struct {
 	SHA, Gate string
 }
+
+// gatePass is who passed a gate on a commit: the apps whose check run of
+// its name succeeded, "" for a pass read for a gate that names no app.
+type gatePass map[string]bool
 
 type statusKey struct {
 	SHA, Context string
@@ -69,7 +74,7 @@ type repoState struct {
 	commentsSince time.Time
 	// gates are the artifact gates passed per commit, statuses the last
 	// commit status posted per commit and context.
-	gates    map[gateKey]bool
+	gates    map[gateKey]gatePass
 	statuses map[statusKey]provider.CommitStatus
 	// newHeads are commits this process saw become a pull request's head
 	// in place of one it had seen: no earlier leader can have posted a
@@ -80,12 +85,15 @@ type repoState struct {
 	// feedback, per pull request: requested (true) or destroyed, by the
 	// group's commit (mergequeue.go).
 	groups map[int]map[string]bool
+	// trust is what was looked up of authors' permissions and of who
+	// added labels (trust.go).
+	trust trustCache
 }
 
 func newRepoState(name string) *repoState {
 	return &repoState{name: name, snapshots: map[int]provider.PullRequest{}, prs: map[int]map[string]*render.PRState{},
 		closed: map[int]bool{}, hints: map[int]bool{}, life: map[int]*prLife{}, commands: map[int][]provider.Comment{}, failing: map[int]commandFailure{},
-		commentHints: map[int]bool{}, gates: map[gateKey]bool{}, statuses: map[statusKey]provider.CommitStatus{},
+		commentHints: map[int]bool{}, gates: map[gateKey]gatePass{}, statuses: map[statusKey]provider.CommitStatus{},
 		newHeads: map[string]bool{}, sinceListing: map[int]bool{}, groups: map[int]map[string]bool{}}
 }
 

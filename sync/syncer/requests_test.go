@@ -154,6 +154,18 @@ func TestPushedCommitsStatusIsPostedWithoutARead(t *testing.T) {
 	assert.Len(t, h.gh.Statuses(ghRepo, sha), 2, "the status is not posted again")
 }
 
+// twoPreviews is a harness with two pull requests that have their
+// environments.
+func twoPreviews(t *testing.T) (*harness, githubapi.PullRequest, githubapi.PullRequest) {
+	t.Helper()
+	h := newHarness(t, harnessOptions{files: shopFiles("")})
+	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	other := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	h.waitEnv(envName(pr.Number), nil)
+	h.waitEnv(envName(other.Number), nil)
+	return h, pr, other
+}
+
 // A push's webhook shortly after a listing is answered from that listing
 // and the webhook's payload, without a listing of its own; past
 // listingReuse (until the next resync is due), or at a resync, the pull
@@ -162,11 +174,7 @@ func TestPushedCommitsStatusIsPostedWithoutARead(t *testing.T) {
 // that resync, as without the kept listing.
 func TestWebhookPassTakesTheKeptListing(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{files: shopFiles("")})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	other := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	h.waitEnv(envName(pr.Number), nil)
-	h.waitEnv(envName(other.Number), nil)
+	h, pr, other := twoPreviews(t)
 	listings := func() int { return asked(h.gh, http.MethodGet, "/repos/"+ghRepo+"/pulls") }
 	push := func(label string) {
 		sha := githubapi.SHA(label)
@@ -199,11 +207,7 @@ func TestWebhookPassTakesTheKeptListing(t *testing.T) {
 // the comments at its end would count it as the resync's.
 func TestAResyncDuringAPassIsAnsweredByALaterListing(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{files: shopFiles("")})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	other := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	h.waitEnv(envName(pr.Number), nil)
-	h.waitEnv(envName(other.Number), nil)
+	h, pr, other := twoPreviews(t)
 	h.resync()
 
 	// The next pass lists afresh, does not see other (closed without its

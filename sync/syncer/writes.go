@@ -30,8 +30,8 @@ func (s *Syncer) writeEnv(ctx context.Context, rs *repoState, app *config.Applic
 	target := pr
 	waiting := ""
 	if app.ArtifactGate != nil {
-		gate := provider.Gate{CheckRun: app.ArtifactGate.CheckRun, StatusContext: app.ArtifactGate.StatusContext}
-		ok, reason, err := s.gatePassed(ctx, rs, pr.HeadSHA, gate)
+		gate := provider.Gate{CheckRun: app.ArtifactGate.CheckRun, StatusContext: app.ArtifactGate.StatusContext, App: app.ArtifactGate.App}
+		ok, reason, err := s.gateOf(ctx, rs, pr, gate)
 		if err != nil {
 			var rle *provider.RateLimitError
 			if errors.As(err, &rle) {

@@ -81,6 +81,17 @@ type checkRunShape struct {
 	HeadSHA    *string `json:"head_sha"`
 	Status     *string `json:"status"`
 	Conclusion *string `json:"conclusion"`
+	App        *struct {
+		Slug *string `json:"slug"`
+	} `json:"app"`
+}
+
+// app is the slug of the app that posted the run, "" when none is named.
+func (cr *checkRunShape) app() string {
+	if cr.App == nil {
+		return ""
+	}
+	return str(cr.App.Slug)
 }
 
 func str(p *string) string {
@@ -327,7 +338,7 @@ func checkPullRequest(t *testing.T, ev webhook.Event, pr *prShape) {
 
 // checkCheckRun fails t unless the event's gate is the payload's check run.
 func checkCheckRun(t *testing.T, ev webhook.Event, cr *checkRunShape) {
-	if cr == nil || str(cr.HeadSHA) == "" || ev.SHA != *cr.HeadSHA || ev.Gate != (provider.Gate{CheckRun: str(cr.Name)}) {
+	if cr == nil || str(cr.HeadSHA) == "" || ev.SHA != *cr.HeadSHA || ev.Gate != (provider.Gate{CheckRun: str(cr.Name), App: cr.app()}) {
 		t.Fatalf("check run %q %+v, payload has %+v", ev.SHA, ev.Gate, cr)
 	}
 	wantState := provider.GatePending

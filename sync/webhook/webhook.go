@@ -449,7 +449,7 @@ func convert(parsed any) (ev Event, ok bool, bad string) {
 				st = provider.GateFailed
 			}
 		}
-		return Event{Repository: repo, SHA: cr.GetHeadSHA(), Gate: provider.Gate{CheckRun: cr.GetName()}, GateState: st}, true, ""
+		return Event{Repository: repo, SHA: cr.GetHeadSHA(), Gate: provider.Gate{CheckRun: cr.GetName(), App: cr.GetApp().GetSlug()}, GateState: st}, true, ""
 	case *gh.MergeGroupEvent:
 		return mergeGroup(e)
 	}

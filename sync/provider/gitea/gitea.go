@@ -19,9 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
-	"time"
 
 	sdk "code.gitea.io/sdk/gitea"
 	"k8s.io/utils/clock"
@@ -135,9 +133,8 @@ var split = forge.SplitRepository
 // in front of it) lasts.
 func (p *Provider) before() error { return p.blocker.Before() }
 
-// after classifies an error by the answer's status: 404 is
-// provider.ErrNotFound, 429 (with Retry-After, a minute without) a rate
-// limit that blocks further calls.
+// after classifies an error as every provider does (forge.Blocker.Answer):
+// 404 is provider.ErrNotFound, 429 a rate limit that blocks further calls.
 func (p *Provider) after(resp *sdk.Response, err error) error {
 	if err == nil {
 		return nil
@@ -145,15 +142,5 @@ func (p *Provider) after(resp *sdk.Response, err error) error {
 	if resp == nil || resp.Response == nil {
 		return err
 	}
-	switch resp.StatusCode {
-	case http.StatusNotFound:
-		return fmt.Errorf("%w: %v", provider.ErrNotFound, err)
-	case http.StatusTooManyRequests:
-		wait := time.Minute
-		if s, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && s > 0 {
-			wait = time.Duration(s) * time.Second
-		}
-		return p.blocker.Block(p.clock.Now().Add(wait), err)
-	}
-	return fmt.Errorf("%d: %w", resp.StatusCode, err)
+	return p.blocker.Answer(resp.StatusCode, resp.Header, err, false, nil)
 }

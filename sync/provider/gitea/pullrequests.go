@@ -119,6 +119,7 @@ func convert(repository string, pr *sdk.PullRequest) provider.PullRequest {
 	if pr.Base != nil {
 		out.BaseBranch = pr.Base.Ref
 	}
+	out.Fork = isFork(pr.Head, pr.Base)
 	if pr.Created != nil {
 		out.CreatedAt = *pr.Created
 	}
@@ -169,4 +170,17 @@ func (p *Provider) GateState(ctx context.Context, repository, sha string, gate p
 		return provider.GatePending, fmt.Sprintf("status %s is %s on %s", gate.StatusContext, st.State, short), nil
 	}
 	return provider.GatePending, fmt.Sprintf("waiting for status %s on %s", gate.StatusContext, short), nil
+}
+
+// isFork reports whether a pull request's head is in another repository
+// than its base; a side Gitea no longer shows (a deleted fork) counts as
+// another.
+func isFork(head, base *sdk.PRBranchInfo) bool {
+	if head == nil || base == nil {
+		return true
+	}
+	if head.RepoID != 0 || base.RepoID != 0 {
+		return head.RepoID != base.RepoID
+	}
+	return head.Repository == nil || base.Repository == nil || !strings.EqualFold(head.Repository.FullName, base.Repository.FullName)
 }

@@ -92,6 +92,7 @@ func TestWebhookDeliveredByGitea(t *testing.T) {
 	assert.Equal(t, "feature", pr.HeadBranch)
 	assert.Equal(t, sha, pr.HeadSHA)
 	assert.Equal(t, "main", pr.BaseBranch)
+	assert.False(t, pr.Fork, "the repository's own branch, in the payload too")
 
 	// The signature is the body's HMAC with this secret and no other.
 	assert.True(t, giteaprovider.ValidSignature(secret, openedDelivery.body, openedDelivery.signature))

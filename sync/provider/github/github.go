@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -185,14 +184,9 @@ func (p *Provider) after(resp *gh.Response, err error) error {
 			wait = *abuse.RetryAfter
 		}
 		until = p.clock.Now().Add(wait)
-	case errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusTooManyRequests:
-		wait := time.Minute
-		if s, perr := strconv.Atoi(er.Response.Header.Get("Retry-After")); perr == nil {
-			wait = time.Duration(s) * time.Second
-		}
-		until = p.clock.Now().Add(wait)
-	case errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusNotFound:
-		return fmt.Errorf("%w: %v", provider.ErrNotFound, err)
+	case errors.As(err, &er) && er.Response != nil:
+		// go-github's text names the status.
+		return p.blocker.Answer(er.Response.StatusCode, er.Response.Header, err, true, nil)
 	default:
 		return err
 	}

@@ -6,6 +6,7 @@ package github
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	gh "github.com/google/go-github/v60/github"
 
@@ -70,6 +71,9 @@ func convert(repository string, pr *gh.PullRequest) provider.PullRequest {
 		URL:        pr.GetHTMLURL(),
 		CreatedAt:  pr.GetCreatedAt().Time,
 		UpdatedAt:  pr.GetUpdatedAt().Time,
+		// A head repository GitHub no longer shows (a deleted fork) is
+		// taken as a fork: nothing says it is the repository's own.
+		Fork: !strings.EqualFold(pr.GetHead().GetRepo().GetFullName(), repository),
 	}
 	for _, l := range pr.Labels {
 		out.Labels = append(out.Labels, l.GetName())
@@ -103,7 +107,7 @@ func (p *Provider) GateState(ctx context.Context, repository, sha string, gate p
 		if err := p.after(resp, err); err != nil {
 			return "", "", fmt.Errorf("check runs of %s@%s: %w", repository, short, err)
 		}
-		return checkRunsState(res.CheckRuns, gate.CheckRun, short)
+		return checkRunsState(res.CheckRuns, gate, short)
 	}
 	res, resp, err := p.client.Repositories.GetCombinedStatus(ctx, owner, name, sha, &gh.ListOptions{PerPage: 100})
 	if err := p.after(resp, err); err != nil {
@@ -124,10 +128,20 @@ func (p *Provider) GateState(ctx context.Context, repository, sha string, gate p
 	return provider.GatePending, fmt.Sprintf("waiting for status %s on %s", gate.StatusContext, short), nil
 }
 
-func checkRunsState(runs []*gh.CheckRun, name, short string) (provider.GateState, string, error) {
+// checkRunsState is the gate's state from the runs of its name: only
+// those of the gate's app when it names one, since any app (and a fork's
+// workflow) can post a run of any name.
+func checkRunsState(runs []*gh.CheckRun, gate provider.Gate, short string) (provider.GateState, string, error) {
+	name := gate.CheckRun
+	if gate.App != "" {
+		name += " of app " + gate.App
+	}
 	state, reason := provider.GatePending, fmt.Sprintf("waiting for check run %s on %s", name, short)
 	for _, r := range runs {
-		if r.GetName() != name || r.GetStatus() != "completed" {
+		if r.GetName() != gate.CheckRun || r.GetStatus() != "completed" {
+			continue
+		}
+		if gate.App != "" && r.GetApp().GetSlug() != gate.App {
 			continue
 		}
 		switch r.GetConclusion() {
@@ -139,4 +153,34 @@ func checkRunsState(runs []*gh.CheckRun, name, short string) (provider.GateState
 		}
 	}
 	return state, reason, nil
+}
+
+// LabelAdders reads the pull request's issue events (oldest first, 100 a
+// page) and returns the actor of the last labeled event of each label
+// (provider.LabelHistory).
+func (p *Provider) LabelAdders(ctx context.Context, repository string, number int) (map[string]string, error) {
+	owner, name, err := split(repository)
+	if err != nil {
+		return nil, err
+	}
+	opts := &gh.ListOptions{PerPage: 100}
+	adders := map[string]string{}
+	for {
+		if err := p.before(); err != nil {
+			return nil, err
+		}
+		events, resp, err := p.client.Issues.ListIssueEvents(ctx, owner, name, number, opts)
+		if err := p.after(resp, err); err != nil {
+			return nil, fmt.Errorf("events of %s#%d: %w", repository, number, err)
+		}
+		for _, e := range events {
+			if e.GetEvent() == "labeled" && e.GetLabel().GetName() != "" {
+				adders[e.GetLabel().GetName()] = e.GetActor().GetLogin()
+			}
+		}
+		if resp.NextPage == 0 {
+			return adders, nil
+		}
+		opts.Page = resp.NextPage
+	}
 }

@@ -191,19 +191,6 @@ func (p *Provider) resetTime(h http.Header) (time.Time, bool) {
 	return until, until.After(p.clock.Now())
 }
 
-// retryAfter is when a 429 lets calls go again: Retry-After seconds, else
-// RateLimit-Reset, else a minute.
-func (p *Provider) retryAfter(h http.Header) time.Time {
-	now := p.clock.Now()
-	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
-		return now.Add(time.Duration(s) * time.Second)
-	}
-	if until, ok := p.resetTime(h); ok {
-		return until
-	}
-	return now.Add(time.Minute)
-}
-
 // Self is the token's user, asked once (GET /api/v4/user): the author of
 // every note sync writes, and so the only author whose note sync edits.
 func (p *Provider) Self(ctx context.Context) (string, error) {
@@ -253,17 +240,10 @@ func (p *Provider) after(resp *gl.Response, err error) error {
 		p.failures.Add(1)
 		return err
 	}
-	switch resp.StatusCode {
-	case http.StatusNotFound:
-		return fmt.Errorf("%w: %v", provider.ErrNotFound, err)
-	case http.StatusTooManyRequests:
-		p.failures.Add(1)
-		return p.blocker.Block(p.retryAfter(resp.Header), err)
-	}
-	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusForbidden {
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests {
 		p.failures.Add(1)
 	}
-	return fmt.Errorf("%d: %w", resp.StatusCode, err)
+	return p.blocker.Answer(resp.StatusCode, resp.Header, err, false, p.resetTime)
 }
 
 // short is a commit's first seven characters, for people.

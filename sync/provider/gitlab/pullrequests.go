@@ -203,6 +203,8 @@ func convert(repository string, mr *gl.BasicMergeRequest) provider.PullRequest {
 		BaseBranch: mr.TargetBranch,
 		Labels:     slices.Clone([]string(mr.Labels)),
 		URL:        mr.WebURL,
+		// A merge request from a fork has its source in another project.
+		Fork: mr.SourceProjectID != mr.TargetProjectID,
 	}
 	if mr.Author != nil {
 		out.Author = mr.Author.Username

@@ -381,6 +381,7 @@ func hookPullRequest(repo string, mr *hookMergeRequest, sender *hookUser) (provi
 		Draft: (mr.Draft != nil && *mr.Draft) || (mr.WorkInProgress != nil && *mr.WorkInProgress),
 		Title: mr.Title, HeadBranch: mr.SourceBranch, BaseBranch: mr.TargetBranch, URL: mr.URL,
 		CreatedAt: mr.CreatedAt.Time, UpdatedAt: mr.UpdatedAt.Time,
+		Fork: mr.SourceProjectID != mr.TargetProjectID,
 	}
 	if mr.LastCommit != nil {
 		pr.HeadSHA = mr.LastCommit.ID

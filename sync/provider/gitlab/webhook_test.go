@@ -138,6 +138,14 @@ func TestMergeRequestHook(t *testing.T) {
 		assert.True(t, ev.PullRequest.Draft)
 		assert.Equal(t, "user1", ev.PullRequest.Author)
 	})
+	t.Run("from a fork", func(t *testing.T) {
+		ev := deliver(t, glprovider.EventMergeRequest, payload(t, "merge_request", nil))
+		assert.False(t, ev.PullRequest.Fork, "source and target are project 14")
+		ev = deliver(t, glprovider.EventMergeRequest, payload(t, "merge_request", func(p map[string]any) {
+			attrs(p)["source_project_id"] = 99
+		}))
+		assert.True(t, ev.PullRequest.Fork)
+	})
 	// A group hook sends the same kind; GitLab's example of one lacks the
 	// iid and state (its keys end in spaces): the number is read from the
 	// URL and the state from the action.
