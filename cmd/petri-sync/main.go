@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -32,7 +31,6 @@ import (
 	ghprovider "github.com/petri-dev/petri/sync/provider/github"
 	"github.com/petri-dev/petri/sync/resolve"
 	"github.com/petri-dev/petri/sync/syncer"
-	"github.com/petri-dev/petri/sync/ui"
 	"github.com/petri-dev/petri/sync/webhook"
 )
 
@@ -82,7 +80,7 @@ func run() error {
 		leaseDuration  = flag.Duration("leader-election-lease-duration", syncer.DefaultLeaseDuration, "How long a Lease that is not renewed keeps others from taking it (and so how long a killed leader leaves nobody acting).")
 		renewDeadline  = flag.Duration("leader-election-renew-deadline", syncer.DefaultRenewDeadline, "How long the leader tries to renew before it stops acting (and exits); each renewal request gets half of it, so a slow API server costs the Lease only when it stays slow this long.")
 		retryPeriod    = flag.Duration("leader-election-retry-period", syncer.DefaultRetryPeriod, "How often the Lease is tried and renewed.")
-		servePage      = flag.Bool("ui", true, "Serve the read-only web page of the environments at / (docs/ui.md).")
+		pageFlags      = bindPage(flag.CommandLine)
 		shutdownDelay  = flag.Duration("shutdown-delay", 5*time.Second, "How long a stopping replica goes on answering (webhooks included, /readyz failing) before it closes its port, so that Services and ingress controllers stop sending to it first; terminationGracePeriodSeconds must leave room for it and 15 s more (requests in flight, then the syncer's stop).")
 	)
 	zapOpts := zap.Options{}
@@ -190,16 +188,9 @@ func run() error {
 	hook := &webhook.Handler{Secret: secret, RepositorySecrets: repoSecrets, Forges: hooks, Queue: s.Events(), Metrics: m, MaxBody: *webhookMaxBody, MaxConcurrent: *webhookReads, ReadTimeout: *webhookTimeout}
 	mux := http.NewServeMux()
 	mux.Handle("/", api.Handler(s, hook, m))
-	var page *ui.UI
-	if *servePage {
-		pods, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return err
-		}
-		if page, err = ui.New(ui.Options{Cache: s.Cache(), Namespace: *namespace, Pods: pods.CoreV1(), Log: log.WithName("ui")}); err != nil {
-			return err
-		}
-		page.Register(mux)
+	page, err := pageFlags.register(mux, s.Cache(), *namespace, cfg, log)
+	if err != nil {
+		return err
 	}
 	srv := api.Server(*listen, mux)
 	l, err := net.Listen("tcp", *listen)

@@ -45,6 +45,30 @@ func ReadInventory(root string) (map[string]map[string]bool, error) {
 	return out, nil
 }
 
+// WriteInventory replaces binary's inventory with flags, one a line. The
+// binaries' tests run at once, each reading every inventory while one may
+// be rewriting its own, so the file is replaced whole (written beside it,
+// then renamed): a reader sees the old list or the new one, never a part.
+func WriteInventory(root, binary string, flags []string) error {
+	dir := filepath.Join(root, InventoryDir)
+	tmp, err := os.CreateTemp(dir, "."+binary+"-*.new")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	if _, err := tmp.WriteString(strings.Join(flags, "\n") + "\n"); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(dir, binary+".txt"))
+}
+
 var usageFlag = regexp.MustCompile(`(?m)^\s+-([A-Za-z0-9][A-Za-z0-9._-]*)`)
 
 // UsageFlags reads the flag names out of the usage text of Go's flag
@@ -99,10 +123,8 @@ func CheckFlags(t testing.TB, binary string, flags []string) {
 	flags = append(flags, "h", "help")
 	sort.Strings(flags)
 	flags = slices.Compact(flags)
-	file := filepath.Join(root, InventoryDir, binary+".txt")
-	want := strings.Join(flags, "\n") + "\n"
 	if os.Getenv(UpdateEnv) == "1" {
-		if err := os.WriteFile(file, []byte(want), 0o644); err != nil {
+		if err := WriteInventory(root, binary, flags); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,19 +36,86 @@ var deployerActions = map[string]bool{contract.ActionDeploy: true, contract.Acti
 const maxLogBytes = 64 * 1024
 
 // logReader reads log tails through the API server, a few at a time, and
-// keeps those of pods that have finished (they no longer change).
+// keeps those of pods that have finished (they no longer change). Each
+// Job's tail is read once however many ask at once, and served again for
+// reuse: the viewers of one Job cost one pods list and one log read per
+// reuse, and only Jobs an environment names are read at all.
 type logReader struct {
 	pods      corev1client.PodsGetter
 	namespace string
 	tail      int64
 	slots     chan struct{}
+	reuse     time.Duration
+	now       func() time.Time
+	reads     singleflight.Group
 
 	mu       sync.Mutex
 	finished map[string][]byte
+	recent   map[string]recentTail
 }
 
-func newLogReader(pods corev1client.PodsGetter, namespace string, tail int64) *logReader {
-	return &logReader{pods: pods, namespace: namespace, tail: tail, slots: make(chan struct{}, 4), finished: map[string][]byte{}}
+// recentTail is a Job's tail as last read: its text, or that it is not
+// shown (which is as costly to find out again).
+type recentTail struct {
+	at   time.Time
+	text []byte
+	err  error
+}
+
+func newLogReader(pods corev1client.PodsGetter, namespace string, tail int64, reuse time.Duration, now func() time.Time) *logReader {
+	return &logReader{pods: pods, namespace: namespace, tail: tail, slots: make(chan struct{}, 4), reuse: reuse, now: now,
+		finished: map[string][]byte{}, recent: map[string]recentTail{}}
+}
+
+// tailOf returns the last lines of the newest pod of the Job: the one read
+// less than reuse ago, else one read now, shared by all who ask while it
+// is read. A caller that gives up returns at once; the read goes on for
+// the others, within its own deadline.
+func (l *logReader) tailOf(ctx context.Context, env, job string) ([]byte, error) {
+	key := env + "/" + job
+	if t, ok := l.fresh(key); ok {
+		return t.text, t.err
+	}
+	ch := l.reads.DoChan(key, func() (any, error) {
+		// A read that ended between the look above and this one is fresh.
+		if t, ok := l.fresh(key); ok {
+			return t, nil
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		at := l.now()
+		text, err := l.read(rctx, env, job)
+		if err != nil && !errors.Is(err, errNotShown) {
+			return nil, err
+		}
+		t := recentTail{at: at, text: text, err: err}
+		l.mu.Lock()
+		if len(l.recent) >= 512 {
+			clear(l.recent)
+		}
+		l.recent[key] = t
+		l.mu.Unlock()
+		return t, nil
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		t := res.Val.(recentTail)
+		return t.text, t.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("read the log of job %s: %w", job, ctx.Err())
+	}
+}
+
+// fresh is the Job's tail if it was read less than reuse ago.
+func (l *logReader) fresh(key string) (recentTail, bool) {
+	now := l.now()
+	l.mu.Lock()
+	t, ok := l.recent[key]
+	l.mu.Unlock()
+	return t, ok && !now.Before(t.at) && now.Sub(t.at) < l.reuse
 }
 
 // errNotShown is a log the page does not show.
@@ -98,8 +166,8 @@ func (u *UI) serveLog(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(text)
 }
 
-// tailOf returns the last lines of the newest pod of the Job.
-func (l *logReader) tailOf(ctx context.Context, env, job string) ([]byte, error) {
+// read reads the last lines of the newest pod of the Job.
+func (l *logReader) read(ctx context.Context, env, job string) ([]byte, error) {
 	select {
 	case l.slots <- struct{}{}:
 		defer func() { <-l.slots }()

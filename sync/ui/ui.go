@@ -79,6 +79,21 @@ type Options struct {
 	Coalesce time.Duration
 	// MaxStreams bounds the open event streams; 256 when zero.
 	MaxStreams int
+	// MaxStreamsPerClient bounds the open event streams from one address,
+	// so that one client cannot take them all; 8 when zero.
+	MaxStreamsPerClient int
+	// StreamWriteTimeout bounds one write to an event stream, so that a
+	// client that stops reading frees its stream; 30s when zero.
+	StreamWriteTimeout time.Duration
+	// ClientAddressHeader names the header in which the proxy in front of
+	// sync (an Ingress) passes the client's address, such as
+	// X-Forwarded-For; its last address counts. Empty: the connection's
+	// address counts (behind a proxy, every client is the proxy).
+	ClientAddressHeader string
+	// LogReuse is how long a running pod's log tail is served again
+	// before it is read anew, so that many viewers of one Job cost one
+	// read; 5s when zero.
+	LogReuse time.Duration
 	// Clock is the page's clock; the real one when nil.
 	Clock clock.PassiveClock
 }
@@ -108,7 +123,19 @@ func New(opts Options) (*UI, error) {
 	if opts.MaxStreams == 0 {
 		opts.MaxStreams = 256
 	}
-	u := &UI{opts: opts, mux: http.NewServeMux(), hub: newHub(opts.MaxStreams), wake: make(chan struct{}, 1), ready: make(chan struct{})}
+	if opts.MaxStreams < 0 || opts.MaxStreamsPerClient < 0 {
+		return nil, errors.New("ui: the bounds of the open streams must not be negative")
+	}
+	if opts.MaxStreamsPerClient == 0 {
+		opts.MaxStreamsPerClient = 8
+	}
+	if opts.StreamWriteTimeout == 0 {
+		opts.StreamWriteTimeout = 30 * time.Second
+	}
+	if opts.LogReuse == 0 {
+		opts.LogReuse = 5 * time.Second
+	}
+	u := &UI{opts: opts, mux: http.NewServeMux(), hub: newHub(opts.MaxStreams, opts.MaxStreamsPerClient), wake: make(chan struct{}, 1), ready: make(chan struct{})}
 	tmpl, err := template.New("page").Funcs(template.FuncMap{
 		"age":     u.age,
 		"until":   u.until,
@@ -121,7 +148,7 @@ func New(opts Options) (*UI, error) {
 	}
 	u.tmpl = tmpl
 	if opts.Pods != nil {
-		u.logs = newLogReader(opts.Pods, opts.Namespace, opts.TailLines)
+		u.logs = newLogReader(opts.Pods, opts.Namespace, opts.TailLines, opts.LogReuse, u.now)
 	}
 	static, err := fs.Sub(staticFiles, "static")
 	if err != nil {

@@ -94,7 +94,9 @@
   });
   events.addEventListener("error", function () {
     document.body.classList.remove("connected");
-    live.textContent = "reconnecting";
+    // A refused stream (429: this address has too many pages open; 503:
+    // the page is full) is not retried by the browser: say so.
+    live.textContent = events.readyState === EventSource.CLOSED ? "not live: reload later" : "reconnecting";
   });
   events.addEventListener("environments", function (e) {
     var open = openLogs();
