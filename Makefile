@@ -28,7 +28,14 @@ KUBE_VERSION_LDFLAGS = $(foreach pkg,k8s.io/component-base/version k8s.io/client
   -X $(pkg).gitTreeState=archive \
   -X $(pkg).buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ))
 
-GO_TEST_FLAGS ?= -timeout 20m
+# Four test packages at a time, not one per core (go test's default): most
+# of a package's time is spent waiting on the control planes, nodes and
+# forges it starts (tests/realnode alone kept 0.44 of a core busy), so
+# with two at a time two cores sat mostly idle. Measured on this 2-core
+# machine: the whole suite in 12m37s with -p 4 (1.6 cores busy on
+# average), against 17-20 minutes with two packages at a time.
+TEST_PACKAGES_AT_ONCE ?= 4
+GO_TEST_FLAGS ?= -timeout 20m -p $(TEST_PACKAGES_AT_ONCE)
 # The slowest test packages (each several minutes, most of it waiting on
 # the control planes they start) are named first so that go test starts
 # them first; ./... after them adds the rest, each package once. Started
