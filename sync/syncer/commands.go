@@ -164,7 +164,8 @@ func (rs *repoState) takeCommands(cs []provider.Comment, interested func(int) bo
 	defer rs.mu.Unlock()
 	for _, c := range cs {
 		l := rs.life[c.Number]
-		if !interested(c.Number) || l == nil || c.ID <= l.lastCommand() || !isCommand(c, render.State{}) {
+		// l's lock is rs.mu, held here.
+		if !interested(c.Number) || l == nil || c.ID <= l.state.LastCommand || !isCommand(c, render.State{}) {
 			continue
 		}
 		rs.addCommand(c)

@@ -166,11 +166,12 @@ type leadership struct {
 	// lock is the manager's Lease, with leader election only.
 	lock resourcelock.Interface
 
-	// leadMu guards leadCtx, the context of the current leadership (nil
-	// while this replica does not lead), and stopped (Start is returning:
-	// no part starts any more). work counts the writes running under the
-	// leadership; running counts the parts the manager runs.
-	leadMu  sync.Mutex
+	// leadMu, the engine's lock (memory.mu), guards leadCtx, the context
+	// of the current leadership (nil while this replica does not lead),
+	// and stopped (Start is returning: no part starts any more). work
+	// counts the writes running under the leadership; running counts the
+	// parts the manager runs.
+	leadMu  *sync.Mutex
 	leadCtx context.Context
 	stopped bool
 	work    sync.WaitGroup

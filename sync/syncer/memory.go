@@ -1,7 +1,10 @@
 // Memory: what sync remembers between passes: the config revision, the
-// state of each repository of it (repostate.go, each under a lock of its
-// own) and each application's last pass for the read API. One lock guards
-// it, held only to read or swap what it holds.
+// state of each repository of it (repostate.go) with its pull requests'
+// lifecycle states, each application's last pass for the read API, and
+// whether this replica leads (manager.go). One lock guards all of it, the
+// engine's: held only to read or change what it holds, never across a call
+// to a forge or the API server, and never taken twice (the caller of a
+// function that says it holds the lock does).
 
 package syncer
 
@@ -22,7 +25,8 @@ type memory struct {
 	forges forgeSet
 	clock  clock.Clock
 
-	// mu guards every field below.
+	// mu is the engine's lock: it guards every field below, every
+	// repoState and prLife, and the leadership.
 	mu         sync.Mutex
 	cfg        *config.Config
 	repos      map[string]*repoState
@@ -82,7 +86,7 @@ func (m *memory) ready() error {
 func (m *memory) repo(key string) *repoState {
 	r := m.repos[key]
 	if r == nil {
-		r = newRepoState(key)
+		r = newRepoState(key, &m.mu)
 		m.repos[key] = r
 	}
 	return r
@@ -224,7 +228,6 @@ func (m *memory) stateSize() stateSize {
 	defer m.mu.Unlock()
 	n := stateSize{Repositories: len(m.repos), Applications: len(m.appStatus)}
 	for _, rs := range m.repos {
-		rs.mu.Lock()
 		n.Gates += len(rs.gates)
 		n.Statuses += len(rs.statuses)
 		n.Snapshots += len(rs.snapshots)
@@ -235,7 +238,6 @@ func (m *memory) stateSize() stateSize {
 			n.Commands += len(cs)
 		}
 		n.Hints += len(rs.commentHints)
-		rs.mu.Unlock()
 	}
 	return n
 }
@@ -245,19 +247,13 @@ func (m *memory) stateSize() stateSize {
 // and returns them.
 func (m *memory) resyncAll() []string {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	var repos []string
 	if m.cfg != nil {
 		repos = m.cfg.Repositories()
 	}
-	var due []*repoState
 	for _, r := range repos {
-		due = append(due, m.repo(r))
-	}
-	m.mu.Unlock()
-	for _, rs := range due {
-		rs.mu.Lock()
-		rs.resyncDue = true
-		rs.mu.Unlock()
+		m.repo(r).resyncDue = true
 	}
 	return repos
 }

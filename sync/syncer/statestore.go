@@ -67,14 +67,17 @@ type clusterStore struct {
 	states   *prstate.Store
 	reporter func(repoKey string) provider.Reporter
 
-	mu sync.Mutex
-	// written is the spec last written per pull request: a feedback pass
-	// that changes nothing writes nothing.
-	written map[prKey]petriv1.PullRequestStateSpec
+	// written is the spec (a petriv1.PullRequestStateSpec) last written
+	// per pull request (prKey): a feedback pass that changes nothing
+	// writes nothing. Each pull request's entry is read and written by
+	// the one holding its lock (lockPR), or dropped by Prune for a
+	// repository that left the config: the entries of different pull
+	// requests at once, the case of disjoint keys sync.Map is made for.
+	written sync.Map
 }
 
 func newClusterStore(states *prstate.Store, reporter func(repoKey string) provider.Reporter) *clusterStore {
-	return &clusterStore{states: states, reporter: reporter, written: map[prKey]petriv1.PullRequestStateSpec{}}
+	return &clusterStore{states: states, reporter: reporter}
 }
 
 // stateKey is a pull request's key in the store: the forge and path of its
@@ -90,25 +93,19 @@ func (c *clusterStore) Load(ctx context.Context, key prKey) (storedState, error)
 		return storedState{}, err
 	}
 	if found {
-		c.mu.Lock()
-		c.written[key] = prstate.ToSpec(stateKey(key), st, nil)
-		c.mu.Unlock()
+		c.written.Store(key, prstate.ToSpec(stateKey(key), st, nil))
 	}
 	return storedState{State: st, Found: found}, nil
 }
 
 func (c *clusterStore) Save(ctx context.Context, key prKey, body string, st render.State, expires map[string]time.Time) error {
 	spec := prstate.ToSpec(stateKey(key), st, expires)
-	c.mu.Lock()
-	last, ok := c.written[key]
-	c.mu.Unlock()
-	if !ok || !reflect.DeepEqual(last, spec) {
+	last, ok := c.written.Load(key)
+	if !ok || !reflect.DeepEqual(last.(petriv1.PullRequestStateSpec), spec) {
 		if err := c.states.Save(ctx, stateKey(key), st, expires); err != nil {
 			return err
 		}
-		c.mu.Lock()
-		c.written[key] = spec
-		c.mu.Unlock()
+		c.written.Store(key, spec)
 	}
 	if body == "" {
 		return nil
@@ -120,9 +117,7 @@ func (c *clusterStore) Forget(ctx context.Context, key prKey) error {
 	if err := c.states.Delete(ctx, stateKey(key)); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	delete(c.written, key)
-	c.mu.Unlock()
+	c.written.Delete(key)
 	return nil
 }
 
@@ -181,7 +176,7 @@ func (lv *lives) ensureLife(ctx context.Context, rs *repoState, key prKey) (*prL
 			return nil, fmt.Errorf("list the comments of %s#%d: %w", key.Repo, key.Number, err)
 		}
 	}
-	l := &prLife{state: got.State, saved: got.State.Clone()}
+	l := &prLife{mu: &lv.memory.mu, state: got.State, saved: got.State.Clone()}
 	if rs == nil {
 		rs = lv.memory.configuredRepo(key.Repo)
 	}

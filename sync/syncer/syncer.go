@@ -208,20 +208,20 @@ func New(opts Options) (*Syncer, error) {
 // them to the manager.
 func wire(opts Options, forges forgeSet, c client.Client, mgr manager.Manager, lock resourcelock.Interface) (*Syncer, error) {
 	s := &Syncer{
-		opts:       opts,
-		log:        opts.Log,
-		client:     c,
-		cache:      mgr.GetCache(),
-		clock:      opts.Clock,
-		mgr:        mgr,
-		events:     make(chan webhook.Event, opts.EventQueue),
-		queue:      workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Clock: opts.Clock}),
-		feedback:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[prKey](), workqueue.TypedRateLimitingQueueConfig[prKey]{Clock: opts.Clock}),
-		writes:     &ownWrites{},
-		forgeSet:   forges,
-		memory:     newMemory(forges, opts.Clock),
-		leadership: &leadership{lock: lock},
+		opts:     opts,
+		log:      opts.Log,
+		client:   c,
+		cache:    mgr.GetCache(),
+		clock:    opts.Clock,
+		mgr:      mgr,
+		events:   make(chan webhook.Event, opts.EventQueue),
+		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Clock: opts.Clock}),
+		feedback: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[prKey](), workqueue.TypedRateLimitingQueueConfig[prKey]{Clock: opts.Clock}),
+		writes:   &ownWrites{},
+		forgeSet: forges,
+		memory:   newMemory(forges, opts.Clock),
 	}
+	s.leadership = &leadership{lock: lock, leadMu: &s.memory.mu}
 	var refresh *refresher
 	if le := opts.LeaderElection; le != nil {
 		refresh = &refresher{client: c, cache: s.cache, namespace: le.Namespace, metrics: opts.Metrics, log: s.log}
