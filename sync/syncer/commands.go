@@ -54,7 +54,6 @@ const (
 // requests. feedback is the feedback of a pull request whose lock the
 // caller holds (feedback.go): a handled command is answered at once.
 type commander struct {
-	forges   forgeSet
 	lives    *lives
 	writer   *writer
 	feedback func(ctx context.Context, key prKey) error
@@ -91,7 +90,7 @@ func (cm *commander) runCommands(ctx context.Context, o *observation) error {
 	rs.mu.Unlock()
 	slices.Sort(withCommands)
 	for _, n := range withCommands {
-		if err := cm.handleCommands(ctx, o.rs, o.openBy[n], o.apps, o.envsOf(n)); err != nil {
+		if err := cm.handleCommands(ctx, o.rs, o.forge, o.openBy[n], o.apps, o.envsOf(n)); err != nil {
 			if errors.As(err, &rle) {
 				return err
 			}
@@ -120,7 +119,7 @@ func (cm *commander) findCommands(ctx context.Context, o *observation) error {
 		if !o.interested(n) {
 			continue
 		}
-		cs, err := cm.forges.commandsOf(repo).ListComments(ctx, pathOf(repo), n)
+		cs, err := o.forge.commands.ListComments(ctx, o.forge.path, n)
 		if err != nil {
 			rs.mu.Lock()
 			rs.commentHints[n] = true
@@ -133,7 +132,7 @@ func (cm *commander) findCommands(ctx context.Context, o *observation) error {
 	if !resync {
 		return errors.Join(errs...)
 	}
-	cs, err := cm.forges.commandsOf(repo).ListRepositoryComments(ctx, pathOf(repo), since)
+	cs, err := o.forge.commands.ListRepositoryComments(ctx, o.forge.path, since)
 	if err != nil {
 		rs.mu.Lock()
 		rs.resyncDue = true
@@ -175,7 +174,7 @@ func (rs *repoState) takeCommands(cs []provider.Comment, interested func(int) bo
 // handleCommands acts on a pull request's pending commands, oldest first,
 // each once: the effect, then the reaction, then the state (the last
 // command handled, the reply), then the comment.
-func (cm *commander) handleCommands(ctx context.Context, rs *repoState, pr provider.PullRequest, apps []*config.Application, envs map[string]*petriv1.EphemeralEnvironment) error {
+func (cm *commander) handleCommands(ctx context.Context, rs *repoState, forge repoForge, pr provider.PullRequest, apps []*config.Application, envs map[string]*petriv1.EphemeralEnvironment) error {
 	key := prKey{rs.name, pr.Number}
 	unlock := cm.lives.lockPR(key)
 	defer unlock()
@@ -193,9 +192,9 @@ func (cm *commander) handleCommands(ctx context.Context, rs *repoState, pr provi
 		if c.ID <= l.lastCommand() {
 			continue
 		}
-		err := cm.command(ctx, key, pr, c, apps, envs, l)
+		err := cm.command(ctx, forge, key, pr, c, apps, envs, l)
 		if err != nil && cm.giveUp(ctx, rs, key, c, err) {
-			err = cm.refuseFailed(ctx, key, c, l)
+			err = cm.refuseFailed(ctx, forge, key, c, l)
 		}
 		if err != nil {
 			rs.mu.Lock()
@@ -245,9 +244,9 @@ func (cm *commander) giveUp(ctx context.Context, rs *repoState, key prKey, c pro
 // refuseFailed answers a command that was given up: refused, with a line
 // in sync's comment that says so and not why (the log does). The reaction
 // is left if it can be; the command counts as handled either way.
-func (cm *commander) refuseFailed(ctx context.Context, key prKey, c provider.Comment, l *prLife) error {
+func (cm *commander) refuseFailed(ctx context.Context, forge repoForge, key prKey, c provider.Comment, l *prLife) error {
 	cmd, _ := render.ParseCommand(c.Body)
-	if err := cm.forges.commandsOf(key.Repo).React(ctx, pathOf(key.Repo), c.ID, provider.ReactionRefused); err != nil {
+	if err := forge.commands.React(ctx, forge.path, c.ID, provider.ReactionRefused); err != nil {
 		var rle *provider.RateLimitError
 		if errors.As(err, &rle) {
 			return err
@@ -268,7 +267,7 @@ func (cm *commander) refuseFailed(ctx context.Context, key prKey, c provider.Com
 
 // command handles one command comment: parsed, its author's permission
 // checked, its effect carried out, then answered.
-func (cm *commander) command(ctx context.Context, key prKey, pr provider.PullRequest, c provider.Comment, apps []*config.Application, envs map[string]*petriv1.EphemeralEnvironment, l *prLife) error {
+func (cm *commander) command(ctx context.Context, forge repoForge, key prKey, pr provider.PullRequest, c provider.Comment, apps []*config.Application, envs map[string]*petriv1.EphemeralEnvironment, l *prLife) error {
 	log := cm.log.WithValues("repository", key.Repo, "pullRequest", pr.Number, "comment", c.ID, "author", c.Author)
 	cmd, perr := render.ParseCommand(c.Body)
 	if errors.Is(perr, render.ErrNoCommand) {
@@ -277,7 +276,7 @@ func (cm *commander) command(ctx context.Context, key prKey, pr provider.PullReq
 	who := "@" + c.Author
 	text := "`" + cmd.Text + "`"
 	done := func(reaction, result, note string, change func(st *render.State)) error {
-		if err := cm.forges.commandsOf(key.Repo).React(ctx, pathOf(key.Repo), c.ID, reaction); err != nil {
+		if err := forge.commands.React(ctx, forge.path, c.ID, reaction); err != nil {
 			if !errors.Is(err, provider.ErrNotFound) {
 				return err
 			}
@@ -302,7 +301,7 @@ func (cm *commander) command(ctx context.Context, key prKey, pr provider.PullReq
 	if perr != nil {
 		return done(provider.ReactionRefused, "invalid", "not understood: "+perr.Error(), nil)
 	}
-	perm, err := cm.forges.commandsOf(key.Repo).Permission(ctx, pathOf(key.Repo), c.Author)
+	perm, err := forge.commands.Permission(ctx, forge.path, c.Author)
 	if errors.Is(err, provider.ErrNotFound) {
 		// The forge does not know the author (an account deleted since
 		// it commented): no permission, as a stranger has.
@@ -312,7 +311,7 @@ func (cm *commander) command(ctx context.Context, key prKey, pr provider.PullReq
 		return fmt.Errorf("command %s on %s#%d: %w", cmd.Text, key.Repo, pr.Number, err)
 	}
 	if perm != provider.PermissionAdmin && perm != provider.PermissionWrite {
-		return done(provider.ReactionRefused, "refused", fmt.Sprintf("refused: %s needs write access to %s (has %s)", who, pathOf(key.Repo), perm), nil)
+		return done(provider.ReactionRefused, "refused", fmt.Sprintf("refused: %s needs write access to %s (has %s)", who, forge.path, perm), nil)
 	}
 	now := cm.clock.Now()
 	at := c.CreatedAt

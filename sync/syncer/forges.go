@@ -97,5 +97,18 @@ func (f forgeSet) forgetters(key string) []provider.Forgetter {
 	return f.reg.Forgetters(forgeOf(key))
 }
 
+// repoForge is one repository's path on its forge and the roles a pass
+// over it calls, looked up once for the pass.
+type repoForge struct {
+	path     string
+	source   provider.PullRequestSource
+	commands provider.CommandReader
+}
+
+// of is the forge of a repository, by its key.
+func (f forgeSet) of(key string) repoForge {
+	return repoForge{path: pathOf(key), source: f.sourceOf(key), commands: f.commandsOf(key)}
+}
+
 // Serves reports whether sync has a provider for a forge.
 func (f forgeSet) Serves(forge string) bool { return f.reg.Serves(forge) }

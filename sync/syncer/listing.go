@@ -37,7 +37,7 @@ type keptListing struct {
 // listOpen returns the repository's open pull requests: the kept listing
 // when it may stand in (reuseListing), otherwise a new listing, which is
 // kept. A failed listing drops the kept one: the pass that retries lists.
-func (rc *repoController) listOpen(ctx context.Context, rs *repoState, mustList bool) ([]provider.PullRequest, error) {
+func (rc *repoController) listOpen(ctx context.Context, rs *repoState, forge repoForge, mustList bool) ([]provider.PullRequest, error) {
 	now := rc.clock.Now()
 	if prs, ok := rs.reuseListing(now, rc.listingReuse(), mustList); ok {
 		return prs, nil
@@ -47,7 +47,7 @@ func (rc *repoController) listOpen(ctx context.Context, rs *repoState, mustList 
 	rs.sinceListing = map[int]bool{}
 	rs.listing = nil
 	rs.mu.Unlock()
-	listed, err := rc.forges.sourceOf(rs.name).ListOpenPullRequests(ctx, pathOf(rs.name))
+	listed, err := forge.source.ListOpenPullRequests(ctx, forge.path)
 	if err != nil {
 		return nil, err
 	}

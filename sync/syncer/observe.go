@@ -25,7 +25,9 @@ import (
 type observation struct {
 	repo string
 	rs   *repoState
-	apps []*config.Application
+	// forge is the repository's path and roles on its forge.
+	forge repoForge
+	apps  []*config.Application
 	// since is when the oldest webhook this pass answers arrived.
 	since time.Time
 	// open are the open pull requests, openBy the same by number; closed
@@ -69,7 +71,7 @@ func (o *observation) interested(n int) bool {
 // anything is written or deleted: a failed listing means "unknown", never
 // "none".
 func (rc *repoController) observe(ctx context.Context, rs *repoState, apps []*config.Application) (_ *observation, err error) {
-	o := &observation{repo: rs.name, rs: rs, apps: apps, closed: map[int]provider.PullRequest{}, unknown: map[int]bool{}}
+	o := &observation{repo: rs.name, rs: rs, forge: rc.forges.of(rs.name), apps: apps, closed: map[int]provider.PullRequest{}, unknown: map[int]bool{}}
 	since, hints, resync := rs.takePending()
 	o.since, o.resync = since, resync
 	defer func() {
@@ -81,7 +83,7 @@ func (rc *repoController) observe(ctx context.Context, rs *repoState, apps []*co
 			rc.metrics.Resyncs.WithLabelValues("failed").Inc()
 		}
 	}()
-	listed, err := rc.listOpen(ctx, rs, len(hints) > 0 || resync)
+	listed, err := rc.listOpen(ctx, rs, o.forge, len(hints) > 0 || resync)
 	if err != nil {
 		rc.memory.setAppError(apps, err)
 		rs.putPending(since, hints)
@@ -154,7 +156,7 @@ func (rc *repoController) readUnlisted(ctx context.Context, o *observation, with
 		if _, isClosed := o.closed[n]; isClosed {
 			return provider.PullRequest{}, false, nil
 		}
-		pr, err := rc.forges.sourceOf(o.repo).GetPullRequest(ctx, pathOf(o.repo), n)
+		pr, err := o.forge.source.GetPullRequest(ctx, o.forge.path, n)
 		switch {
 		case hinted && errors.Is(err, provider.ErrNotFound):
 			return pr, false, nil

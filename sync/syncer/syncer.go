@@ -131,7 +131,7 @@ type Syncer struct {
 	*mergeQueue
 
 	// config is the config loop (configloop.go), intake the webhooks'
-	// (intake.go), repos the repository controller (reconcile.go), views
+	// (intake.go), pass the repository controller (reconcile.go), views
 	// the read API's (views.go).
 	config *configLoader
 	intake *intake
@@ -236,8 +236,8 @@ func wire(opts Options, forges forgeSet, c client.Client, mgr manager.Manager, l
 		resyncInterval: opts.ResyncInterval, timeout: opts.ReconcileTimeout, clock: opts.Clock, metrics: opts.Metrics, log: s.log}
 	s.intake = &intake{events: s.events, memory: s.memory, lead: s.leadership, refresh: refresh, queue: s.queue, feedback: s.feedback,
 		triggerConfig: s.config.trigger, configRepository: opts.ConfigRepository, clock: opts.Clock, log: s.log}
-	s.pass = &repoController{memory: s.memory, forges: forges, lives: s.lives, writer: w, trust: &trustReader{forges: forges, clock: opts.Clock},
-		commands: &commander{forges: forges, lives: s.lives, writer: w, feedback: s.feedbackLocked, clock: opts.Clock, metrics: opts.Metrics, log: s.log},
+	s.pass = &repoController{memory: s.memory, forges: forges, lives: s.lives, writer: w, trust: &trustReader{clock: opts.Clock},
+		commands: &commander{lives: s.lives, writer: w, feedback: s.feedbackLocked, clock: opts.Clock, metrics: opts.Metrics, log: s.log},
 		refresh:  refresh, queue: s.queue, feedback: s.feedback, feedbackLocked: s.feedbackLocked, triggerConfig: s.config.trigger,
 		clock: opts.Clock, metrics: opts.Metrics, log: s.log, timeout: opts.ReconcileTimeout, resyncInterval: opts.ResyncInterval}
 	s.views = &views{cache: s.cache, namespace: opts.Namespace, memory: s.memory, writer: w, clock: opts.Clock, log: s.log}

@@ -48,8 +48,7 @@ type readPerm struct {
 // trustReader looks up who stands behind pull requests, on their forge,
 // and remembers it in their repository's state.
 type trustReader struct {
-	forges forgeSet
-	clock  clock.Clock
+	clock clock.Clock
 }
 
 // readTrust fills in the Trust of each open pull request that an
@@ -73,7 +72,7 @@ func (tr *trustReader) readTrust(ctx context.Context, o *observation) error {
 		if !authorPerm && !labels {
 			continue
 		}
-		t, err := tr.trustOf(ctx, o.rs, pr, authorPerm, labels)
+		t, err := tr.trustOf(ctx, o.rs, o.forge, pr, authorPerm, labels)
 		if err != nil {
 			if errors.As(err, &rle) {
 				return err
@@ -98,10 +97,10 @@ func fullyTrusted(pr provider.PullRequest) provider.PullRequest {
 
 // trustOf looks up the author's permission and, with labels, which of the
 // pull request's labels a writer added.
-func (tr *trustReader) trustOf(ctx context.Context, rs *repoState, pr provider.PullRequest, authorPerm, labels bool) (*provider.Trust, error) {
+func (tr *trustReader) trustOf(ctx context.Context, rs *repoState, forge repoForge, pr provider.PullRequest, authorPerm, labels bool) (*provider.Trust, error) {
 	t := &provider.Trust{}
 	if authorPerm {
-		p, err := tr.permission(ctx, rs, pr.Author)
+		p, err := tr.permission(ctx, rs, forge, pr.Author)
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +109,7 @@ func (tr *trustReader) trustOf(ctx context.Context, rs *repoState, pr provider.P
 	if !labels {
 		return t, nil
 	}
-	adders, err := tr.labelAdders(ctx, rs, pr)
+	adders, err := tr.labelAdders(ctx, rs, forge, pr)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +117,7 @@ func (tr *trustReader) trustOf(ctx context.Context, rs *repoState, pr provider.P
 		if adders[l] == "" {
 			continue
 		}
-		p, err := tr.permission(ctx, rs, adders[l])
+		p, err := tr.permission(ctx, rs, forge, adders[l])
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +134,7 @@ func isWriter(perm string) bool {
 
 // permission is a user's permission on the repository, read at most once
 // per trustTTL. A user the forge does not know has none.
-func (tr *trustReader) permission(ctx context.Context, rs *repoState, user string) (string, error) {
+func (tr *trustReader) permission(ctx context.Context, rs *repoState, forge repoForge, user string) (string, error) {
 	key, now := strings.ToLower(user), tr.clock.Now()
 	rs.mu.Lock()
 	c, ok := rs.trust.perms[key]
@@ -143,7 +142,7 @@ func (tr *trustReader) permission(ctx context.Context, rs *repoState, user strin
 	if ok && now.Sub(c.at) < trustTTL {
 		return c.perm, nil
 	}
-	perm, err := tr.forges.commandsOf(rs.name).Permission(ctx, pathOf(rs.name), user)
+	perm, err := forge.commands.Permission(ctx, forge.path, user)
 	if errors.Is(err, provider.ErrNotFound) {
 		perm, err = provider.PermissionNone, nil
 	}
@@ -162,18 +161,18 @@ func (tr *trustReader) permission(ctx context.Context, rs *repoState, user strin
 // labelAdders is who last added each label of the pull request, read
 // once per change of the pull request; none when the forge cannot say
 // (provider.LabelHistory).
-func (tr *trustReader) labelAdders(ctx context.Context, rs *repoState, pr provider.PullRequest) (map[string]string, error) {
+func (tr *trustReader) labelAdders(ctx context.Context, rs *repoState, forge repoForge, pr provider.PullRequest) (map[string]string, error) {
 	rs.mu.Lock()
 	c, ok := rs.trust.adders[pr.Number]
 	rs.mu.Unlock()
 	if ok && c.updated.Equal(pr.UpdatedAt) {
 		return c.by, nil
 	}
-	h, isHistory := tr.forges.sourceOf(rs.name).(provider.LabelHistory)
+	h, isHistory := forge.source.(provider.LabelHistory)
 	if !isHistory {
 		return nil, nil
 	}
-	by, err := h.LabelAdders(ctx, pathOf(rs.name), pr.Number)
+	by, err := h.LabelAdders(ctx, forge.path, pr.Number)
 	if err != nil {
 		return nil, fmt.Errorf("who added the labels: %w", err)
 	}
