@@ -12,42 +12,41 @@ import (
 	"slices"
 	"time"
 
-	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/render"
 )
 
 // carryOut carries out a plan.
-func (s *Syncer) carryOut(ctx context.Context, o *observation, p plan) error {
+func (rc *repoController) carryOut(ctx context.Context, o *observation, p plan) error {
 	touched := map[int]bool{}
 	errs := o.errs
 	for _, ap := range p.apps {
-		errs = append(errs, s.actApp(ctx, o, ap, touched)...)
+		errs = append(errs, rc.actApp(ctx, o, ap, touched)...)
 	}
-	now := s.clock.Now()
+	now := rc.clock.Now()
 	for _, sl := range p.sleep {
-		if err := s.annotate(ctx, sl.env, render.AnnotationSleepRequested, now.UTC().Format(time.RFC3339)); err != nil {
+		if err := rc.writer.annotate(ctx, sl.env, render.AnnotationSleepRequested, now.UTC().Format(time.RFC3339)); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		s.opts.Metrics.Lifecycle.WithLabelValues("sleep_requested").Inc()
-		s.log.Info("Environment idle; asking it to sleep", "environment", sl.env.Name, "idleSince", sl.idle, "sleepAfter", sl.after)
+		rc.metrics.Lifecycle.WithLabelValues("sleep_requested").Inc()
+		rc.log.Info("Environment idle; asking it to sleep", "environment", sl.env.Name, "idleSince", sl.idle, "sleepAfter", sl.after)
 	}
 	for _, at := range p.again {
-		s.queue.AddAfter(o.repo, at.Sub(now)+10*time.Millisecond)
+		rc.queue.AddAfter(o.repo, at.Sub(now)+10*time.Millisecond)
 	}
 	for n, at := range p.warn {
-		s.feedback.AddAfter(prKey{o.repo, n}, at.Sub(now)+10*time.Millisecond)
+		rc.feedback.AddAfter(prKey{o.repo, n}, at.Sub(now)+10*time.Millisecond)
 	}
-	s.forgetClosed(o, touched)
+	rc.forgetClosed(o, touched)
 	for n := range touched {
-		s.feedback.Add(prKey{o.repo, n})
+		rc.feedback.Add(prKey{o.repo, n})
 	}
 	return errors.Join(errs...)
 }
 
 // actApp carries out one application's plan: its deletes, its writes, and
 // the feedback state of the pull requests it waits for or holds back.
-func (s *Syncer) actApp(ctx context.Context, o *observation, ap appPlan, touched map[int]bool) []error {
+func (rc *repoController) actApp(ctx context.Context, o *observation, ap appPlan, touched map[int]bool) []error {
 	app, envs := ap.app, o.envs[ap.app.Name]
 	var errs []error
 	count := 0
@@ -69,14 +68,14 @@ func (s *Syncer) actApp(ctx context.Context, o *observation, ap appPlan, touched
 			st.Deleted, st.Waiting, st.Error, st.Env = deleted, "", "", nil
 		})
 		touched[d.Number] = true
-		if err := s.deleteEnv(ctx, envs[d.Number], d.Reason); err != nil {
+		if err := rc.writer.deleteEnv(ctx, envs[d.Number], d.Reason); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		count--
 	}
 	for _, pr := range ap.Apply {
-		created, err := s.writeEnv(ctx, o.rs, app, pr, envs[pr.Number], o.since)
+		created, err := rc.writer.writeEnv(ctx, o.rs, app, pr, envs[pr.Number], o.since)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -104,8 +103,8 @@ func (s *Syncer) actApp(ctx context.Context, o *observation, ap appPlan, touched
 	for _, u := range ap.Unknown {
 		kept = append(kept, u.Name)
 	}
-	s.setAppStatus(app, kept, errors.Join(errs...))
-	s.opts.Metrics.Environments.WithLabelValues(app.Name).Set(float64(count))
+	rc.memory.setAppStatus(app, kept, errors.Join(errs...))
+	rc.metrics.Environments.WithLabelValues(app.Name).Set(float64(count))
 	return errs
 }
 
@@ -144,7 +143,7 @@ func (rs *repoState) settle(app string, o *observation, touched map[int]bool) {
 // forgetClosed marks the pull requests that are not open any more, to be
 // forgotten after their last feedback, and forgets now the gates and
 // statuses of commits that are no open pull request's head.
-func (s *Syncer) forgetClosed(o *observation, touched map[int]bool) {
+func (rc *repoController) forgetClosed(o *observation, touched map[int]bool) {
 	heads := map[string]bool{}
 	for _, pr := range o.openBy {
 		heads[pr.HeadSHA] = true
@@ -160,15 +159,4 @@ func (s *Syncer) forgetClosed(o *observation, touched map[int]bool) {
 		}
 	}
 	o.rs.forgetCommits(heads)
-}
-
-// setAppStatus records an application's pass for the read API: when, what
-// failed, and the environments kept because their pull request's state is
-// unknown.
-func (s *Syncer) setAppStatus(app *config.Application, kept []string, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.appStatusOf(app.Name)
-	st.Kept = kept
-	st.record(s.clock.Now(), err)
 }

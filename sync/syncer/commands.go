@@ -14,8 +14,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/sync/config"
+	"github.com/petri-dev/petri/sync/metrics"
 	"github.com/petri-dev/petri/sync/provider"
 	"github.com/petri-dev/petri/sync/render"
 )
@@ -46,14 +50,26 @@ const (
 	commandRetryFor = 10 * time.Minute
 )
 
+// commander reads and carries out the commands on a repository's pull
+// requests. feedback is the feedback of a pull request whose lock the
+// caller holds (feedback.go): a handled command is answered at once.
+type commander struct {
+	lives    *lives
+	writer   *writer
+	feedback func(ctx context.Context, key prKey) error
+	clock    clock.Clock
+	metrics  *metrics.Metrics
+	log      logr.Logger
+}
+
 // runCommands finds the commands on the pull requests of interest and acts
 // on them, oldest first per pull request, before the plan is decided: a
 // command changes what the plan sees (an expired environment brought back,
 // a ttl extended). Commands on a pull request that is closed or not
 // matching are dropped; those on one whose state is unknown wait.
-func (s *Syncer) runCommands(ctx context.Context, o *observation) error {
+func (cm *commander) runCommands(ctx context.Context, o *observation) error {
 	var rle *provider.RateLimitError
-	if err := s.findCommands(ctx, o); err != nil {
+	if err := cm.findCommands(ctx, o); err != nil {
 		if errors.As(err, &rle) {
 			return err
 		}
@@ -74,7 +90,7 @@ func (s *Syncer) runCommands(ctx context.Context, o *observation) error {
 	rs.mu.Unlock()
 	slices.Sort(withCommands)
 	for _, n := range withCommands {
-		if err := s.handleCommands(ctx, o.rs, o.openBy[n], o.apps, o.envsOf(n)); err != nil {
+		if err := cm.handleCommands(ctx, o.rs, o.forge, o.openBy[n], o.apps, o.envsOf(n)); err != nil {
 			if errors.As(err, &rle) {
 				return err
 			}
@@ -87,7 +103,7 @@ func (s *Syncer) runCommands(ctx context.Context, o *observation) error {
 // findCommands lists comments to find commands whose webhook did not reach
 // this replica: the pull requests another replica named (hints) and, on a
 // periodic resync, the whole repository since a watermark.
-func (s *Syncer) findCommands(ctx context.Context, o *observation) error {
+func (cm *commander) findCommands(ctx context.Context, o *observation) error {
 	rs, repo := o.rs, o.repo
 	rs.mu.Lock()
 	hints := rs.commentHints
@@ -95,7 +111,7 @@ func (s *Syncer) findCommands(ctx context.Context, o *observation) error {
 	resync := o.resync
 	since := rs.commentsSince
 	if since.IsZero() {
-		since = s.clock.Now().Add(-commandGrace)
+		since = cm.clock.Now().Add(-commandGrace)
 	}
 	rs.mu.Unlock()
 	var errs []error
@@ -103,7 +119,7 @@ func (s *Syncer) findCommands(ctx context.Context, o *observation) error {
 		if !o.interested(n) {
 			continue
 		}
-		cs, err := s.commandsOf(repo).ListComments(ctx, pathOf(repo), n)
+		cs, err := o.forge.commands.ListComments(ctx, o.forge.path, n)
 		if err != nil {
 			rs.mu.Lock()
 			rs.commentHints[n] = true
@@ -116,7 +132,7 @@ func (s *Syncer) findCommands(ctx context.Context, o *observation) error {
 	if !resync {
 		return errors.Join(errs...)
 	}
-	cs, err := s.commandsOf(repo).ListRepositoryComments(ctx, pathOf(repo), since)
+	cs, err := o.forge.commands.ListRepositoryComments(ctx, o.forge.path, since)
 	if err != nil {
 		rs.mu.Lock()
 		rs.resyncDue = true
@@ -147,7 +163,8 @@ func (rs *repoState) takeCommands(cs []provider.Comment, interested func(int) bo
 	defer rs.mu.Unlock()
 	for _, c := range cs {
 		l := rs.life[c.Number]
-		if !interested(c.Number) || l == nil || c.ID <= l.lastCommand() || !isCommand(c, render.State{}) {
+		// l's lock is rs.mu, held here.
+		if !interested(c.Number) || l == nil || c.ID <= l.state.LastCommand || !isCommand(c, render.State{}) {
 			continue
 		}
 		rs.addCommand(c)
@@ -157,11 +174,11 @@ func (rs *repoState) takeCommands(cs []provider.Comment, interested func(int) bo
 // handleCommands acts on a pull request's pending commands, oldest first,
 // each once: the effect, then the reaction, then the state (the last
 // command handled, the reply), then the comment.
-func (s *Syncer) handleCommands(ctx context.Context, rs *repoState, pr provider.PullRequest, apps []*config.Application, envs map[string]*petriv1.EphemeralEnvironment) error {
+func (cm *commander) handleCommands(ctx context.Context, rs *repoState, forge repoForge, pr provider.PullRequest, apps []*config.Application, envs map[string]*petriv1.EphemeralEnvironment) error {
 	key := prKey{rs.name, pr.Number}
-	unlock := s.lockPR(key)
+	unlock := cm.lives.lockPR(key)
 	defer unlock()
-	l, err := s.ensureLife(ctx, rs, key)
+	l, err := cm.lives.ensureLife(ctx, rs, key)
 	if err != nil {
 		return err
 	}
@@ -175,9 +192,9 @@ func (s *Syncer) handleCommands(ctx context.Context, rs *repoState, pr provider.
 		if c.ID <= l.lastCommand() {
 			continue
 		}
-		err := s.command(ctx, key, pr, c, apps, envs, l)
-		if err != nil && s.giveUp(ctx, rs, key, c, err) {
-			err = s.refuseFailed(ctx, key, c, l)
+		err := cm.command(ctx, forge, key, pr, c, apps, envs, l)
+		if err != nil && cm.giveUp(ctx, rs, key, c, err) {
+			err = cm.refuseFailed(ctx, forge, key, c, l)
 		}
 		if err != nil {
 			rs.mu.Lock()
@@ -186,7 +203,7 @@ func (s *Syncer) handleCommands(ctx context.Context, rs *repoState, pr provider.
 			}
 			rs.mu.Unlock()
 			if handled {
-				return errors.Join(err, s.feedbackLocked(ctx, key))
+				return errors.Join(err, cm.feedback(ctx, key))
 			}
 			return err
 		}
@@ -196,18 +213,18 @@ func (s *Syncer) handleCommands(ctx context.Context, rs *repoState, pr provider.
 	if !handled {
 		return nil
 	}
-	return s.feedbackLocked(ctx, key)
+	return cm.feedback(ctx, key)
 }
 
 // giveUp counts a failure of a command and reports whether the command is
 // given up: it has failed commandAttempts times over commandRetryFor. A
 // rate limit or the end of the leadership is no failure of the command.
-func (s *Syncer) giveUp(ctx context.Context, rs *repoState, key prKey, c provider.Comment, err error) bool {
+func (cm *commander) giveUp(ctx context.Context, rs *repoState, key prKey, c provider.Comment, err error) bool {
 	var rle *provider.RateLimitError
 	if errors.As(err, &rle) || ctx.Err() != nil {
 		return false
 	}
-	now := s.clock.Now()
+	now := cm.clock.Now()
 	rs.mu.Lock()
 	f := rs.failing[key.Number]
 	if f.id != c.ID {
@@ -219,7 +236,7 @@ func (s *Syncer) giveUp(ctx context.Context, rs *repoState, key prKey, c provide
 	if f.times < commandAttempts || now.Sub(f.since) < commandRetryFor {
 		return false
 	}
-	s.log.Error(err, "Pull-request command keeps failing; giving it up", "repository", key.Repo, "pullRequest", key.Number,
+	cm.log.Error(err, "Pull-request command keeps failing; giving it up", "repository", key.Repo, "pullRequest", key.Number,
 		"comment", c.ID, "author", c.Author, "failures", f.times, "since", f.since)
 	return true
 }
@@ -227,14 +244,14 @@ func (s *Syncer) giveUp(ctx context.Context, rs *repoState, key prKey, c provide
 // refuseFailed answers a command that was given up: refused, with a line
 // in sync's comment that says so and not why (the log does). The reaction
 // is left if it can be; the command counts as handled either way.
-func (s *Syncer) refuseFailed(ctx context.Context, key prKey, c provider.Comment, l *prLife) error {
+func (cm *commander) refuseFailed(ctx context.Context, forge repoForge, key prKey, c provider.Comment, l *prLife) error {
 	cmd, _ := render.ParseCommand(c.Body)
-	if err := s.commandsOf(key.Repo).React(ctx, pathOf(key.Repo), c.ID, provider.ReactionRefused); err != nil {
+	if err := forge.commands.React(ctx, forge.path, c.ID, provider.ReactionRefused); err != nil {
 		var rle *provider.RateLimitError
 		if errors.As(err, &rle) {
 			return err
 		}
-		s.log.Error(err, "Reacting to a command given up failed; recording it as handled all the same", "repository", key.Repo, "pullRequest", key.Number, "comment", c.ID)
+		cm.log.Error(err, "Reacting to a command given up failed; recording it as handled all the same", "repository", key.Repo, "pullRequest", key.Number, "comment", c.ID)
 	}
 	l.change(func(st *render.State) {
 		st.Note(fmt.Sprintf("`%s` from @%s: given up: it kept failing for %s; see sync's log", cmd.Text, c.Author, render.FormatDuration(commandRetryFor)))
@@ -244,14 +261,14 @@ func (s *Syncer) refuseFailed(ctx context.Context, key prKey, c provider.Comment
 	if verb == "" {
 		verb = "unknown"
 	}
-	s.opts.Metrics.Commands.WithLabelValues(verb, "failed").Inc()
+	cm.metrics.Commands.WithLabelValues(verb, "failed").Inc()
 	return nil
 }
 
 // command handles one command comment: parsed, its author's permission
 // checked, its effect carried out, then answered.
-func (s *Syncer) command(ctx context.Context, key prKey, pr provider.PullRequest, c provider.Comment, apps []*config.Application, envs map[string]*petriv1.EphemeralEnvironment, l *prLife) error {
-	log := s.log.WithValues("repository", key.Repo, "pullRequest", pr.Number, "comment", c.ID, "author", c.Author)
+func (cm *commander) command(ctx context.Context, forge repoForge, key prKey, pr provider.PullRequest, c provider.Comment, apps []*config.Application, envs map[string]*petriv1.EphemeralEnvironment, l *prLife) error {
+	log := cm.log.WithValues("repository", key.Repo, "pullRequest", pr.Number, "comment", c.ID, "author", c.Author)
 	cmd, perr := render.ParseCommand(c.Body)
 	if errors.Is(perr, render.ErrNoCommand) {
 		return nil
@@ -259,7 +276,7 @@ func (s *Syncer) command(ctx context.Context, key prKey, pr provider.PullRequest
 	who := "@" + c.Author
 	text := "`" + cmd.Text + "`"
 	done := func(reaction, result, note string, change func(st *render.State)) error {
-		if err := s.commandsOf(key.Repo).React(ctx, pathOf(key.Repo), c.ID, reaction); err != nil {
+		if err := forge.commands.React(ctx, forge.path, c.ID, reaction); err != nil {
 			if !errors.Is(err, provider.ErrNotFound) {
 				return err
 			}
@@ -277,14 +294,14 @@ func (s *Syncer) command(ctx context.Context, key prKey, pr provider.PullRequest
 		if result == "invalid" {
 			verb = "unknown"
 		}
-		s.opts.Metrics.Commands.WithLabelValues(verb, result).Inc()
+		cm.metrics.Commands.WithLabelValues(verb, result).Inc()
 		log.Info("Pull-request command handled", "command", cmd.Text, "result", result)
 		return nil
 	}
 	if perr != nil {
 		return done(provider.ReactionRefused, "invalid", "not understood: "+perr.Error(), nil)
 	}
-	perm, err := s.commandsOf(key.Repo).Permission(ctx, pathOf(key.Repo), c.Author)
+	perm, err := forge.commands.Permission(ctx, forge.path, c.Author)
 	if errors.Is(err, provider.ErrNotFound) {
 		// The forge does not know the author (an account deleted since
 		// it commented): no permission, as a stranger has.
@@ -294,14 +311,14 @@ func (s *Syncer) command(ctx context.Context, key prKey, pr provider.PullRequest
 		return fmt.Errorf("command %s on %s#%d: %w", cmd.Text, key.Repo, pr.Number, err)
 	}
 	if perm != provider.PermissionAdmin && perm != provider.PermissionWrite {
-		return done(provider.ReactionRefused, "refused", fmt.Sprintf("refused: %s needs write access to %s (has %s)", who, pathOf(key.Repo), perm), nil)
+		return done(provider.ReactionRefused, "refused", fmt.Sprintf("refused: %s needs write access to %s (has %s)", who, forge.path, perm), nil)
 	}
-	now := s.clock.Now()
+	now := cm.clock.Now()
 	at := c.CreatedAt
 	if at.IsZero() || at.After(now) {
 		at = now
 	}
-	eff, err := s.commandEffect(ctx, cmd, c.ID, pr, apps, envs, l.current(), at, now)
+	eff, err := cm.commandEffect(ctx, cmd, c.ID, pr, apps, envs, l.current(), at, now)
 	if err != nil {
 		return err
 	}
@@ -357,7 +374,7 @@ func (e commandEffect) note(verb string) string {
 // commandEffect carries out a command on each application's environment
 // (an annotation the operator acts on) or on its state (an extended ttl,
 // an expired environment brought back).
-func (s *Syncer) commandEffect(ctx context.Context, cmd render.Command, id int64, pr provider.PullRequest, apps []*config.Application, envs map[string]*petriv1.EphemeralEnvironment, st render.State, at, now time.Time) (commandEffect, error) {
+func (cm *commander) commandEffect(ctx context.Context, cmd render.Command, id int64, pr provider.PullRequest, apps []*config.Application, envs map[string]*petriv1.EphemeralEnvironment, st render.State, at, now time.Time) (commandEffect, error) {
 	eff := commandEffect{state: st}
 	stamp := at.UTC().Format(time.RFC3339)
 	comeBack := func(app string) {
@@ -402,7 +419,7 @@ func (s *Syncer) commandEffect(ctx context.Context, cmd render.Command, id int64
 			eff.said = append(eff.said, app.Name+" is kept")
 		}
 		for _, kv := range annotations {
-			if err := s.annotate(ctx, e, kv[0], kv[1]); err != nil {
+			if err := cm.writer.annotate(ctx, e, kv[0], kv[1]); err != nil {
 				return eff, err
 			}
 		}

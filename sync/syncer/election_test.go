@@ -395,6 +395,9 @@ func TestFollowerTakesOverWithoutLossOrDuplicates(t *testing.T) {
 	first := openPR(t, h.gh, a)
 	name := envName(first.Number)
 	h.waitEnv(name, nil)
+	// Ready only once the deploy's pending status is posted: set at once,
+	// the first feedback may already see it Ready and post no pending.
+	require.Eventually(t, func() bool { return len(h.gh.Statuses(ghRepo, first.HeadSHA)) > 0 }, 10*time.Second, 10*time.Millisecond)
 	setStatus(t, h, name, ready)
 	require.Eventually(t, func() bool {
 		sts := h.gh.Statuses(ghRepo, first.HeadSHA)

@@ -29,7 +29,7 @@ import (
 // remembers each write until the cache shows it; until then the list is
 // the API server's. Writes by others reach the cache through its watch like
 // every change, a moment later.
-func (s *Syncer) listEnvironments(ctx context.Context, apps []*config.Application, list *petriv1.EphemeralEnvironmentList) error {
+func (w *writer) listEnvironments(ctx context.Context, apps []*config.Application, list *petriv1.EphemeralEnvironmentList) error {
 	names := make([]string, 0, len(apps))
 	for _, a := range apps {
 		names = append(names, a.Name)
@@ -39,15 +39,15 @@ func (s *Syncer) listEnvironments(ctx context.Context, apps []*config.Applicatio
 	if err != nil {
 		return err
 	}
-	opts := []client.ListOption{client.InNamespace(s.opts.Namespace), client.MatchingLabelsSelector{Selector: sel.Add(*in)}}
-	if err := s.cache.List(ctx, list, opts...); err == nil && s.writes.seen(list, names) {
+	opts := []client.ListOption{client.InNamespace(w.namespace), client.MatchingLabelsSelector{Selector: sel.Add(*in)}}
+	if err := w.cache.List(ctx, list, opts...); err == nil && w.writes.seen(list, names) {
 		return nil
 	}
-	s.opts.Metrics.UncachedLists.Inc()
-	if err := s.client.List(ctx, list, opts...); err != nil {
+	w.metrics.UncachedLists.Inc()
+	if err := w.client.List(ctx, list, opts...); err != nil {
 		return err
 	}
-	s.writes.dropGone(list, names)
+	w.writes.dropGone(list, names)
 	return nil
 }
 

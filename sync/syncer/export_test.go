@@ -10,7 +10,7 @@ func (s *Syncer) StateSize() StateSize { return s.stateSize() }
 
 // ListingReuse is how long a listing stands in for the next ones, for
 // tests.
-func (s *Syncer) ListingReuse() time.Duration { return s.listingReuse() }
+func (s *Syncer) ListingReuse() time.Duration { return s.pass.listingReuse() }
 
 // RepositoryObjectName is the name of a repository key's Repository, for
 // tests.

@@ -72,19 +72,43 @@ func pathOf(key string) string {
 	return p
 }
 
+// forgeSet is the roles of every forge served: what the pass lists and
+// reads, what feedback reports, what commands are read from, on the forge
+// of each repository.
+type forgeSet struct{ reg provider.Registry }
+
 // sourceOf, reporterOf and commandsOf are the roles of a repository's
 // forge; those of a forge sync does not serve refuse every call.
-func (s *Syncer) sourceOf(key string) provider.PullRequestSource {
-	return s.forges.Lookup(forgeOf(key)).Source
+func (f forgeSet) sourceOf(key string) provider.PullRequestSource {
+	return f.reg.Lookup(forgeOf(key)).Source
 }
 
-func (s *Syncer) reporterOf(key string) provider.Reporter {
-	return s.forges.Lookup(forgeOf(key)).Reporter
+func (f forgeSet) reporterOf(key string) provider.Reporter {
+	return f.reg.Lookup(forgeOf(key)).Reporter
 }
 
-func (s *Syncer) commandsOf(key string) provider.CommandReader {
-	return s.forges.Lookup(forgeOf(key)).Commands
+func (f forgeSet) commandsOf(key string) provider.CommandReader {
+	return f.reg.Lookup(forgeOf(key)).Commands
+}
+
+// forgetters are the roles of a repository's forge that remember things
+// of its repositories and pull requests.
+func (f forgeSet) forgetters(key string) []provider.Forgetter {
+	return f.reg.Forgetters(forgeOf(key))
+}
+
+// repoForge is one repository's path on its forge and the roles a pass
+// over it calls, looked up once for the pass.
+type repoForge struct {
+	path     string
+	source   provider.PullRequestSource
+	commands provider.CommandReader
+}
+
+// of is the forge of a repository, by its key.
+func (f forgeSet) of(key string) repoForge {
+	return repoForge{path: pathOf(key), source: f.sourceOf(key), commands: f.commandsOf(key)}
 }
 
 // Serves reports whether sync has a provider for a forge.
-func (s *Syncer) Serves(forge string) bool { return s.forges.Serves(forge) }
+func (f forgeSet) Serves(forge string) bool { return f.reg.Serves(forge) }

@@ -1,8 +1,7 @@
-// Intake: what puts repositories on the work queue. The config repository
-// is fetched on a ticker or on a push to it, every repository is resynced
-// periodically, and accepted webhooks are recorded (pull request snapshots,
-// passed gates) before their repository is queued; a replica that does not
-// lead records them on the repository's Repository instead (refresh.go).
+// Intake: accepted webhooks are recorded (pull request snapshots, passed
+// gates) before their repository is queued; a replica that does not lead
+// records them on the repository's Repository instead (refresh.go). The
+// config repository's loop and the periodic resync are configloop.go's.
 
 package syncer
 
@@ -11,172 +10,29 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
 	"github.com/petri-dev/petri/sync/config"
-	"github.com/petri-dev/petri/sync/configrepo"
 	"github.com/petri-dev/petri/sync/provider"
 	"github.com/petri-dev/petri/sync/webhook"
 )
 
-// TriggerConfigFetch asks for a fetch of the config repository now.
-func (s *Syncer) TriggerConfigFetch() {
-	select {
-	case s.configTrigger <- struct{}{}:
-	default:
-	}
-}
-
-func (s *Syncer) configLoop(ctx context.Context) {
-	t := s.clock.NewTicker(s.opts.ConfigInterval)
-	defer t.Stop()
-	for {
-		s.loadConfig(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		case <-s.configTrigger:
-		}
-	}
-}
-
-// loadConfig fetches the config repository and keeps its current revision.
-// Every replica does, for the read API and to know which events matter;
-// only the leader applies it: the shared workloads are written and every
-// repository is queued when the revision changed, or when a full resync is
-// due (a new leader), even with the last revision when the fetch fails.
-func (s *Syncer) loadConfig(ctx context.Context) {
-	// The full load a new leader asks for is done only by a load that
-	// applies as the leader (asLeader below clears it): one that started
-	// before the leadership leaves it to the next.
-	full := s.fullResync.Load()
-	snap, err := s.opts.Config.Fetch(ctx)
-	var cfg, prev *config.Config
-	var old []string
-	if err != nil {
-		s.log.Error(err, "Fetching the config repository failed; keeping the last revision")
-		s.mu.Lock()
-		s.configErr = err
-		cfg = s.cfg
-		s.mu.Unlock()
-		if !full || cfg == nil {
-			// Without any revision a new leader's full resync waits for the
-			// first one, which is applied as a change anyway.
-			return
-		}
-		old = cfg.Repositories()
-	} else {
-		s.mu.Lock()
-		s.configErr = nil
-		same := s.cfg != nil && s.cfg.Revision == snap.Revision
-		cfg = s.cfg
-		s.mu.Unlock()
-		if same && !full {
-			return
-		}
-		prev = cfg
-		if same {
-			old = cfg.Repositories()
-		} else {
-			cfg, old = s.setConfig(snap)
-		}
-	}
-	s.asLeader(func(ctx context.Context) {
-		s.fullResync.Store(false)
-		// Bounded like a reconcile, so that a chart repository or an API
-		// server that does not answer cannot hold up the config loop.
-		actx, cancel := context.WithTimeout(ctx, s.opts.ReconcileTimeout)
-		err := s.applySharedWorkloads(actx, cfg)
-		cancel()
-		if err != nil {
-			s.log.Error(err, "Applying shared workloads failed")
-		}
-		pctx, cancel := context.WithTimeout(ctx, s.opts.ReconcileTimeout)
-		if err := s.pruneStates(pctx, cfg, prev); err != nil {
-			s.log.Error(err, "Pruning the pull-request states of repositories that left the config failed; trying again at the next revision")
-		}
-		cancel()
-		for _, r := range append(old, cfg.Repositories()...) {
-			s.queue.Add(r)
-		}
-	})
-}
-
-// setConfig parses and keeps a new revision; it returns it and the
-// repositories of the one before.
-func (s *Syncer) setConfig(snap *configrepo.Snapshot) (*config.Config, []string) {
-	cfg := config.Load(snap.Files)
-	cfg.Revision = snap.Revision
-	// An application on a forge sync has no credentials for is an error
-	// of its file; the others run.
-	cfg.DropUnserved(s.forges.Serves)
-	for _, e := range cfg.Errors {
-		s.log.Error(e, "Config file has an error; its application is left as it was", "revision", snap.Revision)
-	}
-	s.opts.Metrics.ConfigErrors.Set(float64(len(cfg.Errors)))
-	s.mu.Lock()
-	var old []string
-	if s.cfg != nil {
-		old = s.cfg.Repositories()
-	}
-	s.cfg = cfg
-	s.fileRepos = fileRepositories(s.fileRepos, cfg)
-	// What belonged to repositories and applications that left the config
-	// is forgotten; their environments are left as they are.
-	for _, r := range old {
-		if !s.configured(r) {
-			s.forgetRepo(r)
-		}
-	}
-	apps := map[string]bool{}
-	for _, a := range cfg.Applications {
-		apps[a.Name] = true
-	}
-	for name := range s.appStatus {
-		if !apps[name] {
-			delete(s.appStatus, name)
-			s.opts.Metrics.Environments.DeleteLabelValues(name)
-		}
-	}
-	s.mu.Unlock()
-	s.log.Info("Loaded config revision", "revision", snap.Revision, "applications", len(cfg.Applications), "sharedWorkloads", len(cfg.SharedWorkloads), "errors", len(cfg.Errors))
-	return cfg, old
-}
-
-func (s *Syncer) resyncLoop(ctx context.Context) {
-	t := s.clock.NewTicker(s.opts.ResyncInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-		s.Resync()
-	}
-}
-
-// Resync enqueues every repository now, as the periodic resync does: each
-// lists its open pull requests and, for commands whose webhook never
-// arrived, its recent comments.
-func (s *Syncer) Resync() {
-	s.mu.Lock()
-	var repos []string
-	if s.cfg != nil {
-		repos = s.cfg.Repositories()
-	}
-	var due []*repoState
-	for _, r := range repos {
-		due = append(due, s.repo(r))
-	}
-	s.mu.Unlock()
-	for _, rs := range due {
-		rs.mu.Lock()
-		rs.resyncDue = true
-		rs.mu.Unlock()
-	}
-	for _, r := range repos {
-		s.queue.Add(r)
-	}
+// intake takes the accepted webhooks. lead says whether this replica
+// acts; refresh (nil without leader election) is where a replica that
+// does not records them for the leader.
+type intake struct {
+	events           chan webhook.Event
+	memory           *memory
+	lead             *leadership
+	refresh          *refresher
+	queue            workqueue.TypedRateLimitingInterface[string]
+	feedback         workqueue.TypedRateLimitingInterface[prKey]
+	triggerConfig    func()
+	configRepository string
+	clock            clock.Clock
+	log              logr.Logger
 }
 
 // eventLoop takes the accepted webhooks: the replica that acts keeps each
@@ -185,9 +41,9 @@ func (s *Syncer) Resync() {
 // what waits, and retries with back-off while the API server refuses.
 // When ctx ends, what was not recorded yet and the events still queued are
 // recorded, for the leader or the next one.
-func (s *Syncer) eventLoop(ctx context.Context) {
+func (in *intake) eventLoop(ctx context.Context) {
 	pending := marks{}
-	defer s.lastMarks(ctx, pending)
+	defer in.lastMarks(ctx, pending)
 	var retry <-chan time.Time
 	backoff := markBackoff
 	for {
@@ -196,13 +52,13 @@ func (s *Syncer) eventLoop(ctx context.Context) {
 			return
 		case <-retry:
 			retry = nil
-		case ev := <-s.events:
-			s.intake(ev, pending)
+		case ev := <-in.events:
+			in.take(ev, pending)
 			// What else waits goes into the same write.
 			for drained := false; !drained; {
 				select {
-				case ev := <-s.events:
-					s.intake(ev, pending)
+				case ev := <-in.events:
+					in.take(ev, pending)
 				default:
 					drained = true
 				}
@@ -211,12 +67,12 @@ func (s *Syncer) eventLoop(ctx context.Context) {
 		if len(pending) == 0 || retry != nil {
 			continue
 		}
-		if err := s.refresh.record(ctx, pending); err != nil {
+		if err := in.refresh.record(ctx, pending); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			s.log.Error(err, "Recording webhooks for the leader failed; retrying", "repositories", len(pending), "retryIn", backoff)
-			retry = s.clock.After(backoff)
+			in.log.Error(err, "Recording webhooks for the leader failed; retrying", "repositories", len(pending), "retryIn", backoff)
+			retry = in.clock.After(backoff)
 			backoff = min(2*backoff, 30*time.Second)
 			continue
 		}
@@ -224,26 +80,26 @@ func (s *Syncer) eventLoop(ctx context.Context) {
 	}
 }
 
-// intake acts on a webhook when this replica acts (always, without leader
+// take acts on a webhook when this replica acts (always, without leader
 // election), and otherwise adds its mark to pending.
-func (s *Syncer) intake(ev webhook.Event, pending marks) {
-	if s.refresh == nil || s.Leader() {
-		s.handleEvent(ev)
+func (in *intake) take(ev webhook.Event, pending marks) {
+	if in.refresh == nil || in.lead.Leader() {
+		in.handleEvent(ev)
 		return
 	}
-	if key, name, ok := s.markOf(ev); ok {
+	if key, name, ok := in.markOf(ev); ok {
 		pending.add(key, name, ev.Received)
 	}
 }
 
-func (s *Syncer) handleEvent(ev webhook.Event) {
+func (in *intake) handleEvent(ev webhook.Event) {
 	key := config.RepositoryKey(ev.Forge, ev.Repository)
-	if ev.Type == "push" && s.isConfigRepo(ev) {
-		s.log.Info("Config repository pushed; fetching", "ref", ev.Ref)
-		s.TriggerConfigFetch()
+	if ev.Type == "push" && in.isConfigRepo(ev) {
+		in.log.Info("Config repository pushed; fetching", "ref", ev.Ref)
+		in.triggerConfig()
 		return
 	}
-	r := s.configuredRepo(key)
+	r := in.memory.configuredRepo(key)
 	if r == nil {
 		// No application watches it (an organisation's webhook sends every
 		// repository's events): nothing to reconcile, nothing to remember. A
@@ -256,7 +112,7 @@ func (s *Syncer) handleEvent(ev webhook.Event) {
 		r.mu.Lock()
 		r.noteGroup(ev.MergeGroup.Number, ev.MergeGroup.HeadSHA, !ev.MergeGroup.Destroyed)
 		r.mu.Unlock()
-		s.feedback.Add(prKey{key, ev.MergeGroup.Number})
+		in.feedback.Add(prKey{key, ev.MergeGroup.Number})
 		return
 	}
 	r.mu.Lock()
@@ -291,11 +147,11 @@ func (s *Syncer) handleEvent(ev webhook.Event) {
 		}
 	}
 	r.mu.Unlock()
-	s.queue.Add(key)
+	in.queue.Add(key)
 }
 
-func (s *Syncer) isConfigRepo(ev webhook.Event) bool {
-	want := normalizeRepo(s.opts.ConfigRepository)
+func (in *intake) isConfigRepo(ev webhook.Event) bool {
+	want := normalizeRepo(in.configRepository)
 	if want == "" {
 		return false
 	}

@@ -23,8 +23,8 @@ import (
 // lifecycle moves each pull request's state on to now, stores the
 // expiries it decided, and returns per application the pull requests whose
 // environment must not exist (it expired, as the store says) and why.
-func (s *Syncer) lifecycle(ctx context.Context, o *observation) (map[string]map[int]string, error) {
-	now := s.clock.Now()
+func (rc *repoController) lifecycle(ctx context.Context, o *observation) (map[string]map[int]string, error) {
+	now := rc.clock.Now()
 	var persist []int
 	lives := map[int]*prLife{}
 	o.rs.mu.Lock()
@@ -47,14 +47,14 @@ func (s *Syncer) lifecycle(ctx context.Context, o *observation) (map[string]map[
 			persist = append(persist, n)
 		}
 		for _, app := range expired {
-			s.opts.Metrics.Lifecycle.WithLabelValues("expired").Inc()
-			s.log.Info("Environment expired; recording it in the pull request's comment before deleting it",
+			rc.metrics.Lifecycle.WithLabelValues("expired").Inc()
+			rc.log.Info("Environment expired; recording it in the pull request's comment before deleting it",
 				"repository", o.repo, "pullRequest", n, "application", app, "sha", o.openBy[n].HeadSHA)
 		}
 	}
 	var rle *provider.RateLimitError
 	for _, n := range persist {
-		if err := s.persist(ctx, prKey{o.repo, n}); err != nil {
+		if err := rc.persist(ctx, prKey{o.repo, n}); err != nil {
 			if errors.As(err, &rle) {
 				return nil, err
 			}
@@ -131,10 +131,10 @@ func heldBack(held map[string]map[int]string, saved render.State, apps []*config
 }
 
 // persist stores a pull request's state now, with its comment.
-func (s *Syncer) persist(ctx context.Context, key prKey) error {
-	unlock := s.lockPR(key)
+func (rc *repoController) persist(ctx context.Context, key prKey) error {
+	unlock := rc.lives.lockPR(key)
 	defer unlock()
-	return s.feedbackLocked(ctx, key)
+	return rc.feedbackLocked(ctx, key)
 }
 
 // observeReady starts an application's ttl at the first Ready (or Sleeping:

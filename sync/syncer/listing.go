@@ -23,8 +23,8 @@ import (
 // so that a snapshot merged over it is never one the window has dropped.
 // A resync, a hand-over, a webhook without its pull request and any pass
 // without a webhook list again.
-func (s *Syncer) listingReuse() time.Duration {
-	return min(s.opts.ResyncInterval, snapshotWindow/2)
+func (rc *repoController) listingReuse() time.Duration {
+	return min(rc.resyncInterval, snapshotWindow/2)
 }
 
 // keptListing is the last listing of a repository.
@@ -37,9 +37,9 @@ type keptListing struct {
 // listOpen returns the repository's open pull requests: the kept listing
 // when it may stand in (reuseListing), otherwise a new listing, which is
 // kept. A failed listing drops the kept one: the pass that retries lists.
-func (s *Syncer) listOpen(ctx context.Context, rs *repoState, mustList bool) ([]provider.PullRequest, error) {
-	now := s.clock.Now()
-	if prs, ok := rs.reuseListing(now, s.listingReuse(), mustList); ok {
+func (rc *repoController) listOpen(ctx context.Context, rs *repoState, forge repoForge, mustList bool) ([]provider.PullRequest, error) {
+	now := rc.clock.Now()
+	if prs, ok := rs.reuseListing(now, rc.listingReuse(), mustList); ok {
 		return prs, nil
 	}
 	rs.mu.Lock()
@@ -47,7 +47,7 @@ func (s *Syncer) listOpen(ctx context.Context, rs *repoState, mustList bool) ([]
 	rs.sinceListing = map[int]bool{}
 	rs.listing = nil
 	rs.mu.Unlock()
-	listed, err := s.sourceOf(rs.name).ListOpenPullRequests(ctx, pathOf(rs.name))
+	listed, err := forge.source.ListOpenPullRequests(ctx, forge.path)
 	if err != nil {
 		return nil, err
 	}

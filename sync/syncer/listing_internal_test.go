@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ func TestKeptListingStandsInOnlyForWebhooksOfListedPullRequests(t *testing.T) {
 	listedAt := now.Add(-time.Minute)
 	one := provider.PullRequest{Number: 1, State: "open", HeadSHA: "a", UpdatedAt: listedAt}
 	state := func(snaps ...provider.PullRequest) *repoState {
-		rs := newRepoState("acme/shop")
+		rs := newRepoState("acme/shop", new(sync.Mutex))
 		rs.listing = &keptListing{at: listedAt, prs: map[int]provider.PullRequest{1: one}}
 		for _, s := range snaps {
 			rs.snapshots[s.Number] = s

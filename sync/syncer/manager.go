@@ -159,10 +159,29 @@ func newManager(opts Options, cacheOpts cache.Options) (manager.Manager, resourc
 	return m, lock, err
 }
 
+// leadership is whether this replica acts, and the parts and writes that
+// run under it: the leadership ends only after every write started under
+// it has returned, and Start returns only after every part has stopped.
+type leadership struct {
+	// lock is the manager's Lease, with leader election only.
+	lock resourcelock.Interface
+
+	// leadMu, the engine's lock (memory.mu), guards leadCtx, the context
+	// of the current leadership (nil while this replica does not lead),
+	// and stopped (Start is returning: no part starts any more). work
+	// counts the writes running under the leadership; running counts the
+	// parts the manager runs.
+	leadMu  *sync.Mutex
+	leadCtx context.Context
+	stopped bool
+	work    sync.WaitGroup
+	running sync.WaitGroup
+}
+
 // runnable is a part of the Syncer the manager runs: on every replica
 // (leader false) or only on the one that holds the Lease.
 type runnable struct {
-	s      *Syncer
+	lead   *leadership
 	leader bool
 	run    func(ctx context.Context)
 }
@@ -172,35 +191,35 @@ func (r runnable) NeedLeaderElection() bool { return r.leader }
 
 // Start runs the part; not at all once the Syncer's Start is returning.
 func (r runnable) Start(ctx context.Context) error {
-	s := r.s
-	s.leadMu.Lock()
-	if s.stopped {
-		s.leadMu.Unlock()
+	l := r.lead
+	l.leadMu.Lock()
+	if l.stopped {
+		l.leadMu.Unlock()
 		return nil
 	}
-	s.running.Add(1)
-	s.leadMu.Unlock()
-	defer s.running.Done()
+	l.running.Add(1)
+	l.leadMu.Unlock()
+	defer l.running.Done()
 	r.run(ctx)
 	return nil
 }
 
 // Leader reports whether this replica acts now.
-func (s *Syncer) Leader() bool {
-	s.leadMu.Lock()
-	defer s.leadMu.Unlock()
-	return s.leadCtx != nil
+func (l *leadership) Leader() bool {
+	l.leadMu.Lock()
+	defer l.leadMu.Unlock()
+	return l.leadCtx != nil
 }
 
 // LeaderIdentity is the identity holding sync's Lease, as the API server
 // answers now; empty without leader election or when it cannot say.
-func (s *Syncer) LeaderIdentity() string {
-	if s.lock == nil {
+func (l *leadership) LeaderIdentity() string {
+	if l.lock == nil {
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rec, _, err := s.lock.Get(ctx)
+	rec, _, err := l.lock.Get(ctx)
 	if err != nil {
 		return ""
 	}
@@ -209,18 +228,40 @@ func (s *Syncer) LeaderIdentity() string {
 
 // asLeader runs f with the leadership's context when this replica leads and
 // reports whether it did. The leadership ends only after f has returned.
-func (s *Syncer) asLeader(f func(ctx context.Context)) bool {
-	s.leadMu.Lock()
-	ctx := s.leadCtx
+func (l *leadership) asLeader(f func(ctx context.Context)) bool {
+	l.leadMu.Lock()
+	ctx := l.leadCtx
 	if ctx == nil {
-		s.leadMu.Unlock()
+		l.leadMu.Unlock()
 		return false
 	}
-	s.leadWork.Add(1)
-	s.leadMu.Unlock()
-	defer s.leadWork.Done()
+	l.work.Add(1)
+	l.leadMu.Unlock()
+	defer l.work.Done()
 	f(ctx)
 	return true
+}
+
+// begin makes this replica the one that acts, for as long as ctx lasts.
+func (l *leadership) begin(ctx context.Context) {
+	l.leadMu.Lock()
+	l.leadCtx = ctx
+	l.leadMu.Unlock()
+}
+
+// end ends the leadership: nothing starts under it any more.
+func (l *leadership) end() {
+	l.leadMu.Lock()
+	l.leadCtx = nil
+	l.leadMu.Unlock()
+}
+
+// stop makes sure no part starts any more, and waits for those running.
+func (l *leadership) stop() {
+	l.leadMu.Lock()
+	l.stopped = true
+	l.leadMu.Unlock()
+	l.running.Wait()
 }
 
 // lead is the leader's part beside the repository controller: it makes
@@ -234,15 +275,13 @@ func (s *Syncer) lead(ctx context.Context) {
 	// The full load is asked for before this replica acts: a load already
 	// under way that applies as the leader does it, and the one triggered
 	// here then finds nothing new (one pass per repository, not two).
-	s.fullResync.Store(true)
-	s.leadMu.Lock()
-	s.leadCtx = ctx
-	s.leadMu.Unlock()
+	s.config.fullResync.Store(true)
+	s.begin(ctx)
 	s.opts.Metrics.Leader.Set(1)
 	s.log.Info("Leading: loading the config and resyncing every repository")
-	s.TriggerConfigFetch()
+	s.config.trigger()
 	var wg sync.WaitGroup
-	wg.Go(func() { s.resyncLoop(ctx) })
+	wg.Go(func() { s.config.resyncLoop(ctx) })
 	for range 2 {
 		wg.Go(func() {
 			for s.processFeedback(ctx) {
@@ -250,12 +289,10 @@ func (s *Syncer) lead(ctx context.Context) {
 		})
 	}
 	<-ctx.Done()
-	s.leadMu.Lock()
-	s.leadCtx = nil
-	s.leadMu.Unlock()
+	s.end()
 	s.feedback.ShutDown()
 	wg.Wait()
-	s.leadWork.Wait()
+	s.leadership.work.Wait()
 	s.handOverGroups(ctx)
 	s.opts.Metrics.Leader.Set(0)
 }
@@ -270,10 +307,7 @@ func (s *Syncer) Start(ctx context.Context) error {
 	// Whatever ended the manager (which does not wait for its runnables
 	// when the Lease is lost), nothing of the Syncer runs on after Start
 	// returns.
-	s.leadMu.Lock()
-	s.stopped = true
-	s.leadMu.Unlock()
-	s.running.Wait()
+	s.stop()
 	s.queue.ShutDown()
 	s.feedback.ShutDown()
 	if err == nil || ctx.Err() != nil {

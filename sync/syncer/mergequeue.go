@@ -27,6 +27,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+
 	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/provider"
 	"github.com/petri-dev/petri/sync/render"
@@ -123,12 +126,21 @@ func (rs *repoState) doneGroups(number int, done map[string]bool) {
 	}
 }
 
+// mergeQueue posts on the merge groups of pull requests, and hands the
+// groups it did not act on to the next leader. post is the feedback's
+// commit status (feedback.go).
+type mergeQueue struct {
+	memory  *memory
+	refresh *refresher
+	clock   clock.Clock
+	log     logr.Logger
+	post    func(ctx context.Context, key prKey, rs *repoState, sha string, cs provider.CommitStatus) error
+}
+
 // mergeQueueModes are the mergeQueue modes of the repository's
 // applications that post on merge groups, by application.
-func (s *Syncer) mergeQueueModes(repo string) map[string]string {
-	s.mu.Lock()
-	cfg := s.cfg
-	s.mu.Unlock()
+func (q *mergeQueue) mergeQueueModes(repo string) map[string]string {
+	cfg := q.memory.config()
 	out := map[string]string{}
 	if cfg == nil {
 		return out
@@ -171,11 +183,11 @@ func groupStatus(app string, number int, st render.PRState, found bool) provider
 // lifecycle state (nil when it has none: nothing to wait for), and behind
 // says the cache does not show sync's last write yet, so nothing is
 // posted from it.
-func (s *Syncer) mergeGroupFeedback(ctx context.Context, key prKey, rs *repoState, states map[string]render.PRState, life *prLife, behind bool) error {
+func (q *mergeQueue) mergeGroupFeedback(ctx context.Context, key prKey, rs *repoState, states map[string]render.PRState, life *prLife, behind bool) error {
 	if rs == nil {
 		return nil
 	}
-	modes := s.mergeQueueModes(key.Repo)
+	modes := q.mergeQueueModes(key.Repo)
 	pending := rs.pendingGroups(key.Number)
 	var errs []error
 	var waiting []string
@@ -187,7 +199,7 @@ func (s *Syncer) mergeGroupFeedback(ctx context.Context, key prKey, rs *repoStat
 		}
 		for _, sha := range slices.Sorted(maps.Keys(pending)) {
 			if pending[sha] {
-				errs = append(errs, s.commitStatus(ctx, key, rs, sha, noPreviewStatus(app, key.Number, modes[app])))
+				errs = append(errs, q.post(ctx, key, rs, sha, noPreviewStatus(app, key.Number, modes[app])))
 			}
 		}
 	}
@@ -213,7 +225,7 @@ func (s *Syncer) mergeGroupFeedback(ctx context.Context, key prKey, rs *repoStat
 		final := true
 		for _, app := range waiting {
 			cs := groupStatus(app, key.Number, states[app], true)
-			if err := s.commitStatus(ctx, key, rs, sha, cs); err != nil {
+			if err := q.post(ctx, key, rs, sha, cs); err != nil {
 				errs = append(errs, err)
 				final = false
 			} else if cs.State == "pending" {
@@ -234,16 +246,13 @@ func (s *Syncer) mergeGroupFeedback(ctx context.Context, key prKey, rs *repoStat
 // ends (the feedback workers have stopped): GitHub lists no merge groups,
 // so no resync would find them again. A group already acted on and marked
 // again costs the next leader a read of the status it shows, no post.
-func (s *Syncer) handOverGroups(ctx context.Context) {
-	if s.refresh == nil {
+func (q *mergeQueue) handOverGroups(ctx context.Context) {
+	if q.refresh == nil {
 		return
 	}
 	pending := marks{}
-	now := s.clock.Now()
-	s.mu.Lock()
-	repos := slices.Collect(maps.Values(s.repos))
-	s.mu.Unlock()
-	for _, rs := range repos {
+	now := q.clock.Now()
+	for _, rs := range q.memory.repoStates() {
 		rs.mu.Lock()
 		for n, g := range rs.groups {
 			for sha, requested := range g {
@@ -257,7 +266,7 @@ func (s *Syncer) handOverGroups(ctx context.Context) {
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markLastTry)
 	defer cancel()
-	if err := s.refresh.record(lctx, pending); err != nil {
-		s.log.Error(err, "Handing the merge groups not acted on to the next leader failed; the merge queue's timeout removes their pull requests", "repositories", len(pending))
+	if err := q.refresh.record(lctx, pending); err != nil {
+		q.log.Error(err, "Handing the merge groups not acted on to the next leader failed; the merge queue's timeout removes their pull requests", "repositories", len(pending))
 	}
 }

@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func TestMergeGroupMarks(t *testing.T) {
 		assert.False(t, ok, bad)
 	}
 
-	rs := newRepoState("acme/shop")
+	rs := newRepoState("acme/shop", new(sync.Mutex))
 	now := time.Now()
 	numbers := rs.takeGroupMarks(map[string]time.Time{"mgd.7." + sha: now, "mg.7." + sha: now, "pr.7": now})
 	assert.Equal(t, []int{7, 7}, numbers)

@@ -25,7 +25,9 @@ import (
 type observation struct {
 	repo string
 	rs   *repoState
-	apps []*config.Application
+	// forge is the repository's path and roles on its forge.
+	forge repoForge
+	apps  []*config.Application
 	// since is when the oldest webhook this pass answers arrived.
 	since time.Time
 	// open are the open pull requests, openBy the same by number; closed
@@ -68,8 +70,8 @@ func (o *observation) interested(n int) bool {
 // observe gathers a repository's inputs. An error stops the pass before
 // anything is written or deleted: a failed listing means "unknown", never
 // "none".
-func (s *Syncer) observe(ctx context.Context, rs *repoState, apps []*config.Application) (_ *observation, err error) {
-	o := &observation{repo: rs.name, rs: rs, apps: apps, closed: map[int]provider.PullRequest{}, unknown: map[int]bool{}}
+func (rc *repoController) observe(ctx context.Context, rs *repoState, apps []*config.Application) (_ *observation, err error) {
+	o := &observation{repo: rs.name, rs: rs, forge: rc.forges.of(rs.name), apps: apps, closed: map[int]provider.PullRequest{}, unknown: map[int]bool{}}
 	since, hints, resync := rs.takePending()
 	o.since, o.resync = since, resync
 	defer func() {
@@ -78,17 +80,17 @@ func (s *Syncer) observe(ctx context.Context, rs *repoState, apps []*config.Appl
 			rs.mu.Lock()
 			rs.resyncDue = true
 			rs.mu.Unlock()
-			s.opts.Metrics.Resyncs.WithLabelValues("failed").Inc()
+			rc.metrics.Resyncs.WithLabelValues("failed").Inc()
 		}
 	}()
-	listed, err := s.listOpen(ctx, rs, len(hints) > 0 || resync)
+	listed, err := rc.listOpen(ctx, rs, o.forge, len(hints) > 0 || resync)
 	if err != nil {
-		s.setAppError(apps, err)
+		rc.memory.setAppError(apps, err)
 		rs.putPending(since, hints)
 		return nil, err
 	}
 	var unlistedSnapshots []int
-	o.open, unlistedSnapshots = rs.mergeSnapshots(listed, s.clock.Now())
+	o.open, unlistedSnapshots = rs.mergeSnapshots(listed, rc.clock.Now())
 	for _, n := range unlistedSnapshots {
 		if hints == nil {
 			hints = map[int]bool{}
@@ -100,8 +102,8 @@ func (s *Syncer) observe(ctx context.Context, rs *repoState, apps []*config.Appl
 		o.openBy[pr.Number] = pr
 	}
 	var envs petriv1.EphemeralEnvironmentList
-	if err := s.listEnvironments(ctx, apps, &envs); err != nil {
-		s.setAppError(apps, err)
+	if err := rc.writer.listEnvironments(ctx, apps, &envs); err != nil {
+		rc.memory.setAppError(apps, err)
 		return nil, fmt.Errorf("list environments: %w", err)
 	}
 	o.envs = map[string]map[int]*petriv1.EphemeralEnvironment{}
@@ -123,15 +125,15 @@ func (s *Syncer) observe(ctx context.Context, rs *repoState, apps []*config.Appl
 			live[n] = true
 		}
 	}
-	if err := s.readUnlisted(ctx, o, slices.Sorted(maps.Keys(live)), hints); err != nil {
+	if err := rc.readUnlisted(ctx, o, slices.Sorted(maps.Keys(live)), hints); err != nil {
 		return nil, err
 	}
-	if err := s.readTrust(ctx, o); err != nil {
-		s.setAppError(apps, err)
+	if err := rc.trust.readTrust(ctx, o); err != nil {
+		rc.memory.setAppError(apps, err)
 		return nil, err
 	}
 	o.interest = interest(apps, o.openBy, o.envs)
-	return o, s.readLives(ctx, o)
+	return o, rc.readLives(ctx, o)
 }
 
 // readUnlisted reads on its own each pull request that has an environment
@@ -144,8 +146,8 @@ func (s *Syncer) observe(ctx context.Context, rs *repoState, apps []*config.Appl
 // teardown of many runs, every pass would read them all again. One
 // reopened meanwhile is seen open by the listing, or read on its own when
 // its webhook's snapshot is not listed yet.
-func (s *Syncer) readUnlisted(ctx context.Context, o *observation, withEnv []int, hints map[int]bool) error {
-	log := s.log.WithValues("repository", o.repo)
+func (rc *repoController) readUnlisted(ctx context.Context, o *observation, withEnv []int, hints map[int]bool) error {
+	log := rc.log.WithValues("repository", o.repo)
 	var rle *provider.RateLimitError
 	read := func(n int, hinted bool) (provider.PullRequest, bool, error) {
 		if _, isOpen := o.openBy[n]; isOpen {
@@ -154,7 +156,7 @@ func (s *Syncer) readUnlisted(ctx context.Context, o *observation, withEnv []int
 		if _, isClosed := o.closed[n]; isClosed {
 			return provider.PullRequest{}, false, nil
 		}
-		pr, err := s.sourceOf(o.repo).GetPullRequest(ctx, pathOf(o.repo), n)
+		pr, err := o.forge.source.GetPullRequest(ctx, o.forge.path, n)
 		switch {
 		case hinted && errors.Is(err, provider.ErrNotFound):
 			return pr, false, nil
@@ -221,11 +223,11 @@ func interest(apps []*config.Application, openBy map[int]provider.PullRequest, e
 // readLives reads the lifecycle state of every pull request of interest
 // from the store (once; then it is remembered). A pull request whose state
 // could not be read is unknown for this pass; a rate limit stops it.
-func (s *Syncer) readLives(ctx context.Context, o *observation) error {
+func (rc *repoController) readLives(ctx context.Context, o *observation) error {
 	var rle *provider.RateLimitError
 	for _, n := range o.interest {
-		unlock := s.lockPR(prKey{o.repo, n})
-		_, err := s.ensureLife(ctx, o.rs, prKey{o.repo, n})
+		unlock := rc.lives.lockPR(prKey{o.repo, n})
+		_, err := rc.lives.ensureLife(ctx, o.rs, prKey{o.repo, n})
 		unlock()
 		if err != nil {
 			if errors.As(err, &rle) {

@@ -10,83 +10,86 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/petri-dev/petri/sync/config"
+	"github.com/petri-dev/petri/sync/metrics"
 	"github.com/petri-dev/petri/sync/provider"
 )
+
+// repoController is the repository controller: one pass at a time per
+// repository, each on what it is handed here rather than on the Syncer.
+// feedbackLocked is the feedback of a pull request whose lock the caller
+// holds (feedback.go), refresh the Repositories marks are taken from
+// (nil without leader election), triggerConfig asks for a config fetch.
+type repoController struct {
+	memory         *memory
+	forges         forgeSet
+	lives          *lives
+	writer         *writer
+	trust          *trustReader
+	commands       *commander
+	refresh        *refresher
+	queue          workqueue.TypedRateLimitingInterface[string]
+	feedback       workqueue.TypedRateLimitingInterface[prKey]
+	feedbackLocked func(ctx context.Context, key prKey) error
+	triggerConfig  func()
+	clock          clock.Clock
+	metrics        *metrics.Metrics
+	log            logr.Logger
+	// timeout bounds one pass; resyncInterval is the periodic resync's.
+	timeout, resyncInterval time.Duration
+}
 
 // reconcile is the repository controller's: the marks waiting on the
 // repository's Repository (refresh.go), then one pass. A forge's rate
 // limit waits for its reset; any other error is retried with back-off, and
 // nothing was deleted.
-func (s *Syncer) reconcile(ctx context.Context, key string) (reconcile.Result, error) {
+func (rc *repoController) reconcile(ctx context.Context, key string) (reconcile.Result, error) {
 	if ctx.Err() != nil {
 		// The leadership ended: what is left in the queue is not acted on.
 		return reconcile.Result{}, nil
 	}
-	s.takeMarks(ctx, key)
-	start := s.clock.Now()
-	rctx, cancel := context.WithTimeout(ctx, s.opts.ReconcileTimeout)
-	err := s.reconcileRepo(rctx, key)
+	rc.takeMarks(ctx, key)
+	start := rc.clock.Now()
+	rctx, cancel := context.WithTimeout(ctx, rc.timeout)
+	err := rc.reconcileRepo(rctx, key)
 	cancel()
-	s.opts.Metrics.ReconcileDuration.Observe(s.clock.Since(start).Seconds())
+	rc.metrics.ReconcileDuration.Observe(rc.clock.Since(start).Seconds())
 	var rle *provider.RateLimitError
 	switch {
 	case err == nil:
-		s.opts.Metrics.Reconciles.WithLabelValues("success").Inc()
+		rc.metrics.Reconciles.WithLabelValues("success").Inc()
 		return reconcile.Result{}, nil
 	case errors.As(err, &rle):
-		s.opts.Metrics.Reconciles.WithLabelValues("rate_limited").Inc()
-		s.log.Info("Forge rate limit: nothing changed, retrying after the reset", "repository", key, "until", rle.Until)
-		return reconcile.Result{RequeueAfter: rle.Until.Sub(s.clock.Now()) + time.Second}, nil
+		rc.metrics.Reconciles.WithLabelValues("rate_limited").Inc()
+		rc.log.Info("Forge rate limit: nothing changed, retrying after the reset", "repository", key, "until", rle.Until)
+		return reconcile.Result{RequeueAfter: rle.Until.Sub(rc.clock.Now()) + time.Second}, nil
 	default:
-		s.opts.Metrics.Reconciles.WithLabelValues("error").Inc()
+		rc.metrics.Reconciles.WithLabelValues("error").Inc()
 		return reconcile.Result{}, fmt.Errorf("reconciling repository %s failed; nothing was deleted, retrying: %w", key, err)
 	}
 }
 
-func (s *Syncer) appsFor(repo string) []*config.Application {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cfg == nil {
-		return nil
+// takeMarks is the leader's side, at the start of a repository's pass: the
+// marks on its Repository go into the repository's state (and a config
+// fetch, when one is asked for).
+func (rc *repoController) takeMarks(ctx context.Context, key string) {
+	if rc.refresh == nil {
+		return
 	}
-	var out []*config.Application
-	for _, a := range s.cfg.Applications {
-		if a.RepositoryKey() == repo {
-			out = append(out, a)
+	rs := rc.memory.configuredRepo(key)
+	taken := rc.refresh.take(ctx, key, rs != nil)
+	if rs != nil {
+		rs.take(taken)
+		for _, n := range rs.takeGroupMarks(taken) {
+			rc.feedback.Add(prKey{key, n})
 		}
 	}
-	return out
-}
-
-// setAppError records a pass of applications that failed before their
-// plan (err) or ended without an error (nil).
-func (s *Syncer) setAppError(apps []*config.Application, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, a := range apps {
-		s.appStatusOf(a.Name).record(s.clock.Now(), err)
-	}
-}
-
-// appStatusOf returns an application's status, creating it. The caller
-// holds s.mu.
-func (s *Syncer) appStatusOf(name string) *appStatus {
-	st := s.appStatus[name]
-	if st == nil {
-		st = &appStatus{}
-		s.appStatus[name] = st
-	}
-	return st
-}
-
-func (st *appStatus) record(at time.Time, err error) {
-	st.LastReconcile = at
-	st.LastError = ""
-	if err != nil {
-		st.LastError = err.Error()
+	if hasMark(taken, markConfig) {
+		rc.triggerConfig()
 	}
 }
 
@@ -95,34 +98,34 @@ func (st *appStatus) record(at time.Time, err error) {
 // requests, the environments, each pull request's lifecycle state), the
 // commands people wrote, the lifecycle moved on to now, decide (a pure
 // plan), act.
-func (s *Syncer) reconcileRepo(ctx context.Context, repo string) error {
-	apps := s.appsFor(repo)
-	rs := s.configuredRepo(repo)
+func (rc *repoController) reconcileRepo(ctx context.Context, repo string) error {
+	apps := rc.memory.appsFor(repo)
+	rs := rc.memory.configuredRepo(repo)
 	if len(apps) == 0 || rs == nil {
 		// Left the config: whatever was remembered of it goes.
-		s.mu.Lock()
-		s.forgetRepo(repo)
-		s.mu.Unlock()
+		rc.memory.mu.Lock()
+		rc.memory.forgetRepo(repo)
+		rc.memory.mu.Unlock()
 		return nil
 	}
-	o, err := s.observe(ctx, rs, apps)
+	o, err := rc.observe(ctx, rs, apps)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		switch {
 		case o.resynced:
-			s.opts.Metrics.Resyncs.WithLabelValues("done").Inc()
+			rc.metrics.Resyncs.WithLabelValues("done").Inc()
 		case o.resync:
-			s.opts.Metrics.Resyncs.WithLabelValues("failed").Inc()
+			rc.metrics.Resyncs.WithLabelValues("failed").Inc()
 		}
 	}()
-	if err := s.runCommands(ctx, o); err != nil {
+	if err := rc.commands.runCommands(ctx, o); err != nil {
 		return err
 	}
-	held, err := s.lifecycle(ctx, o)
+	held, err := rc.lifecycle(ctx, o)
 	if err != nil {
 		return err
 	}
-	return s.carryOut(ctx, o, decide(o, held, rs.lives(o.openBy), s.clock.Now()))
+	return rc.carryOut(ctx, o, decide(o, held, rs.lives(o.openBy), rc.clock.Now()))
 }

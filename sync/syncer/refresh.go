@@ -126,15 +126,15 @@ func refreshMarks(annotations map[string]string) map[string]time.Time {
 // application watches the repository (an organisation's webhook sends
 // every repository's events). A push to the config repository also
 // fetches the config here.
-func (s *Syncer) markOf(ev webhook.Event) (key, name string, ok bool) {
+func (in *intake) markOf(ev webhook.Event) (key, name string, ok bool) {
 	key = config.RepositoryKey(ev.Forge, ev.Repository)
-	if ev.Type == "push" && s.isConfigRepo(ev) {
-		s.TriggerConfigFetch()
+	if ev.Type == "push" && in.isConfigRepo(ev) {
+		in.triggerConfig()
 		return key, markConfig, true
 	}
-	s.mu.Lock()
-	watched := s.cfg == nil || s.configured(key)
-	s.mu.Unlock()
+	in.memory.mu.Lock()
+	watched := in.memory.cfg == nil || in.memory.configured(key)
+	in.memory.mu.Unlock()
 	switch {
 	case !watched:
 		return "", "", false
@@ -216,15 +216,15 @@ func (r *refresher) recordOne(ctx context.Context, key string, names map[string]
 // lastMarks records, within markLastTry, what waits when the replica stops:
 // the marks not recorded yet and the events still queued, whether it led or
 // not, for the leader or the next one.
-func (s *Syncer) lastMarks(ctx context.Context, pending marks) {
-	if s.refresh == nil {
+func (in *intake) lastMarks(ctx context.Context, pending marks) {
+	if in.refresh == nil {
 		// Alone: the next start resyncs every repository.
 		return
 	}
 	for drained := false; !drained; {
 		select {
-		case ev := <-s.events:
-			if key, name, ok := s.markOf(ev); ok {
+		case ev := <-in.events:
+			if key, name, ok := in.markOf(ev); ok {
 				pending.add(key, name, ev.Received)
 			}
 		default:
@@ -236,28 +236,8 @@ func (s *Syncer) lastMarks(ctx context.Context, pending marks) {
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markLastTry)
 	defer cancel()
-	if err := s.refresh.record(lctx, pending); err != nil {
-		s.log.Error(err, "Recording webhooks for the leader failed as this replica stops; its resync finds what they named", "repositories", len(pending))
-	}
-}
-
-// takeMarks is the leader's side, at the start of a repository's pass: the
-// marks on its Repository go into the repository's state (and a config
-// fetch, when one is asked for).
-func (s *Syncer) takeMarks(ctx context.Context, key string) {
-	if s.refresh == nil {
-		return
-	}
-	rs := s.configuredRepo(key)
-	taken := s.refresh.take(ctx, key, rs != nil)
-	if rs != nil {
-		rs.take(taken)
-		for _, n := range rs.takeGroupMarks(taken) {
-			s.feedback.Add(prKey{key, n})
-		}
-	}
-	if hasMark(taken, markConfig) {
-		s.TriggerConfigFetch()
+	if err := in.refresh.record(lctx, pending); err != nil {
+		in.log.Error(err, "Recording webhooks for the leader failed as this replica stops; its resync finds what they named", "repositories", len(pending))
 	}
 }
 

@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func TestRefreshMarksTaken(t *testing.T) {
 	taken := refreshMarks(annotations)
 	assert.Equal(t, map[string]time.Time{markPullRequest + "12": at, markComments + "7": at.Add(2 * time.Second), markResync: at.Add(3 * time.Second)}, taken)
 
-	rs := newRepoState("acme/shop")
+	rs := newRepoState("acme/shop", new(sync.Mutex))
 	rs.take(taken)
 	assert.Equal(t, map[int]bool{12: true}, rs.hints, "the pull request is read when the listing does not show it")
 	assert.Equal(t, map[int]bool{7: true}, rs.commentHints, "the pull request's comments are listed")

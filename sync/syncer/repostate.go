@@ -1,6 +1,8 @@
 // Repository state: what sync remembers of one repository of the current
-// config, under a lock of its own, so that the passes over two repositories
-// and the feedback of their pull requests never wait for each other.
+// config, under the engine's lock (memory.mu), which is held only to read or
+// change these maps, never across a call to a forge or the API server: the
+// passes over two repositories and the feedback of their pull requests wait
+// for each other no longer than that.
 
 package syncer
 
@@ -34,11 +36,12 @@ type statusKey struct {
 // config. Every entry belongs to a pull request that is open or whose last
 // feedback is not posted yet: a closed pull request's entries are dropped
 // once its comment says so, and a repository's whole state when it leaves
-// the config. mu guards every field but name.
+// the config. mu, the engine's lock (memory.mu), guards every field but
+// name.
 type repoState struct {
 	name string
 
-	mu sync.Mutex
+	mu *sync.Mutex
 	// snapshots are pull requests from webhooks, newer than the listing.
 	snapshots map[int]provider.PullRequest
 	// listing is the last listing of the open pull requests, kept for the
@@ -90,8 +93,9 @@ type repoState struct {
 	trust trustCache
 }
 
-func newRepoState(name string) *repoState {
-	return &repoState{name: name, snapshots: map[int]provider.PullRequest{}, prs: map[int]map[string]*render.PRState{},
+// newRepoState is a repository's state under the lock mu.
+func newRepoState(name string, mu *sync.Mutex) *repoState {
+	return &repoState{name: name, mu: mu, snapshots: map[int]provider.PullRequest{}, prs: map[int]map[string]*render.PRState{},
 		closed: map[int]bool{}, hints: map[int]bool{}, life: map[int]*prLife{}, commands: map[int][]provider.Comment{}, failing: map[int]commandFailure{},
 		commentHints: map[int]bool{}, gates: map[gateKey]gatePass{}, statuses: map[statusKey]provider.CommitStatus{},
 		newHeads: map[string]bool{}, sinceListing: map[int]bool{}, groups: map[int]map[string]bool{}}
@@ -99,9 +103,9 @@ func newRepoState(name string) *repoState {
 
 // prLife is one pull request's lifecycle state. state is the current one;
 // saved is what the state store holds (the last one read or written).
-// mu guards both.
+// mu, the engine's lock (memory.mu), guards both.
 type prLife struct {
-	mu    sync.Mutex
+	mu    *sync.Mutex
 	state render.State
 	saved render.State
 }

@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func TestSnapshotsOverrideTheListingOnlyWithinTheLagWindow(t *testing.T) {
 		{Number: 2, State: "open", HeadSHA: "listed2", UpdatedAt: now.Add(-time.Hour)},
 		{Number: 3, State: "open", HeadSHA: "listed3", UpdatedAt: now.Add(-time.Hour)},
 	}
-	rs := &repoState{snapshots: map[int]provider.PullRequest{
+	rs := &repoState{mu: new(sync.Mutex), snapshots: map[int]provider.PullRequest{
 		// A push a minute ago the listing has not caught up with: used.
 		1: {Number: 1, State: "open", HeadSHA: "pushed", UpdatedAt: now.Add(-time.Minute)},
 		// Dated a year ahead: it would win over every future listing.

@@ -16,65 +16,7 @@
 
 package syncer
 
-import (
-	"context"
-
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
-	"github.com/petri-dev/petri/sync/config"
-	"github.com/petri-dev/petri/sync/render"
-)
-
-// pruneStates deletes the states of repositories that left cfg; prev is
-// the revision before (nil when there was none).
-func (s *Syncer) pruneStates(ctx context.Context, cfg, prev *config.Config) error {
-	keep := map[string]bool{}
-	for _, r := range cfg.Repositories() {
-		keep[r] = true
-	}
-	s.mu.Lock()
-	fileRepos := s.fileRepos
-	s.mu.Unlock()
-	held := map[string]bool{}
-	for file, name := range cfg.BrokenFiles {
-		repo, known := fileRepos[file]
-		if name == "" && !known {
-			s.log.Info("A broken config file names nothing; keeping every pull-request state until it does", "file", file)
-			return nil
-		}
-		if name != "" {
-			held[name] = true
-		}
-		if repo != "" {
-			keep[repo] = true
-		}
-	}
-	if len(held) > 0 {
-		if prev != nil {
-			for _, a := range prev.Applications {
-				if held[a.Name] {
-					keep[a.RepositoryKey()] = true
-				}
-			}
-		}
-		var envs petriv1.EphemeralEnvironmentList
-		if err := s.cache.List(ctx, &envs, client.InNamespace(s.opts.Namespace)); err != nil {
-			return err
-		}
-		for i := range envs.Items {
-			e := &envs.Items[i]
-			if render.Owned(e.Labels) && held[e.Labels[render.LabelApplication]] {
-				keep[render.RepositoryKey(e.Annotations)] = true
-			}
-		}
-	}
-	n, err := s.store.Prune(ctx, func(repo string) bool { return keep[repo] })
-	if n > 0 {
-		s.log.Info("Forgot the pull-request states of repositories that left the config", "states", n)
-	}
-	return err
-}
+import "github.com/petri-dev/petri/sync/config"
 
 // fileRepositories carries the repository of each config file's
 // application from one revision to the next: a whole file says it, a

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/provider"
@@ -65,14 +67,17 @@ type clusterStore struct {
 	states   *prstate.Store
 	reporter func(repoKey string) provider.Reporter
 
-	mu sync.Mutex
-	// written is the spec last written per pull request: a feedback pass
-	// that changes nothing writes nothing.
-	written map[prKey]petriv1.PullRequestStateSpec
+	// written is the spec (a petriv1.PullRequestStateSpec) last written
+	// per pull request (prKey): a feedback pass that changes nothing
+	// writes nothing. Each pull request's entry is read and written by
+	// the one holding its lock (lockPR), or dropped by Prune for a
+	// repository that left the config: the entries of different pull
+	// requests at once, the case of disjoint keys sync.Map is made for.
+	written sync.Map
 }
 
 func newClusterStore(states *prstate.Store, reporter func(repoKey string) provider.Reporter) *clusterStore {
-	return &clusterStore{states: states, reporter: reporter, written: map[prKey]petriv1.PullRequestStateSpec{}}
+	return &clusterStore{states: states, reporter: reporter}
 }
 
 // stateKey is a pull request's key in the store: the forge and path of its
@@ -88,25 +93,19 @@ func (c *clusterStore) Load(ctx context.Context, key prKey) (storedState, error)
 		return storedState{}, err
 	}
 	if found {
-		c.mu.Lock()
-		c.written[key] = prstate.ToSpec(stateKey(key), st, nil)
-		c.mu.Unlock()
+		c.written.Store(key, prstate.ToSpec(stateKey(key), st, nil))
 	}
 	return storedState{State: st, Found: found}, nil
 }
 
 func (c *clusterStore) Save(ctx context.Context, key prKey, body string, st render.State, expires map[string]time.Time) error {
 	spec := prstate.ToSpec(stateKey(key), st, expires)
-	c.mu.Lock()
-	last, ok := c.written[key]
-	c.mu.Unlock()
-	if !ok || !reflect.DeepEqual(last, spec) {
+	last, ok := c.written.Load(key)
+	if !ok || !reflect.DeepEqual(last.(petriv1.PullRequestStateSpec), spec) {
 		if err := c.states.Save(ctx, stateKey(key), st, expires); err != nil {
 			return err
 		}
-		c.mu.Lock()
-		c.written[key] = spec
-		c.mu.Unlock()
+		c.written.Store(key, spec)
 	}
 	if body == "" {
 		return nil
@@ -118,9 +117,7 @@ func (c *clusterStore) Forget(ctx context.Context, key prKey) error {
 	if err := c.states.Delete(ctx, stateKey(key)); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	delete(c.written, key)
-	c.mu.Unlock()
+	c.written.Delete(key)
 	return nil
 }
 
@@ -144,12 +141,24 @@ func (c *clusterStore) Prune(ctx context.Context, keep func(repoKey string) bool
 	return n, nil
 }
 
+// lives are the pull requests' lifecycle states: read once from the
+// store, then remembered in their repository's state; and the locks that
+// serialise the work on one pull request's comment.
+type lives struct {
+	store  stateStore
+	forges forgeSet
+	memory *memory
+	clock  clock.Clock
+	// prLocks serialise the work on one pull request's comment (lockPR).
+	prLocks [prLockStripes]sync.Mutex
+}
+
 // ensureLife returns a pull request's lifecycle state, loading it from the
 // store the first time. Commands on the pull request that the state does
 // not count as handled are queued for the reconcile. rs is the
 // repository's state, nil where the caller has none: then it is looked up
 // in the config. The caller holds the pull request's lock.
-func (s *Syncer) ensureLife(ctx context.Context, rs *repoState, key prKey) (*prLife, error) {
+func (lv *lives) ensureLife(ctx context.Context, rs *repoState, key prKey) (*prLife, error) {
 	if rs != nil {
 		rs.mu.Lock()
 		l := rs.life[key.Number]
@@ -158,18 +167,18 @@ func (s *Syncer) ensureLife(ctx context.Context, rs *repoState, key prKey) (*prL
 			return l, nil
 		}
 	}
-	got, err := s.store.Load(ctx, key)
+	got, err := lv.store.Load(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	if !got.CommentsRead {
-		if got.Comments, err = s.commandsOf(key.Repo).ListComments(ctx, pathOf(key.Repo), key.Number); err != nil {
+		if got.Comments, err = lv.forges.commandsOf(key.Repo).ListComments(ctx, pathOf(key.Repo), key.Number); err != nil {
 			return nil, fmt.Errorf("list the comments of %s#%d: %w", key.Repo, key.Number, err)
 		}
 	}
-	l := &prLife{state: got.State, saved: got.State.Clone()}
+	l := &prLife{mu: &lv.memory.mu, state: got.State, saved: got.State.Clone()}
 	if rs == nil {
-		rs = s.configuredRepo(key.Repo)
+		rs = lv.memory.configuredRepo(key.Repo)
 	}
 	if rs == nil {
 		// Not remembered (the repository left the config), but still
@@ -182,7 +191,7 @@ func (s *Syncer) ensureLife(ctx context.Context, rs *repoState, key prKey) (*prL
 		return have, nil
 	}
 	rs.life[key.Number] = l
-	now := s.clock.Now()
+	now := lv.clock.Now()
 	for _, c := range got.Comments {
 		if !isCommand(c, got.State) {
 			continue
@@ -208,10 +217,10 @@ const prLockStripes = 64
 
 // lockPR serialises everything that reads and then writes one pull
 // request's comment; it returns the unlock.
-func (s *Syncer) lockPR(key prKey) func() {
+func (lv *lives) lockPR(key prKey) func() {
 	h := fnv.New32a()
 	fmt.Fprintf(h, "%s#%d", key.Repo, key.Number)
-	m := &s.prLocks[h.Sum32()%prLockStripes]
+	m := &lv.prLocks[h.Sum32()%prLockStripes]
 	m.Lock()
 	return m.Unlock
 }

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -41,7 +40,6 @@ import (
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/internal/redact"
-	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/configrepo"
 	"github.com/petri-dev/petri/sync/metrics"
 	"github.com/petri-dev/petri/sync/provider"
@@ -102,76 +100,43 @@ type Options struct {
 	LeaderElection *LeaderElection
 }
 
-// Syncer is sync's engine.
+// Syncer is sync's engine: the parts below, each with what it needs, wired
+// together and run by one manager. The feedback on pull requests
+// (feedback.go, deployments.go) still runs on the Syncer itself.
 type Syncer struct {
 	opts   Options
 	log    logr.Logger
 	client client.Client
 	cache  cache.Cache
-	// mgr runs everything (manager.go); lock is its Lease, with leader
-	// election only.
-	mgr  manager.Manager
-	lock resourcelock.Interface
-	// refresh reads and writes the Repositories webhooks are recorded on
-	// (refresh.go); with leader election only.
-	refresh *refresher
-
-	// forges are the roles of each forge served (forges.go): what the
-	// pass lists and reads, what feedback reports, what commands are read
-	// from, on the forge of each repository.
-	forges provider.Registry
+	clock  clock.WithTicker
+	// mgr runs everything (manager.go).
+	mgr manager.Manager
 
 	events chan webhook.Event
-	// queue is the repository controller's work queue, by repository key.
-	queue         workqueue.TypedRateLimitingInterface[string]
-	feedback      workqueue.TypedRateLimitingInterface[prKey]
-	configTrigger chan struct{}
-
-	// store keeps each pull request's lifecycle state (statestore.go).
-	store stateStore
-	clock clock.WithTicker
-
-	// mu guards the config, the map of repositories (each repoState has a
-	// lock of its own) and the applications' status.
-	mu         sync.Mutex
-	cfg        *config.Config
-	repos      map[string]*repoState
-	appStatus  map[string]*appStatus
-	cacheReady bool
-	// fileRepos is the repository of the application each config file
-	// held when it was last whole ("" for a shared workload's file): a
-	// broken file stands for it (stateprune.go).
-	fileRepos map[string]string
+	// queue is the repository controller's work queue, by repository key;
+	// feedback the feedback workers', by pull request.
+	queue    workqueue.TypedRateLimitingInterface[string]
+	feedback workqueue.TypedRateLimitingInterface[prKey]
 	// writes are sync's own writes of environments its cache does not
-	// show yet (listEnvironments).
-	writes ownWrites
-	// wakes is when the read API last wrote each environment's wake
-	// request (by UID), for WakeEvery while the cache may not show it.
-	wakes     sync.Map
-	configErr error
+	// show yet (envlist.go).
+	writes *ownWrites
 
-	// leadMu guards leadCtx, the context of the current leadership (nil
-	// while this replica does not lead), and stopped (Start is returning:
-	// no part starts any more). leadWork counts the writes running under
-	// the leadership, which ends only after they have returned; running
-	// counts the parts the manager runs.
-	leadMu   sync.Mutex
-	leadCtx  context.Context
-	stopped  bool
-	leadWork sync.WaitGroup
-	running  sync.WaitGroup
-	// fullResync makes the next config load apply everything and queue
-	// every repository, even when the revision did not change: the first
-	// thing a new leader does.
-	fullResync atomic.Bool
-	// prLocks serialise the work on one pull request's comment (lockPR).
-	prLocks [prLockStripes]sync.Mutex
-}
+	// The parts the feedback shares: the forges' roles, the memory of
+	// the config and its repositories, whether this replica leads, the
+	// pull requests' lifecycle states and the merge queue.
+	forgeSet
+	*memory
+	*leadership
+	*lives
+	*mergeQueue
 
-type appStatus struct {
-	LastReconcile time.Time
-	LastError     string
-	Kept          []string
+	// config is the config loop (configloop.go), intake the webhooks'
+	// (intake.go), pass the repository controller (reconcile.go), views
+	// the read API's (views.go).
+	config *configLoader
+	intake *intake
+	pass   *repoController
+	views  *views
 }
 
 // New builds a Syncer; Start runs it.
@@ -236,33 +201,53 @@ func New(opts Options) (*Syncer, error) {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &petriv1.EphemeralEnvironment{}, indexPullRequest, pullRequestIndex); err != nil {
 		return nil, fmt.Errorf("index environments by pull request: %w", err)
 	}
+	return wire(opts, forgeSet{forges}, c, mgr, lock)
+}
+
+// wire builds the Syncer's parts, each handed what it needs, and adds
+// them to the manager.
+func wire(opts Options, forges forgeSet, c client.Client, mgr manager.Manager, lock resourcelock.Interface) (*Syncer, error) {
 	s := &Syncer{
-		opts:          opts,
-		log:           opts.Log,
-		client:        c,
-		cache:         mgr.GetCache(),
-		mgr:           mgr,
-		lock:          lock,
-		forges:        forges,
-		events:        make(chan webhook.Event, opts.EventQueue),
-		queue:         workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Clock: opts.Clock}),
-		feedback:      workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[prKey](), workqueue.TypedRateLimitingQueueConfig[prKey]{Clock: opts.Clock}),
-		configTrigger: make(chan struct{}, 1),
-		store:         newClusterStore(&prstate.Store{Client: c, Namespace: opts.Namespace}, func(key string) provider.Reporter { return forges.Lookup(forgeOf(key)).Reporter }),
-		clock:         opts.Clock,
-		repos:         map[string]*repoState{},
-		appStatus:     map[string]*appStatus{},
+		opts:     opts,
+		log:      opts.Log,
+		client:   c,
+		cache:    mgr.GetCache(),
+		clock:    opts.Clock,
+		mgr:      mgr,
+		events:   make(chan webhook.Event, opts.EventQueue),
+		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Clock: opts.Clock}),
+		feedback: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[prKey](), workqueue.TypedRateLimitingQueueConfig[prKey]{Clock: opts.Clock}),
+		writes:   &ownWrites{},
+		forgeSet: forges,
+		memory:   newMemory(forges, opts.Clock),
 	}
+	s.leadership = &leadership{lock: lock, leadMu: &s.memory.mu}
+	var refresh *refresher
 	if le := opts.LeaderElection; le != nil {
-		s.refresh = &refresher{client: c, cache: s.cache, namespace: le.Namespace, metrics: opts.Metrics, log: s.log}
+		refresh = &refresher{client: c, cache: s.cache, namespace: le.Namespace, metrics: opts.Metrics, log: s.log}
 	}
-	return s, s.setup()
+	store := newClusterStore(&prstate.Store{Client: c, Namespace: opts.Namespace}, forges.reporterOf)
+	s.lives = &lives{store: store, forges: forges, memory: s.memory, clock: opts.Clock}
+	s.mergeQueue = &mergeQueue{memory: s.memory, refresh: refresh, clock: opts.Clock, log: s.log, post: s.commitStatus}
+	w := &writer{client: c, cache: s.cache, namespace: opts.Namespace, resolver: opts.Resolver, writes: s.writes, forges: forges,
+		clock: opts.Clock, metrics: opts.Metrics, log: s.log}
+	s.config = &configLoader{source: opts.Config, memory: s.memory, lead: s.leadership, writer: w, store: store, cache: s.cache,
+		namespace: opts.Namespace, queue: s.queue, forges: forges, triggered: make(chan struct{}, 1), interval: opts.ConfigInterval,
+		resyncInterval: opts.ResyncInterval, timeout: opts.ReconcileTimeout, clock: opts.Clock, metrics: opts.Metrics, log: s.log}
+	s.intake = &intake{events: s.events, memory: s.memory, lead: s.leadership, refresh: refresh, queue: s.queue, feedback: s.feedback,
+		triggerConfig: s.config.trigger, configRepository: opts.ConfigRepository, clock: opts.Clock, log: s.log}
+	s.pass = &repoController{memory: s.memory, forges: forges, lives: s.lives, writer: w, trust: &trustReader{clock: opts.Clock},
+		commands: &commander{lives: s.lives, writer: w, feedback: s.feedbackLocked, clock: opts.Clock, metrics: opts.Metrics, log: s.log},
+		refresh:  refresh, queue: s.queue, feedback: s.feedback, feedbackLocked: s.feedbackLocked, triggerConfig: s.config.trigger,
+		clock: opts.Clock, metrics: opts.Metrics, log: s.log, timeout: opts.ReconcileTimeout, resyncInterval: opts.ResyncInterval}
+	s.views = &views{cache: s.cache, namespace: opts.Namespace, memory: s.memory, writer: w, clock: opts.Clock, log: s.log}
+	return s, s.setup(refresh != nil)
 }
 
 // setup adds the Syncer's parts to its manager: the environment cache's
 // handlers, what every replica runs (the config, webhooks), what only the
 // leader runs, and the repository controller.
-func (s *Syncer) setup() error {
+func (s *Syncer) setup(refresh bool) error {
 	inf, err := s.cache.GetInformer(context.Background(), &petriv1.EphemeralEnvironment{})
 	if err != nil {
 		return err
@@ -280,14 +265,14 @@ func (s *Syncer) setup() error {
 	}); err != nil {
 		return err
 	}
-	if err := s.mgr.Add(runnable{s: s, run: s.serve}); err != nil {
+	if err := s.mgr.Add(runnable{lead: s.leadership, run: s.serve}); err != nil {
 		return err
 	}
-	if err := s.mgr.Add(runnable{s: s, leader: true, run: s.lead}); err != nil {
+	if err := s.mgr.Add(runnable{lead: s.leadership, leader: true, run: s.lead}); err != nil {
 		return err
 	}
 	repos, err := controller.NewTyped("petri-sync-repositories", s.mgr, controller.TypedOptions[string]{
-		Reconciler:              reconcile.TypedFunc[string](s.reconcile),
+		Reconciler:              reconcile.TypedFunc[string](s.pass.reconcile),
 		MaxConcurrentReconciles: s.opts.Workers,
 		// The queue every part adds repositories to, on the Syncer's clock.
 		NewQueue: func(string, workqueue.TypedRateLimiter[string]) workqueue.TypedRateLimitingInterface[string] {
@@ -297,7 +282,7 @@ func (s *Syncer) setup() error {
 	if err != nil {
 		return err
 	}
-	if s.refresh != nil {
+	if refresh {
 		return repos.Watch(source.TypedKind(s.cache, &petriv1.Repository{}, marked()))
 	}
 	return nil
@@ -312,119 +297,50 @@ func (s *Syncer) serve(ctx context.Context) {
 	if !s.cache.WaitForCacheSync(ctx) {
 		return
 	}
-	s.mu.Lock()
-	s.cacheReady = true
-	s.mu.Unlock()
+	s.setCacheReady()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { s.configLoop(ctx) })
-	s.eventLoop(ctx)
+	wg.Go(func() { s.config.run(ctx) })
+	s.intake.eventLoop(ctx)
 }
 
 // Ready is nil once the environment cache is synced and a config revision
 // is loaded.
-func (s *Syncer) Ready() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case !s.cacheReady:
-		return errors.New("environment cache not synced")
-	case s.cfg == nil && s.configErr != nil:
-		// The answer of /readyz, which anyone may read.
-		return fmt.Errorf("config repository not loaded: %w", redact.Error(s.configErr))
-	case s.cfg == nil:
-		return errors.New("config repository not loaded yet")
-	}
-	return nil
+func (s *Syncer) Ready() error { return s.ready() }
+
+// TriggerConfigFetch asks for a fetch of the config repository now.
+func (s *Syncer) TriggerConfigFetch() { s.config.trigger() }
+
+// Resync enqueues every repository now, as the periodic resync does: each
+// lists its open pull requests and, for commands whose webhook never
+// arrived, its recent comments.
+func (s *Syncer) Resync() { s.config.resync() }
+
+// Cache is sync's informer cache: the EphemeralEnvironments and
+// SharedWorkloads sync wrote in the management namespace. The web page
+// (sync/ui) reads and watches it rather than opening watches of its own;
+// Start starts it.
+func (s *Syncer) Cache() cache.Cache { return s.cache }
+
+// Environments lists the environments sync wrote, from the cache.
+func (s *Syncer) Environments(ctx context.Context) ([]Environment, error) {
+	return s.views.environments(ctx)
 }
 
-// repo returns the state of a repository, creating it; only for
-// repositories of the current config. Readers use s.repos directly. The
-// caller holds s.mu.
-func (s *Syncer) repo(key string) *repoState {
-	r := s.repos[key]
-	if r == nil {
-		r = newRepoState(key)
-		s.repos[key] = r
-	}
-	return r
-}
+// Applications reports every application of the current config revision and
+// every broken file, whose environments are left as they were.
+func (s *Syncer) Applications() (revision string, apps []Application) { return s.applications() }
 
-// configuredRepo returns the state of a repository of the current config;
-// nil for any other.
-func (s *Syncer) configuredRepo(key string) *repoState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.configured(key) {
-		return nil
-	}
-	return s.repo(key)
-}
-
-// configured reports whether a repository has an application in the
-// current config. The caller holds s.mu.
-func (s *Syncer) configured(repo string) bool {
-	if s.cfg == nil {
-		return false
-	}
-	for _, a := range s.cfg.Applications {
-		if a.RepositoryKey() == repo {
-			return true
-		}
-	}
-	return false
-}
-
-// forgetRepo drops everything remembered of a repository that left the
-// config. The caller holds s.mu.
-func (s *Syncer) forgetRepo(repo string) {
-	delete(s.repos, repo)
-	for _, f := range s.forges.Forgetters(forgeOf(repo)) {
-		f.ForgetRepository(pathOf(repo))
-	}
-}
-
-// forgetPullRequest drops a closed pull request's state once its last
-// feedback is posted, unless it was found open again meanwhile.
-func (s *Syncer) forgetPullRequest(key prKey) {
-	s.mu.Lock()
-	rs := s.repos[key.Repo]
-	s.mu.Unlock()
-	if rs == nil || !rs.forgetPullRequest(key.Number) {
-		return
-	}
-	for _, f := range s.forges.Forgetters(forgeOf(key.Repo)) {
-		f.ForgetPullRequest(pathOf(key.Repo), key.Number)
-	}
-}
-
-// stateSize counts what the in-memory maps hold; every entry belongs to an
-// open pull request or a repository of the current config, so these stay
-// bounded by what is open.
-type stateSize struct {
-	Repositories, Snapshots, Hints, PullRequests, Gates, Statuses, Applications int
-	// Lives are pull requests whose lifecycle state is held, Commands the
-	// command comments waiting.
-	Lives, Commands int
-}
-
-func (s *Syncer) stateSize() stateSize {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := stateSize{Repositories: len(s.repos), Applications: len(s.appStatus)}
-	for _, rs := range s.repos {
-		rs.mu.Lock()
-		n.Gates += len(rs.gates)
-		n.Statuses += len(rs.statuses)
-		n.Snapshots += len(rs.snapshots)
-		n.Hints += len(rs.hints)
-		n.PullRequests += len(rs.prs)
-		n.Lives += len(rs.life)
-		for _, cs := range rs.commands {
-			n.Commands += len(cs)
-		}
-		n.Hints += len(rs.commentHints)
-		rs.mu.Unlock()
-	}
-	return n
+// Wake asks an environment sync wrote to wake, as `/petri wake` does: it
+// sets petri.dev/wake-requested to now. Any replica may: it is a person's
+// request, carried out as kubectl annotate would, and the leader reads it
+// from the annotation. It returns the time it set.
+//
+// Anyone who reaches the read API may ask, so a request costs no request
+// to the API server of its own: the environment is read from sync's cache
+// (an unknown name is answered from it), and an environment whose wake was
+// asked less than WakeEvery ago is not written again (the time of that
+// request is returned).
+func (s *Syncer) Wake(ctx context.Context, name string) (time.Time, error) {
+	return s.views.wake(ctx, name)
 }

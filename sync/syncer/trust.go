@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/petri-dev/petri/sync/provider"
 )
 
@@ -43,12 +45,18 @@ type readPerm struct {
 	at   time.Time
 }
 
+// trustReader looks up who stands behind pull requests, on their forge,
+// and remembers it in their repository's state.
+type trustReader struct {
+	clock clock.Clock
+}
+
 // readTrust fills in the Trust of each open pull request that an
 // application would match if everything about it were trusted. A fact
 // that cannot be read leaves the pull request unknown for the pass
 // (nothing written or deleted for it); a rate limit stops the pass.
-func (s *Syncer) readTrust(ctx context.Context, o *observation) error {
-	s.pruneTrust(o)
+func (tr *trustReader) readTrust(ctx context.Context, o *observation) error {
+	tr.pruneTrust(o)
 	var rle *provider.RateLimitError
 	for i, pr := range o.open {
 		authorPerm, labels := false, false
@@ -64,7 +72,7 @@ func (s *Syncer) readTrust(ctx context.Context, o *observation) error {
 		if !authorPerm && !labels {
 			continue
 		}
-		t, err := s.trustOf(ctx, o.rs, pr, authorPerm, labels)
+		t, err := tr.trustOf(ctx, o.rs, o.forge, pr, authorPerm, labels)
 		if err != nil {
 			if errors.As(err, &rle) {
 				return err
@@ -89,10 +97,10 @@ func fullyTrusted(pr provider.PullRequest) provider.PullRequest {
 
 // trustOf looks up the author's permission and, with labels, which of the
 // pull request's labels a writer added.
-func (s *Syncer) trustOf(ctx context.Context, rs *repoState, pr provider.PullRequest, authorPerm, labels bool) (*provider.Trust, error) {
+func (tr *trustReader) trustOf(ctx context.Context, rs *repoState, forge repoForge, pr provider.PullRequest, authorPerm, labels bool) (*provider.Trust, error) {
 	t := &provider.Trust{}
 	if authorPerm {
-		p, err := s.permission(ctx, rs, pr.Author)
+		p, err := tr.permission(ctx, rs, forge, pr.Author)
 		if err != nil {
 			return nil, err
 		}
@@ -101,7 +109,7 @@ func (s *Syncer) trustOf(ctx context.Context, rs *repoState, pr provider.PullReq
 	if !labels {
 		return t, nil
 	}
-	adders, err := s.labelAdders(ctx, rs, pr)
+	adders, err := tr.labelAdders(ctx, rs, forge, pr)
 	if err != nil {
 		return nil, err
 	}
@@ -109,32 +117,32 @@ func (s *Syncer) trustOf(ctx context.Context, rs *repoState, pr provider.PullReq
 		if adders[l] == "" {
 			continue
 		}
-		p, err := s.permission(ctx, rs, adders[l])
+		p, err := tr.permission(ctx, rs, forge, adders[l])
 		if err != nil {
 			return nil, err
 		}
-		if writer(p) {
+		if isWriter(p) {
 			t.WriterLabels = append(t.WriterLabels, l)
 		}
 	}
 	return t, nil
 }
 
-func writer(perm string) bool {
+func isWriter(perm string) bool {
 	return perm == provider.PermissionAdmin || perm == provider.PermissionWrite
 }
 
 // permission is a user's permission on the repository, read at most once
 // per trustTTL. A user the forge does not know has none.
-func (s *Syncer) permission(ctx context.Context, rs *repoState, user string) (string, error) {
-	key, now := strings.ToLower(user), s.clock.Now()
+func (tr *trustReader) permission(ctx context.Context, rs *repoState, forge repoForge, user string) (string, error) {
+	key, now := strings.ToLower(user), tr.clock.Now()
 	rs.mu.Lock()
 	c, ok := rs.trust.perms[key]
 	rs.mu.Unlock()
 	if ok && now.Sub(c.at) < trustTTL {
 		return c.perm, nil
 	}
-	perm, err := s.commandsOf(rs.name).Permission(ctx, pathOf(rs.name), user)
+	perm, err := forge.commands.Permission(ctx, forge.path, user)
 	if errors.Is(err, provider.ErrNotFound) {
 		perm, err = provider.PermissionNone, nil
 	}
@@ -153,18 +161,18 @@ func (s *Syncer) permission(ctx context.Context, rs *repoState, user string) (st
 // labelAdders is who last added each label of the pull request, read
 // once per change of the pull request; none when the forge cannot say
 // (provider.LabelHistory).
-func (s *Syncer) labelAdders(ctx context.Context, rs *repoState, pr provider.PullRequest) (map[string]string, error) {
+func (tr *trustReader) labelAdders(ctx context.Context, rs *repoState, forge repoForge, pr provider.PullRequest) (map[string]string, error) {
 	rs.mu.Lock()
 	c, ok := rs.trust.adders[pr.Number]
 	rs.mu.Unlock()
 	if ok && c.updated.Equal(pr.UpdatedAt) {
 		return c.by, nil
 	}
-	h, isHistory := s.sourceOf(rs.name).(provider.LabelHistory)
+	h, isHistory := forge.source.(provider.LabelHistory)
 	if !isHistory {
 		return nil, nil
 	}
-	by, err := h.LabelAdders(ctx, pathOf(rs.name), pr.Number)
+	by, err := h.LabelAdders(ctx, forge.path, pr.Number)
 	if err != nil {
 		return nil, fmt.Errorf("who added the labels: %w", err)
 	}
@@ -179,8 +187,8 @@ func (s *Syncer) labelAdders(ctx context.Context, rs *repoState, pr provider.Pul
 
 // pruneTrust forgets permissions past trustTTL, and who added the labels
 // of a pull request that changed or is no longer open.
-func (s *Syncer) pruneTrust(o *observation) {
-	now := s.clock.Now()
+func (tr *trustReader) pruneTrust(o *observation) {
+	now := tr.clock.Now()
 	o.rs.mu.Lock()
 	defer o.rs.mu.Unlock()
 	for k, c := range o.rs.trust.perms {

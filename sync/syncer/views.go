@@ -8,8 +8,12 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
@@ -50,10 +54,24 @@ type ComponentState struct {
 	LastError string `json:"lastError,omitempty"`
 }
 
-// Environments lists the environments sync wrote, from the cache.
-func (s *Syncer) Environments(ctx context.Context) ([]Environment, error) {
+// views answer the read API from sync's cache and memory; any replica
+// serves them.
+type views struct {
+	cache     cache.Cache
+	namespace string
+	memory    *memory
+	writer    *writer
+	clock     clock.Clock
+	log       logr.Logger
+	// wakes is when the read API last wrote each environment's wake
+	// request (by UID), for WakeEvery while the cache may not show it.
+	wakes sync.Map
+}
+
+// environments lists the environments sync wrote, from the cache.
+func (v *views) environments(ctx context.Context) ([]Environment, error) {
 	var envs petriv1.EphemeralEnvironmentList
-	if err := s.cache.List(ctx, &envs, client.InNamespace(s.opts.Namespace)); err != nil {
+	if err := v.cache.List(ctx, &envs, client.InNamespace(v.namespace)); err != nil {
 		return nil, err
 	}
 	out := make([]Environment, 0, len(envs.Items))
@@ -63,14 +81,14 @@ func (s *Syncer) Environments(ctx context.Context) ([]Environment, error) {
 			continue
 		}
 		phase, detail := render.EnvState(e)
-		v := Environment{
+		ev := Environment{
 			Name: e.Name, Application: e.Labels[render.LabelApplication], Repository: e.Annotations[render.AnnotationRepository],
 			URL: e.Annotations[render.AnnotationURL], Namespace: e.Status.TargetNamespace, Cluster: render.Cluster(e), Phase: phase, Detail: redact.String(detail),
 			Created: e.CreationTimestamp.Time,
 		}
-		v.PullRequest, _ = strconv.Atoi(e.Labels[render.LabelPullRequest])
+		ev.PullRequest, _ = strconv.Atoi(e.Labels[render.LabelPullRequest])
 		if src := e.Spec.Source; src != nil {
-			v.Branch, v.SHA, v.PRURL = src.Branch, src.SHA, src.URL
+			ev.Branch, ev.SHA, ev.PRURL = src.Branch, src.SHA, src.URL
 		}
 		status := map[string]petriv1.ComponentStatus{}
 		for _, c := range e.Status.Components {
@@ -81,19 +99,16 @@ func (s *Syncer) Environments(ctx context.Context) ([]Environment, error) {
 			if p == "" {
 				p = string(petriv1.ComponentPending)
 			}
-			v.Components = append(v.Components, ComponentState{Name: c.Name, Chart: c.Chart.Name, Version: c.Chart.Version, Phase: p, LastError: redact.String(status[c.Name].LastError)})
+			ev.Components = append(ev.Components, ComponentState{Name: c.Name, Chart: c.Chart.Name, Version: c.Chart.Version, Phase: p, LastError: redact.String(status[c.Name].LastError)})
 		}
-		s.mu.Lock()
-		rs := s.repos[render.RepositoryKey(e.Annotations)]
-		s.mu.Unlock()
-		if rs != nil {
+		if rs := v.memory.knownRepo(render.RepositoryKey(e.Annotations)); rs != nil {
 			rs.mu.Lock()
-			if st := rs.prs[v.PullRequest][v.Application]; st != nil {
-				v.Waiting, v.Error = redact.String(st.Waiting), redact.String(st.Error)
+			if st := rs.prs[ev.PullRequest][ev.Application]; st != nil {
+				ev.Waiting, ev.Error = redact.String(st.Waiting), redact.String(st.Error)
 			}
 			rs.mu.Unlock()
 		}
-		out = append(out, v)
+		out = append(out, ev)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -111,17 +126,17 @@ type Application struct {
 	KeptUnknown   []string  `json:"keptUnknown,omitempty"`
 }
 
-// Applications reports every application of the current config revision and
-// every broken file, whose environments are left as they were.
-func (s *Syncer) Applications() (revision string, apps []Application) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cfg == nil {
+// applications reports every application of the current config revision
+// and every broken file, whose environments are left as they were.
+func (m *memory) applications() (revision string, apps []Application) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cfg == nil {
 		return "", nil
 	}
-	for _, a := range s.cfg.Applications {
+	for _, a := range m.cfg.Applications {
 		v := Application{Name: a.Name, File: a.File, Repository: a.Repository, State: "Active"}
-		if st := s.appStatus[a.Name]; st != nil {
+		if st := m.appStatus[a.Name]; st != nil {
 			v.LastReconcile, v.LastError, v.KeptUnknown = st.LastReconcile, redact.String(st.LastError), st.Kept
 			if st.LastError != "" {
 				v.State = "Degraded"
@@ -130,11 +145,11 @@ func (s *Syncer) Applications() (revision string, apps []Application) {
 		apps = append(apps, v)
 	}
 	byFile := map[string][]string{}
-	for _, e := range s.cfg.Errors {
+	for _, e := range m.cfg.Errors {
 		byFile[e.File] = append(byFile[e.File], redact.String(e.Error()))
 	}
 	for _, f := range slices.Sorted(maps.Keys(byFile)) {
-		apps = append(apps, Application{Name: s.cfg.BrokenFiles[f], File: f, State: "ConfigError", Errors: byFile[f]})
+		apps = append(apps, Application{Name: m.cfg.BrokenFiles[f], File: f, State: "ConfigError", Errors: byFile[f]})
 	}
-	return s.cfg.Revision, apps
+	return m.cfg.Revision, apps
 }

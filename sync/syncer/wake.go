@@ -37,7 +37,7 @@ func annotationTime(e *petriv1.EphemeralEnvironment, key string) time.Time {
 // owns exactly it, a later apply of another annotation (or of the spec)
 // leaves it alone, and an annotation a person set with kubectl is taken
 // over only when sync sets it. The UID makes sure it is the same object.
-func (s *Syncer) annotate(ctx context.Context, e *petriv1.EphemeralEnvironment, key, value string) error {
+func (w *writer) annotate(ctx context.Context, e *petriv1.EphemeralEnvironment, key, value string) error {
 	if e == nil || !render.Owned(e.Labels) {
 		return fmt.Errorf("refusing to annotate an environment that sync does not own")
 	}
@@ -52,15 +52,15 @@ func (s *Syncer) annotate(ctx context.Context, e *petriv1.EphemeralEnvironment, 
 	u.SetUID(e.UID)
 	u.SetAnnotations(map[string]string{key: value})
 	manager := render.FieldManager + "-" + key[strings.LastIndex(key, "/")+1:]
-	if err := s.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager), client.ForceOwnership); err != nil {
+	if err := w.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(manager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("set %s on environment %s: %w", key, e.Name, err)
 	}
-	s.writes.applied(e.Labels[render.LabelApplication], e.Name, u.GetResourceVersion(), s.clock.Now())
+	w.writes.applied(e.Labels[render.LabelApplication], e.Name, u.GetResourceVersion(), w.clock.Now())
 	if e.Annotations == nil {
 		e.Annotations = map[string]string{}
 	}
 	e.Annotations[key] = value
-	s.opts.Metrics.Writes.WithLabelValues("EphemeralEnvironment", "annotate").Inc()
+	w.metrics.Writes.WithLabelValues("EphemeralEnvironment", "annotate").Inc()
 	return nil
 }
 
@@ -75,19 +75,10 @@ var ErrUnknownEnvironment = errors.New("no such environment")
 // deleted.
 var ErrEnvironmentDeleting = errors.New("the environment is being deleted")
 
-// Wake asks an environment sync wrote to wake, as `/petri wake` does: it
-// sets petri.dev/wake-requested to now. Any replica may: it is a person's
-// request, carried out as kubectl annotate would, and the leader reads it
-// from the annotation. It returns the time it set.
-//
-// Anyone who reaches the read API may ask, so a request costs no request
-// to the API server of its own: the environment is read from sync's cache
-// (an unknown name is answered from it), and an environment whose wake was
-// asked less than WakeEvery ago is not written again (the time of that
-// request is returned).
-func (s *Syncer) Wake(ctx context.Context, name string) (time.Time, error) {
+// wake is Wake (syncer.go).
+func (v *views) wake(ctx context.Context, name string) (time.Time, error) {
 	var e petriv1.EphemeralEnvironment
-	if err := s.cache.Get(ctx, client.ObjectKey{Namespace: s.opts.Namespace, Name: name}, &e); err != nil {
+	if err := v.cache.Get(ctx, client.ObjectKey{Namespace: v.namespace, Name: name}, &e); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			return time.Time{}, fmt.Errorf("%w: %s", ErrUnknownEnvironment, name)
 		}
@@ -99,25 +90,25 @@ func (s *Syncer) Wake(ctx context.Context, name string) (time.Time, error) {
 	if e.DeletionTimestamp != nil {
 		return time.Time{}, fmt.Errorf("%w: %s", ErrEnvironmentDeleting, name)
 	}
-	now := s.clock.Now().UTC().Truncate(time.Second)
+	now := v.clock.Now().UTC().Truncate(time.Second)
 	last := annotationTime(&e, render.AnnotationWakeRequested)
-	if v, ok := s.wakes.Load(e.UID); ok && v.(time.Time).After(last) {
+	if w, ok := v.wakes.Load(e.UID); ok && w.(time.Time).After(last) {
 		// Written a moment ago; the cache may not show it yet.
-		last = v.(time.Time)
+		last = w.(time.Time)
 	}
 	if !last.IsZero() && !last.After(now) && now.Sub(last) < WakeEvery {
 		return last, nil
 	}
-	if err := s.annotate(ctx, &e, render.AnnotationWakeRequested, now.Format(time.RFC3339)); err != nil {
+	if err := v.writer.annotate(ctx, &e, render.AnnotationWakeRequested, now.Format(time.RFC3339)); err != nil {
 		return time.Time{}, err
 	}
-	s.wakes.Store(e.UID, now)
-	s.wakes.Range(func(k, v any) bool {
-		if now.Sub(v.(time.Time)) >= WakeEvery {
-			s.wakes.Delete(k)
+	v.wakes.Store(e.UID, now)
+	v.wakes.Range(func(k, w any) bool {
+		if now.Sub(w.(time.Time)) >= WakeEvery {
+			v.wakes.Delete(k)
 		}
 		return true
 	})
-	s.log.Info("Wake requested through the read API", "environment", name)
+	v.log.Info("Wake requested through the read API", "environment", name)
 	return now, nil
 }

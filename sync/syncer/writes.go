@@ -13,25 +13,45 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/sync/config"
+	"github.com/petri-dev/petri/sync/metrics"
 	"github.com/petri-dev/petri/sync/provider"
 	"github.com/petri-dev/petri/sync/render"
+	"github.com/petri-dev/petri/sync/resolve"
 )
+
+// writer is what writes sync's objects in the management namespace: the
+// environments (and their annotations), the shared workloads, and the
+// ownWrites that the next list and the feedback wait for.
+type writer struct {
+	client    client.Client
+	cache     cache.Cache
+	namespace string
+	resolver  *resolve.Resolver
+	writes    *ownWrites
+	forges    forgeSet
+	clock     clock.Clock
+	metrics   *metrics.Metrics
+	log       logr.Logger
+}
 
 // writeEnv renders and applies one environment. With an artifact gate, a
 // head commit whose gate has not passed is not written: the environment
 // keeps the commit it has, or is not created yet.
-func (s *Syncer) writeEnv(ctx context.Context, rs *repoState, app *config.Application, pr provider.PullRequest, existing *petriv1.EphemeralEnvironment, since time.Time) (created bool, err error) {
+func (w *writer) writeEnv(ctx context.Context, rs *repoState, app *config.Application, pr provider.PullRequest, existing *petriv1.EphemeralEnvironment, since time.Time) (created bool, err error) {
 	target := pr
 	waiting := ""
 	if app.ArtifactGate != nil {
 		gate := provider.Gate{CheckRun: app.ArtifactGate.CheckRun, StatusContext: app.ArtifactGate.StatusContext, App: app.ArtifactGate.App}
-		ok, reason, err := s.gateOf(ctx, rs, pr, gate)
+		ok, reason, err := w.gateOf(ctx, rs, pr, gate)
 		if err != nil {
 			var rle *provider.RateLimitError
 			if errors.As(err, &rle) {
@@ -56,7 +76,7 @@ func (s *Syncer) writeEnv(ctx context.Context, rs *repoState, app *config.Applic
 	}
 	versions := map[string]string{}
 	for i, c := range app.Components {
-		v, err := s.opts.Resolver.Resolve(ctx, c.Chart.Repository, c.Chart.Name, c.Chart.Version)
+		v, err := w.resolver.Resolve(ctx, c.Chart.Repository, c.Chart.Name, c.Chart.Version)
 		if err != nil {
 			field := fmt.Sprintf("components[%d].chart.version", i)
 			err = fmt.Errorf("%s:%d: %s: %w", app.File, app.Line(field), field, err)
@@ -67,7 +87,7 @@ func (s *Syncer) writeEnv(ctx context.Context, rs *repoState, app *config.Applic
 		}
 		versions[c.Name] = v
 	}
-	ee, err := render.Environment(app, target, s.opts.Namespace, versions)
+	ee, err := render.Environment(app, target, w.namespace, versions)
 	if err != nil {
 		rs.setPRState(pr.Number, app.Name, func(st *render.PRState) {
 			st.HeadSHA, st.Error, st.Waiting, st.Deleted = pr.HeadSHA, err.Error(), "", ""
@@ -80,8 +100,8 @@ func (s *Syncer) writeEnv(ctx context.Context, rs *repoState, app *config.Applic
 		// Feedback waits for the write from now on (unseen): meanwhile the
 		// cache's copy is at the previous commit, and the pull request's
 		// state at the new one.
-		s.writes.applying(app.Name, ee.Name, s.clock.Now())
-		defer s.writes.abandon(ee.Name)
+		w.writes.applying(app.Name, ee.Name, w.clock.Now())
+		defer w.writes.abandon(ee.Name)
 	}
 	rs.setPRState(pr.Number, app.Name, func(st *render.PRState) {
 		st.HeadSHA, st.Waiting, st.Error, st.Deleted, st.URL = pr.HeadSHA, waiting, "", "", url
@@ -92,7 +112,7 @@ func (s *Syncer) writeEnv(ctx context.Context, rs *repoState, app *config.Applic
 	if existing == nil {
 		// Never take over an object of that name that sync did not write.
 		var other petriv1.EphemeralEnvironment
-		err := s.client.Get(ctx, client.ObjectKeyFromObject(ee), &other)
+		err := w.client.Get(ctx, client.ObjectKeyFromObject(ee), &other)
 		switch {
 		case err == nil && !render.Owned(other.Labels):
 			err = fmt.Errorf("environment %s exists and is not managed by petri-sync; leaving it alone", ee.Name)
@@ -102,20 +122,20 @@ func (s *Syncer) writeEnv(ctx context.Context, rs *repoState, app *config.Applic
 			return false, fmt.Errorf("get environment %s: %w", ee.Name, err)
 		}
 	}
-	written, err := s.applied(ctx, ee)
+	written, err := w.applied(ctx, ee)
 	if err != nil {
 		return false, fmt.Errorf("apply environment %s: %w", ee.Name, err)
 	}
-	s.writes.applied(app.Name, ee.Name, written.GetResourceVersion(), s.clock.Now())
+	w.writes.applied(app.Name, ee.Name, written.GetResourceVersion(), w.clock.Now())
 	op := "update"
 	if existing == nil {
 		op = "create"
 	}
-	s.opts.Metrics.Writes.WithLabelValues("EphemeralEnvironment", op).Inc()
+	w.metrics.Writes.WithLabelValues("EphemeralEnvironment", op).Inc()
 	if !since.IsZero() {
-		s.opts.Metrics.WebhookToWrite.Observe(s.clock.Since(since).Seconds())
+		w.metrics.WebhookToWrite.Observe(w.clock.Since(since).Seconds())
 	}
-	s.log.Info("Wrote environment", "environment", ee.Name, "operation", op, "pullRequest", pr.Number, "sha", target.HeadSHA)
+	w.log.Info("Wrote environment", "environment", ee.Name, "operation", op, "pullRequest", pr.Number, "sha", target.HeadSHA)
 	return existing == nil, nil
 }
 
@@ -146,13 +166,13 @@ func jsonEqual(a, b any) bool {
 
 // apply writes an object with server-side apply as field manager
 // petri-sync, forcing ownership of the fields it sets.
-func (s *Syncer) apply(ctx context.Context, obj client.Object) error {
-	_, err := s.applied(ctx, obj)
+func (w *writer) apply(ctx context.Context, obj client.Object) error {
+	_, err := w.applied(ctx, obj)
 	return err
 }
 
 // applied is apply returning the object as the API server stored it.
-func (s *Syncer) applied(ctx context.Context, obj client.Object) (*unstructured.Unstructured, error) {
+func (w *writer) applied(ctx context.Context, obj client.Object) (*unstructured.Unstructured, error) {
 	raw, err := json.Marshal(obj)
 	if err != nil {
 		return nil, err
@@ -163,42 +183,42 @@ func (s *Syncer) applied(ctx context.Context, obj client.Object) (*unstructured.
 	}
 	delete(u.Object, "status")
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	return u, s.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(render.FieldManager), client.ForceOwnership)
+	return u, w.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(render.FieldManager), client.ForceOwnership)
 }
 
 // deleteEnv deletes an environment sync owns, with its UID as a
 // precondition so that a re-created object of the same name is never hit.
-func (s *Syncer) deleteEnv(ctx context.Context, e *petriv1.EphemeralEnvironment, reason string) error {
+func (w *writer) deleteEnv(ctx context.Context, e *petriv1.EphemeralEnvironment, reason string) error {
 	if e == nil || !render.Owned(e.Labels) {
 		return fmt.Errorf("refusing to delete an environment that sync does not own")
 	}
 	uid := e.UID
-	err := s.client.Delete(ctx, e, client.Preconditions{UID: &uid})
+	err := w.client.Delete(ctx, e, client.Preconditions{UID: &uid})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete environment %s: %w", e.Name, err)
 	}
-	s.writes.removed(e.Labels[render.LabelApplication], e.Name, uid, s.clock.Now())
-	s.opts.Metrics.Writes.WithLabelValues("EphemeralEnvironment", "delete").Inc()
-	s.log.Info("Deleted environment", "environment", e.Name, "reason", reason)
+	w.writes.removed(e.Labels[render.LabelApplication], e.Name, uid, w.clock.Now())
+	w.metrics.Writes.WithLabelValues("EphemeralEnvironment", "delete").Inc()
+	w.log.Info("Deleted environment", "environment", e.Name, "reason", reason)
 	return nil
 }
 
 // applySharedWorkloads writes the declared shared workloads. Ones sync
 // wrote that are no longer declared are deleted only when the whole config
 // revision loaded without errors.
-func (s *Syncer) applySharedWorkloads(ctx context.Context, cfg *config.Config) error {
+func (w *writer) applySharedWorkloads(ctx context.Context, cfg *config.Config) error {
 	var errs []error
 	declared := map[string]bool{}
 	for _, sw := range cfg.SharedWorkloads {
 		declared[sw.Name] = true
-		v, err := s.opts.Resolver.Resolve(ctx, sw.Spec.Chart.Repository, sw.Spec.Chart.Name, sw.Spec.Chart.Version)
+		v, err := w.resolver.Resolve(ctx, sw.Spec.Chart.Repository, sw.Spec.Chart.Name, sw.Spec.Chart.Version)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: spec.chart.version: %w", sw.File, err))
 			continue
 		}
-		obj := render.SharedWorkload(sw, s.opts.Namespace, v)
+		obj := render.SharedWorkload(sw, w.namespace, v)
 		var have petriv1.SharedWorkload
-		err = s.client.Get(ctx, client.ObjectKeyFromObject(obj), &have)
+		err = w.client.Get(ctx, client.ObjectKeyFromObject(obj), &have)
 		switch {
 		case err == nil && !render.Owned(have.Labels):
 			errs = append(errs, fmt.Errorf("%s: shared workload %s exists and is not managed by petri-sync; leaving it alone", sw.File, sw.Name))
@@ -209,17 +229,17 @@ func (s *Syncer) applySharedWorkloads(ctx context.Context, cfg *config.Config) e
 			errs = append(errs, err)
 			continue
 		}
-		if err := s.apply(ctx, obj); err != nil {
+		if err := w.apply(ctx, obj); err != nil {
 			errs = append(errs, fmt.Errorf("apply shared workload %s: %w", sw.Name, err))
 			continue
 		}
-		s.opts.Metrics.Writes.WithLabelValues("SharedWorkload", "apply").Inc()
+		w.metrics.Writes.WithLabelValues("SharedWorkload", "apply").Inc()
 	}
 	if len(cfg.Errors) > 0 {
 		return errors.Join(errs...)
 	}
 	var list petriv1.SharedWorkloadList
-	if err := s.client.List(ctx, &list, client.InNamespace(s.opts.Namespace), client.MatchingLabels{petriv1.LabelManagedBy: render.ManagedBy, render.LabelApplication: render.SharedWorkloadOwner}); err != nil {
+	if err := w.client.List(ctx, &list, client.InNamespace(w.namespace), client.MatchingLabels{petriv1.LabelManagedBy: render.ManagedBy, render.LabelApplication: render.SharedWorkloadOwner}); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	for i := range list.Items {
@@ -228,12 +248,12 @@ func (s *Syncer) applySharedWorkloads(ctx context.Context, cfg *config.Config) e
 			continue
 		}
 		uid := sw.UID
-		if err := s.client.Delete(ctx, sw, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+		if err := w.client.Delete(ctx, sw, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)
 			continue
 		}
-		s.opts.Metrics.Writes.WithLabelValues("SharedWorkload", "delete").Inc()
-		s.log.Info("Deleted shared workload no longer declared", "sharedWorkload", sw.Name)
+		w.metrics.Writes.WithLabelValues("SharedWorkload", "delete").Inc()
+		w.log.Info("Deleted shared workload no longer declared", "sharedWorkload", sw.Name)
 	}
 	return errors.Join(errs...)
 }
