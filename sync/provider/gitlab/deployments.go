@@ -24,10 +24,18 @@ const (
 	deployInactive   = "inactive"
 )
 
+// deployments is the reporter's deployments. A deployment's ref is the
+// head ref of its commit's open merge request, as the merge requests were
+// last listed.
+type deployments struct {
+	*api
+	mrs *mergeRequests
+}
+
 // FindDeployment returns the newest deployment of sha to environment; 0
 // when there is none. GitLab lists deployments by environment, not by
 // commit: they are read newest first until one of sha is found.
-func (p *Provider) FindDeployment(ctx context.Context, repository, sha, environment string) (int64, error) {
+func (dp *deployments) FindDeployment(ctx context.Context, repository, sha, environment string) (int64, error) {
 	pid, err := project(repository)
 	if err != nil {
 		return 0, err
@@ -35,11 +43,11 @@ func (p *Provider) FindDeployment(ctx context.Context, repository, sha, environm
 	opts := &gl.ListProjectDeploymentsOptions{Environment: gl.Ptr(environment), OrderBy: gl.Ptr("id"), Sort: gl.Ptr("desc"),
 		ListOptions: gl.ListOptions{PerPage: pageSize}}
 	for {
-		if err := p.before(); err != nil {
+		if err := dp.before(); err != nil {
 			return 0, err
 		}
-		ds, resp, err := p.client.Deployments.ListProjectDeployments(pid, opts, gl.WithContext(ctx))
-		if err := p.after(resp, err); err != nil {
+		ds, resp, err := dp.client.Deployments.ListProjectDeployments(pid, opts, gl.WithContext(ctx))
+		if err := dp.after(resp, err); err != nil {
 			return 0, fmt.Errorf("list deployments of %s to %s: %w", repository, environment, err)
 		}
 		for _, d := range ds {
@@ -60,19 +68,19 @@ func (p *Provider) FindDeployment(ctx context.Context, repository, sha, environm
 // one from a fork) when the commit is the head of an open merge request
 // last listed, else the commit itself. GitLab's deployments carry no
 // description.
-func (p *Provider) CreateDeployment(ctx context.Context, repository string, d provider.Deployment) (int64, error) {
+func (dp *deployments) CreateDeployment(ctx context.Context, repository string, d provider.Deployment) (int64, error) {
 	pid, err := project(repository)
 	if err != nil {
 		return 0, err
 	}
-	if err := p.before(); err != nil {
+	if err := dp.before(); err != nil {
 		return 0, err
 	}
-	dep, resp, err := p.client.Deployments.CreateProjectDeployment(pid, &gl.CreateProjectDeploymentOptions{
-		Environment: gl.Ptr(d.Environment), Ref: gl.Ptr(p.refOf(repository, d.SHA)), SHA: gl.Ptr(d.SHA),
+	dep, resp, err := dp.client.Deployments.CreateProjectDeployment(pid, &gl.CreateProjectDeploymentOptions{
+		Environment: gl.Ptr(d.Environment), Ref: gl.Ptr(dp.mrs.refOf(repository, d.SHA)), SHA: gl.Ptr(d.SHA),
 		Tag: gl.Ptr(false), Status: gl.Ptr(gl.DeploymentStatusRunning),
 	}, gl.WithContext(ctx))
-	if err := p.after(resp, err); err != nil {
+	if err := dp.after(resp, err); err != nil {
 		return 0, fmt.Errorf("create deployment of %s to %s: %w", repository, d.Environment, err)
 	}
 	return dep.ID, nil
@@ -86,22 +94,22 @@ func (p *Provider) CreateDeployment(ctx context.Context, repository string, d pr
 // stops its environment when it is the environment's newest deployment
 // (one superseded by a newer commit leaves the environment to the newer
 // one). A status GitLab already has is not posted again.
-func (p *Provider) SetDeploymentStatus(ctx context.Context, repository string, id int64, st provider.DeploymentStatus) error {
+func (dp *deployments) SetDeploymentStatus(ctx context.Context, repository string, id int64, st provider.DeploymentStatus) error {
 	pid, err := project(repository)
 	if err != nil {
 		return err
 	}
-	if err := p.before(); err != nil {
+	if err := dp.before(); err != nil {
 		return err
 	}
-	d, resp, err := p.client.Deployments.GetProjectDeployment(pid, id, gl.WithContext(ctx))
-	if err := p.after(resp, err); err != nil {
+	d, resp, err := dp.client.Deployments.GetProjectDeployment(pid, id, gl.WithContext(ctx))
+	if err := dp.after(resp, err); err != nil {
 		return fmt.Errorf("read deployment %d of %s: %w", id, repository, err)
 	}
 	var want gl.DeploymentStatusValue
 	switch st.State {
 	case deployInactive:
-		if err := p.deactivate(ctx, pid, d); err != nil {
+		if err := dp.deactivate(ctx, pid, d); err != nil {
 			return fmt.Errorf("deactivate deployment %d of %s: %w", id, repository, err)
 		}
 		return nil
@@ -115,17 +123,17 @@ func (p *Provider) SetDeploymentStatus(ctx context.Context, repository string, i
 		return fmt.Errorf("deployment %d of %s: no GitLab status for %q", id, repository, st.State)
 	}
 	if d.Status != string(want) && (want != gl.DeploymentStatusRunning || !finished(d.Status)) {
-		if err := p.setDeployment(ctx, pid, id, want); err != nil {
+		if err := dp.setDeployment(ctx, pid, id, want); err != nil {
 			return fmt.Errorf("set status %s of deployment %d on %s: %w", want, id, repository, err)
 		}
 	}
 	if want == gl.DeploymentStatusSuccess && st.EnvironmentURL != "" && d.Environment != nil && d.Environment.ExternalURL != st.EnvironmentURL {
-		if err := p.before(); err != nil {
+		if err := dp.before(); err != nil {
 			return err
 		}
-		_, resp, err := p.client.Environments.EditEnvironment(pid, d.Environment.ID,
+		_, resp, err := dp.client.Environments.EditEnvironment(pid, d.Environment.ID,
 			&gl.EditEnvironmentOptions{ExternalURL: gl.Ptr(st.EnvironmentURL)}, gl.WithContext(ctx))
-		if err := p.after(resp, err); err != nil {
+		if err := dp.after(resp, err); err != nil {
 			return fmt.Errorf("set the url of environment %s of %s: %w", d.Environment.Name, repository, err)
 		}
 	}
@@ -141,52 +149,52 @@ func finished(status string) bool {
 	return false
 }
 
-func (p *Provider) setDeployment(ctx context.Context, pid string, id int64, status gl.DeploymentStatusValue) error {
-	if err := p.before(); err != nil {
+func (dp *deployments) setDeployment(ctx context.Context, pid string, id int64, status gl.DeploymentStatusValue) error {
+	if err := dp.before(); err != nil {
 		return err
 	}
-	_, resp, err := p.client.Deployments.UpdateProjectDeployment(pid, id,
+	_, resp, err := dp.client.Deployments.UpdateProjectDeployment(pid, id,
 		&gl.UpdateProjectDeploymentOptions{Status: gl.Ptr(status)}, gl.WithContext(ctx))
-	return p.after(resp, err)
+	return dp.after(resp, err)
 }
 
 // deactivate cancels a deployment not yet finished and stops its
 // environment if it is the environment's newest deployment and the
 // environment is not stopped yet.
-func (p *Provider) deactivate(ctx context.Context, pid string, d *gl.Deployment) error {
+func (dp *deployments) deactivate(ctx context.Context, pid string, d *gl.Deployment) error {
 	if !finished(d.Status) {
-		if err := p.setDeployment(ctx, pid, d.ID, gl.DeploymentStatusCanceled); err != nil {
+		if err := dp.setDeployment(ctx, pid, d.ID, gl.DeploymentStatusCanceled); err != nil {
 			return err
 		}
 	}
 	if d.Environment == nil {
 		return nil
 	}
-	if err := p.before(); err != nil {
+	if err := dp.before(); err != nil {
 		return err
 	}
-	newest, resp, err := p.client.Deployments.ListProjectDeployments(pid, &gl.ListProjectDeploymentsOptions{
+	newest, resp, err := dp.client.Deployments.ListProjectDeployments(pid, &gl.ListProjectDeploymentsOptions{
 		Environment: gl.Ptr(d.Environment.Name), OrderBy: gl.Ptr("id"), Sort: gl.Ptr("desc"),
 		ListOptions: gl.ListOptions{PerPage: 1}}, gl.WithContext(ctx))
-	if err := p.after(resp, err); err != nil {
+	if err := dp.after(resp, err); err != nil {
 		return err
 	}
 	if len(newest) > 0 && newest[0].ID != d.ID {
 		return nil
 	}
-	if err := p.before(); err != nil {
+	if err := dp.before(); err != nil {
 		return err
 	}
-	env, resp, err := p.client.Environments.GetEnvironment(pid, d.Environment.ID, gl.WithContext(ctx))
-	if err := p.after(resp, err); err != nil {
+	env, resp, err := dp.client.Environments.GetEnvironment(pid, d.Environment.ID, gl.WithContext(ctx))
+	if err := dp.after(resp, err); err != nil {
 		return err
 	}
 	if env.State == "stopped" || env.State == "stopping" {
 		return nil
 	}
-	if err := p.before(); err != nil {
+	if err := dp.before(); err != nil {
 		return err
 	}
-	_, resp, err = p.client.Environments.StopEnvironment(pid, env.ID, &gl.StopEnvironmentOptions{}, gl.WithContext(ctx))
-	return p.after(resp, err)
+	_, resp, err = dp.client.Environments.StopEnvironment(pid, env.ID, &gl.StopEnvironmentOptions{}, gl.WithContext(ctx))
+	return dp.after(resp, err)
 }

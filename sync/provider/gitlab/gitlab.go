@@ -27,7 +27,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,25 +69,31 @@ type Options struct {
 	FullListEvery time.Duration
 }
 
-// Provider talks to one GitLab server as the token's user.
+// Provider talks to one GitLab server as the token's user. It is the
+// forge's roles side by side, each holding what it needs of the others: the
+// merge requests and their gates (pullrequests.go), the reporter
+// (reporter.go) and its deployments (deployments.go), the notes a command
+// is read from and members' permissions (commands.go), and the label
+// history (labels.go), all calling GitLab through one api.
 type Provider struct {
-	client   *gl.Client
-	clock    clock.PassiveClock
-	fullList time.Duration
+	*api
+	*mergeRequests
+	*reporter
+	*deployments
+	*notes
+	*members
+	*labels
+}
 
-	blocker  *forge.Blocker
-	self     forge.Login
-	comments *forge.Comments
+// api is how every role calls GitLab: the client, the refusal of calls
+// while an announced rate limit lasts, the count of failed calls and the
+// token's user.
+type api struct {
+	client *gl.Client
+	clock  clock.PassiveClock
 
-	mu sync.Mutex
-	// open is each repository's open merge requests as last listed.
-	open map[string]*openList
-	// notes is the merge request of each note read, by repository and
-	// note id: GitLab names a note's award emoji under its merge request.
-	notes map[noteKey]int
-	// noteOrder is the order notes were first remembered in, oldest
-	// first (rememberNote).
-	noteOrder []noteKey
+	blocker *forge.Blocker
+	self    forge.Login
 	// failures counts the calls GitLab failed (5xx, 429, 403, no answer):
 	// a listing of what changed is trusted only when none failed since the
 	// previous listing began.
@@ -97,15 +102,11 @@ type Provider struct {
 
 var (
 	_ provider.PullRequestSource = (*Provider)(nil)
+	_ provider.LabelHistory      = (*Provider)(nil)
 	_ provider.Reporter          = (*Provider)(nil)
 	_ provider.CommandReader     = (*Provider)(nil)
 	_ provider.Forgetter         = (*Provider)(nil)
 )
-
-type noteKey struct {
-	repository string
-	id         int64
-}
 
 // New builds a provider. It calls nothing: the token's user is learnt on
 // the first note written.
@@ -118,26 +119,31 @@ func New(opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Provider{
-		clock:    set.Clock,
-		fullList: opts.FullListEvery,
-		blocker:  forge.NewBlocker(set.Clock, "not calling GitLab before the announced time"),
-		comments: forge.NewComments(),
-		open:     map[string]*openList{},
-		notes:    map[noteKey]int{},
-	}
+	a := &api{clock: set.Clock, blocker: forge.NewBlocker(set.Clock, "not calling GitLab before the announced time")}
 	// A new token in the token file may be another user's (a new project
 	// access token is a new bot user).
-	p.self.Credential = set.Token
-	if p.fullList <= 0 {
-		p.fullList = DefaultFullListEvery
+	a.self.Credential = set.Token
+	fullList := opts.FullListEvery
+	if fullList <= 0 {
+		fullList = DefaultFullListEvery
 	}
-	httpClient := &http.Client{Transport: &limitTransport{next: set.Transport, p: p}, Timeout: set.Timeout}
-	p.client, err = gl.NewAuthSourceClient(tokenAuth{set.Token},
+	httpClient := &http.Client{Transport: &limitTransport{next: set.Transport, api: a}, Timeout: set.Timeout}
+	a.client, err = gl.NewAuthSourceClient(tokenAuth{set.Token},
 		gl.WithBaseURL(set.BaseURL.String()), gl.WithHTTPClient(httpClient), gl.WithoutRetries(),
 		gl.WithCustomLimiter(noLimiter{}), gl.WithUserAgent("petri-sync"))
 	if err != nil {
 		return nil, fmt.Errorf("gitlab client: %w", err)
+	}
+	mrs := &mergeRequests{api: a, fullList: fullList, open: map[string]*openList{}}
+	ns := &notes{api: a, byID: map[noteKey]int{}}
+	p := &Provider{
+		api:           a,
+		mergeRequests: mrs,
+		reporter:      &reporter{api: a, comments: forge.NewComments(), notes: ns},
+		deployments:   &deployments{api: a, mrs: mrs},
+		notes:         ns,
+		members:       &members{api: a},
+		labels:        &labels{api: a},
 	}
 	return p, nil
 }
@@ -167,14 +173,14 @@ func (noLimiter) Wait(context.Context) error { return nil }
 // saying no request is left stops calls until RateLimit-Reset.
 type limitTransport struct {
 	next http.RoundTripper
-	p    *Provider
+	api  *api
 }
 
 func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
 	if err == nil && resp.StatusCode != http.StatusTooManyRequests && resp.Header.Get("RateLimit-Remaining") == "0" {
-		if until, ok := t.p.resetTime(resp.Header); ok {
-			_ = t.p.blocker.Block(until, errors.New("no request left"))
+		if until, ok := t.api.resetTime(resp.Header); ok {
+			_ = t.api.blocker.Block(until, errors.New("no request left"))
 		}
 	}
 	return resp, err
@@ -182,27 +188,27 @@ func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // resetTime is when GitLab's RateLimit-Reset (Unix seconds) says the limit
 // ends, when it is in the future.
-func (p *Provider) resetTime(h http.Header) (time.Time, bool) {
+func (a *api) resetTime(h http.Header) (time.Time, bool) {
 	s, err := strconv.ParseInt(h.Get("RateLimit-Reset"), 10, 64)
 	if err != nil {
 		return time.Time{}, false
 	}
 	until := time.Unix(s, 0).UTC()
-	return until, until.After(p.clock.Now())
+	return until, until.After(a.clock.Now())
 }
 
 // Self is the token's user, asked once (GET /api/v4/user): the author of
 // every note sync writes, and so the only author whose note sync edits.
-func (p *Provider) Self(ctx context.Context) (string, error) {
-	return p.self.Get(ctx, p.tokenUser)
+func (a *api) Self(ctx context.Context) (string, error) {
+	return a.self.Get(ctx, a.tokenUser)
 }
 
-func (p *Provider) tokenUser(ctx context.Context) (string, error) {
-	if err := p.before(); err != nil {
+func (a *api) tokenUser(ctx context.Context) (string, error) {
+	if err := a.before(); err != nil {
 		return "", err
 	}
-	u, resp, err := p.client.Users.CurrentUser(gl.WithContext(ctx))
-	if err := p.after(resp, err); err != nil {
+	u, resp, err := a.client.Users.CurrentUser(gl.WithContext(ctx))
+	if err := a.after(resp, err); err != nil {
 		return "", fmt.Errorf("read the token's user: %w", err)
 	}
 	if u.Username == "" {
@@ -228,22 +234,22 @@ func project(repository string) (string, error) {
 }
 
 // before refuses calls while a rate limit announced by GitLab lasts.
-func (p *Provider) before() error { return p.blocker.Before() }
+func (a *api) before() error { return a.blocker.Before() }
 
 // after classifies an error by the answer's status: 404 is
 // provider.ErrNotFound, 429 a rate limit that blocks further calls.
-func (p *Provider) after(resp *gl.Response, err error) error {
+func (a *api) after(resp *gl.Response, err error) error {
 	if err == nil {
 		return nil
 	}
 	if resp == nil || resp.Response == nil {
-		p.failures.Add(1)
+		a.failures.Add(1)
 		return err
 	}
 	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests {
-		p.failures.Add(1)
+		a.failures.Add(1)
 	}
-	return p.blocker.Answer(resp.StatusCode, resp.Header, err, false, p.resetTime)
+	return a.blocker.Answer(resp.StatusCode, resp.Header, err, false, a.resetTime)
 }
 
 // short is a commit's first seven characters, for people.

@@ -10,9 +10,12 @@ import (
 	gl "gitlab.com/gitlab-org/api/client-go"
 )
 
+// labels is the label history of merge requests (provider.LabelHistory).
+type labels struct{ *api }
+
 // LabelAdders reads the merge request's resource label events, oldest
 // first, and returns the username of the last that added each label.
-func (p *Provider) LabelAdders(ctx context.Context, repository string, number int) (map[string]string, error) {
+func (l *labels) LabelAdders(ctx context.Context, repository string, number int) (map[string]string, error) {
 	pid, err := project(repository)
 	if err != nil {
 		return nil, err
@@ -20,11 +23,11 @@ func (p *Provider) LabelAdders(ctx context.Context, repository string, number in
 	opts := &gl.ListLabelEventsOptions{ListOptions: gl.ListOptions{PerPage: pageSize}}
 	adders := map[string]string{}
 	for {
-		if err := p.before(); err != nil {
+		if err := l.before(); err != nil {
 			return nil, err
 		}
-		events, resp, err := p.client.ResourceLabelEvents.ListMergeRequestsLabelEvents(pid, int64(number), opts, gl.WithContext(ctx))
-		if err := p.after(resp, err); err != nil {
+		events, resp, err := l.client.ResourceLabelEvents.ListMergeRequestsLabelEvents(pid, int64(number), opts, gl.WithContext(ctx))
+		if err := l.after(resp, err); err != nil {
 			return nil, fmt.Errorf("label events of %s!%d: %w", repository, number, err)
 		}
 		for _, e := range events {

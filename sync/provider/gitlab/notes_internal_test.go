@@ -9,15 +9,15 @@ import (
 // The merge request of each note read is remembered, but not for ever: a
 // project's history, and anyone who comments, would grow it without bound.
 func TestRememberedNotesAreBounded(t *testing.T) {
-	p := &Provider{notes: map[noteKey]int{}}
+	ns := &notes{byID: map[noteKey]int{}}
 	for id := int64(1); id <= 3*maxNotes; id++ {
-		p.rememberNote("acme/shop", id, int(id%7))
+		ns.rememberNote("acme/shop", id, int(id%7))
 	}
-	assert.Len(t, p.notes, maxNotes)
-	assert.LessOrEqual(t, len(p.noteOrder), 2*maxNotes)
-	_, oldest := p.notes[noteKey{repoKey("acme/shop"), 1}]
+	assert.Len(t, ns.byID, maxNotes)
+	assert.LessOrEqual(t, len(ns.order), 2*maxNotes)
+	_, oldest := ns.byID[noteKey{repoKey("acme/shop"), 1}]
 	assert.False(t, oldest, "the oldest note is forgotten first")
-	n, newest := p.notes[noteKey{repoKey("acme/shop"), 3 * maxNotes}]
+	n, newest := ns.byID[noteKey{repoKey("acme/shop"), 3 * maxNotes}]
 	assert.True(t, newest)
 	assert.Equal(t, int((3*maxNotes)%7), n)
 }

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	gl "gitlab.com/gitlab-org/api/client-go"
@@ -27,6 +28,17 @@ const pageSize = 100
 // change, and a change committed while a listing ran may carry an earlier
 // time than the listing's Date.
 const listMargin = time.Minute
+
+// mergeRequests is the pull-request source: the open merge requests of
+// each repository as last listed, and the gates of their head commits.
+type mergeRequests struct {
+	*api
+	fullList time.Duration
+
+	mu sync.Mutex
+	// open is each repository's open merge requests as last listed.
+	open map[string]*openList
+}
 
 // openList is a repository's open merge requests as last listed.
 type openList struct {
@@ -60,20 +72,20 @@ type openMR struct {
 // truncated page), and asking only for what changed after it would never
 // see those changes again; a full listing leaves out the merge requests
 // closed meanwhile, which sync then reads on their own.
-func (p *Provider) ListOpenPullRequests(ctx context.Context, repository string) ([]provider.PullRequest, error) {
+func (m *mergeRequests) ListOpenPullRequests(ctx context.Context, repository string) ([]provider.PullRequest, error) {
 	pid, err := project(repository)
 	if err != nil {
 		return nil, err
 	}
 	key := repoKey(repository)
-	now := p.clock.Now()
-	failures := p.failures.Load()
-	p.mu.Lock()
+	now := m.clock.Now()
+	failures := m.failures.Load()
+	m.mu.Lock()
 	var prev *openList
-	if have := p.open[key]; have != nil && now.Sub(have.full) < p.fullList && have.failures == failures {
+	if have := m.open[key]; have != nil && now.Sub(have.full) < m.fullList && have.failures == failures {
 		prev = &openList{prs: maps.Clone(have.prs), since: have.since, full: have.full, failures: failures}
 	}
-	p.mu.Unlock()
+	m.mu.Unlock()
 
 	next := prev
 	opts := &gl.ListProjectMergeRequestsOptions{ListOptions: gl.ListOptions{PerPage: pageSize},
@@ -86,7 +98,7 @@ func (p *Provider) ListOpenPullRequests(ctx context.Context, repository string) 
 		opts.UpdatedAfter = gl.Ptr(prev.since.Add(-listMargin).UTC())
 	}
 	started := false
-	err = p.listMergeRequests(ctx, pid, opts, func(resp *gl.Response, mrs []*gl.BasicMergeRequest) {
+	err = m.listMergeRequests(ctx, pid, opts, func(resp *gl.Response, mrs []*gl.BasicMergeRequest) {
 		if !started {
 			started = true
 			next.since = serverTime(resp, now)
@@ -102,11 +114,11 @@ func (p *Provider) ListOpenPullRequests(ctx context.Context, repository string) 
 	if err != nil {
 		return nil, fmt.Errorf("list merge requests of %s: %w", repository, err)
 	}
-	p.mu.Lock()
-	if have := p.open[key]; have == nil || !next.since.Before(have.since) || prev == nil {
-		p.open[key] = next
+	m.mu.Lock()
+	if have := m.open[key]; have == nil || !next.since.Before(have.since) || prev == nil {
+		m.open[key] = next
 	}
-	p.mu.Unlock()
+	m.mu.Unlock()
 	out := make([]provider.PullRequest, 0, len(next.prs))
 	for _, mr := range next.prs {
 		pr := mr.pr
@@ -119,13 +131,13 @@ func (p *Provider) ListOpenPullRequests(ctx context.Context, repository string) 
 
 // listMergeRequests lists merge requests page by page, giving each page to
 // page.
-func (p *Provider) listMergeRequests(ctx context.Context, pid string, opts *gl.ListProjectMergeRequestsOptions, page func(*gl.Response, []*gl.BasicMergeRequest)) error {
+func (a *api) listMergeRequests(ctx context.Context, pid string, opts *gl.ListProjectMergeRequestsOptions, page func(*gl.Response, []*gl.BasicMergeRequest)) error {
 	for {
-		if err := p.before(); err != nil {
+		if err := a.before(); err != nil {
 			return err
 		}
-		mrs, resp, err := p.client.MergeRequests.ListProjectMergeRequests(pid, opts, gl.WithContext(ctx))
-		if err := p.after(resp, err); err != nil {
+		mrs, resp, err := a.client.MergeRequests.ListProjectMergeRequests(pid, opts, gl.WithContext(ctx))
+		if err := a.after(resp, err); err != nil {
 			return err
 		}
 		page(resp, mrs)
@@ -159,10 +171,10 @@ func headRef(mr *gl.BasicMergeRequest) string {
 
 // refOf is the ref of a head commit of an open merge request as last
 // listed; the commit itself when none is known.
-func (p *Provider) refOf(repository, sha string) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if l := p.open[repoKey(repository)]; l != nil {
+func (m *mergeRequests) refOf(repository, sha string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.open[repoKey(repository)]; l != nil {
 		for _, mr := range l.prs {
 			if mr.pr.HeadSHA == sha && mr.ref != "" {
 				return mr.ref
@@ -173,16 +185,16 @@ func (p *Provider) refOf(repository, sha string) string {
 }
 
 // GetPullRequest reads one merge request by its IID.
-func (p *Provider) GetPullRequest(ctx context.Context, repository string, number int) (provider.PullRequest, error) {
+func (m *mergeRequests) GetPullRequest(ctx context.Context, repository string, number int) (provider.PullRequest, error) {
 	pid, err := project(repository)
 	if err != nil {
 		return provider.PullRequest{}, err
 	}
-	if err := p.before(); err != nil {
+	if err := m.before(); err != nil {
 		return provider.PullRequest{}, err
 	}
-	mr, resp, err := p.client.MergeRequests.GetMergeRequest(pid, int64(number), nil, gl.WithContext(ctx))
-	if err := p.after(resp, err); err != nil {
+	mr, resp, err := m.client.MergeRequests.GetMergeRequest(pid, int64(number), nil, gl.WithContext(ctx))
+	if err := m.after(resp, err); err != nil {
 		return provider.PullRequest{}, fmt.Errorf("get merge request %s!%d: %w", repository, number, err)
 	}
 	return convert(repository, &mr.BasicMergeRequest), nil
@@ -239,20 +251,20 @@ func state(s string) string {
 //
 // Only the target project's pipelines count: a pipeline a fork ran in the
 // fork is the fork owner's to forge, and is not read.
-func (p *Provider) GateState(ctx context.Context, repository, sha string, gate provider.Gate) (provider.GateState, string, error) {
+func (m *mergeRequests) GateState(ctx context.Context, repository, sha string, gate provider.Gate) (provider.GateState, string, error) {
 	pid, err := project(repository)
 	if err != nil {
 		return "", "", err
 	}
 	if gate.CheckRun != "" {
-		return p.jobGate(ctx, pid, sha, gate.CheckRun)
+		return m.jobGate(ctx, pid, sha, gate.CheckRun)
 	}
-	if err := p.before(); err != nil {
+	if err := m.before(); err != nil {
 		return "", "", err
 	}
-	sts, resp, err := p.client.Commits.GetCommitStatuses(pid, sha, &gl.GetCommitStatusesOptions{
+	sts, resp, err := m.client.Commits.GetCommitStatuses(pid, sha, &gl.GetCommitStatusesOptions{
 		Name: gl.Ptr(gate.StatusContext), ListOptions: gl.ListOptions{PerPage: pageSize}}, gl.WithContext(ctx))
-	if err := p.after(resp, err); err != nil {
+	if err := m.after(resp, err); err != nil {
 		return "", "", fmt.Errorf("statuses of %s@%s: %w", repository, short(sha), err)
 	}
 	var latest *gl.CommitStatus
@@ -264,7 +276,7 @@ func (p *Provider) GateState(ctx context.Context, repository, sha string, gate p
 	if latest != nil {
 		return gateState("status", gate.StatusContext, latest.Status, sha)
 	}
-	pipelines, err := p.pipelines(ctx, pid, sha, gate.StatusContext)
+	pipelines, err := m.pipelines(ctx, pid, sha, gate.StatusContext)
 	if err != nil {
 		return "", "", fmt.Errorf("pipelines of %s@%s: %w", repository, short(sha), err)
 	}
@@ -276,19 +288,19 @@ func (p *Provider) GateState(ctx context.Context, repository, sha string, gate p
 
 // jobGate reads the job named name in the newest pipeline of sha that has
 // one.
-func (p *Provider) jobGate(ctx context.Context, pid, sha, name string) (provider.GateState, string, error) {
-	pipelines, err := p.pipelines(ctx, pid, sha, "")
+func (m *mergeRequests) jobGate(ctx context.Context, pid, sha, name string) (provider.GateState, string, error) {
+	pipelines, err := m.pipelines(ctx, pid, sha, "")
 	if err != nil {
 		return "", "", fmt.Errorf("pipelines of %s@%s: %w", pid, short(sha), err)
 	}
 	for _, pl := range pipelines {
 		opts := &gl.ListJobsOptions{ListOptions: gl.ListOptions{PerPage: pageSize}}
 		for {
-			if err := p.before(); err != nil {
+			if err := m.before(); err != nil {
 				return "", "", err
 			}
-			jobs, resp, err := p.client.Jobs.ListPipelineJobs(pid, pl.ID, opts, gl.WithContext(ctx))
-			if err := p.after(resp, err); err != nil {
+			jobs, resp, err := m.client.Jobs.ListPipelineJobs(pid, pl.ID, opts, gl.WithContext(ctx))
+			if err := m.after(resp, err); err != nil {
 				return "", "", fmt.Errorf("jobs of pipeline %d of %s: %w", pl.ID, pid, err)
 			}
 			for _, j := range jobs {
@@ -307,8 +319,8 @@ func (p *Provider) jobGate(ctx context.Context, pid, sha, name string) (provider
 
 // pipelines lists a commit's pipelines, newest first (one page: a commit
 // has few), of that name when name is not empty.
-func (p *Provider) pipelines(ctx context.Context, pid, sha, name string) ([]*gl.PipelineInfo, error) {
-	if err := p.before(); err != nil {
+func (m *mergeRequests) pipelines(ctx context.Context, pid, sha, name string) ([]*gl.PipelineInfo, error) {
+	if err := m.before(); err != nil {
 		return nil, err
 	}
 	opts := &gl.ListProjectPipelinesOptions{SHA: gl.Ptr(sha), OrderBy: gl.Ptr("id"), Sort: gl.Ptr("desc"),
@@ -316,12 +328,20 @@ func (p *Provider) pipelines(ctx context.Context, pid, sha, name string) ([]*gl.
 	if name != "" {
 		opts.Name = gl.Ptr(name)
 	}
-	pls, resp, err := p.client.Pipelines.ListProjectPipelines(pid, opts, gl.WithContext(ctx))
-	if err := p.after(resp, err); err != nil {
+	pls, resp, err := m.client.Pipelines.ListProjectPipelines(pid, opts, gl.WithContext(ctx))
+	if err := m.after(resp, err); err != nil {
 		return nil, err
 	}
 	slices.SortStableFunc(pls, func(a, b *gl.PipelineInfo) int { return cmp.Compare(b.ID, a.ID) })
 	return pls, nil
+}
+
+// forgetRepository forgets a repository's open merge requests as last
+// listed: the next listing is a full one.
+func (m *mergeRequests) forgetRepository(repository string) {
+	m.mu.Lock()
+	delete(m.open, repoKey(repository))
+	m.mu.Unlock()
 }
 
 // gateState maps a commit status's, pipeline's or job's status onto a gate

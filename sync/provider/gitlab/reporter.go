@@ -15,6 +15,14 @@ import (
 	"github.com/petri-dev/petri/sync/provider/internal/forge"
 )
 
+// reporter is the reporter's commit statuses and the one note sync keeps
+// on a merge request, which it finds among the notes.
+type reporter struct {
+	*api
+	comments *forge.Comments
+	notes    *notes
+}
+
 // commitState maps a provider commit status state onto GitLab's: GitLab
 // has no error state, so failure and error are both failed.
 func commitState(s string) gl.BuildStateValue {
@@ -31,18 +39,18 @@ func commitState(s string) gl.BuildStateValue {
 // refuses to move it into the state it is in ("Cannot transition status"):
 // a pending status whose description alone changed keeps its first
 // description, and that refusal is no error.
-func (p *Provider) SetCommitStatus(ctx context.Context, repository, sha string, st provider.CommitStatus) error {
+func (rp *reporter) SetCommitStatus(ctx context.Context, repository, sha string, st provider.CommitStatus) error {
 	pid, err := project(repository)
 	if err != nil {
 		return err
 	}
 	want := commitState(st.State)
-	if err := p.before(); err != nil {
+	if err := rp.before(); err != nil {
 		return err
 	}
-	sts, resp, err := p.client.Commits.GetCommitStatuses(pid, sha, &gl.GetCommitStatusesOptions{
+	sts, resp, err := rp.client.Commits.GetCommitStatuses(pid, sha, &gl.GetCommitStatusesOptions{
 		Name: gl.Ptr(st.Context), ListOptions: gl.ListOptions{PerPage: pageSize}}, gl.WithContext(ctx))
-	if err := p.after(resp, err); err != nil {
+	if err := rp.after(resp, err); err != nil {
 		return fmt.Errorf("read commit statuses of %s@%s: %w", repository, short(sha), err)
 	}
 	var latest *gl.CommitStatus
@@ -54,19 +62,19 @@ func (p *Provider) SetCommitStatus(ctx context.Context, repository, sha string, 
 	if latest != nil && latest.Status == string(want) && latest.Description == st.Description && latest.TargetURL == st.TargetURL {
 		return nil
 	}
-	if err := p.before(); err != nil {
+	if err := rp.before(); err != nil {
 		return err
 	}
 	opts := &gl.SetCommitStatusOptions{State: want, Name: gl.Ptr(st.Context), Description: gl.Ptr(st.Description)}
 	if st.TargetURL != "" {
 		opts.TargetURL = gl.Ptr(st.TargetURL)
 	}
-	_, resp, err = p.client.Commits.SetCommitStatus(pid, sha, opts, gl.WithContext(ctx))
+	_, resp, err = rp.client.Commits.SetCommitStatus(pid, sha, opts, gl.WithContext(ctx))
 	if err != nil && resp != nil && resp.StatusCode == http.StatusBadRequest && latest != nil &&
 		latest.Status == string(want) && strings.Contains(err.Error(), "Cannot transition status") {
 		return nil
 	}
-	if err := p.after(resp, err); err != nil {
+	if err := rp.after(resp, err); err != nil {
 		return fmt.Errorf("set commit status %s on %s@%s: %w", st.Context, repository, short(sha), err)
 	}
 	return nil
@@ -77,34 +85,37 @@ func (p *Provider) SetCommitStatus(ctx context.Context, repository, sha string, 
 // once by listing the notes, then edited in place. A note carrying the
 // marker written by anyone else is never edited, nor taken for sync's:
 // anyone may paste the marker into a note of their own.
-func (p *Provider) UpsertComment(ctx context.Context, repository string, number int, marker, body string) error {
+func (rp *reporter) UpsertComment(ctx context.Context, repository string, number int, marker, body string) error {
 	pid, err := project(repository)
 	if err != nil {
 		return err
 	}
-	self, err := p.Self(ctx)
+	self, err := rp.Self(ctx)
 	if err != nil {
 		return err
 	}
-	return p.comments.Upsert(ctx, repository, number, body, forge.CommentCalls{
+	list := func(ctx context.Context) ([]provider.Comment, error) {
+		return rp.notes.ListComments(ctx, repository, number)
+	}
+	return rp.comments.Upsert(ctx, repository, number, body, forge.CommentCalls{
 		Self:   self,
-		Find:   forge.FindOwn(func(ctx context.Context) ([]provider.Comment, error) { return p.ListComments(ctx, repository, number) }, self, marker),
-		Before: p.before,
+		Find:   forge.FindOwn(list, self, marker),
+		Before: rp.before,
 		Edit: func(ctx context.Context, id int64, body string) (int64, error) {
-			n, resp, err := p.client.Notes.UpdateMergeRequestNote(pid, int64(number), id,
+			n, resp, err := rp.client.Notes.UpdateMergeRequestNote(pid, int64(number), id,
 				&gl.UpdateMergeRequestNoteOptions{Body: gl.Ptr(body)}, gl.WithContext(ctx))
-			if err := p.after(resp, err); err != nil {
+			if err := rp.after(resp, err); err != nil {
 				return 0, fmt.Errorf("edit note on %s!%d: %w", repository, number, err)
 			}
 			return n.ID, nil
 		},
 		Create: func(ctx context.Context, body string) (int64, error) {
-			n, resp, err := p.client.Notes.CreateMergeRequestNote(pid, int64(number),
+			n, resp, err := rp.client.Notes.CreateMergeRequestNote(pid, int64(number),
 				&gl.CreateMergeRequestNoteOptions{Body: gl.Ptr(body)}, gl.WithContext(ctx))
-			if err := p.after(resp, err); err != nil {
+			if err := rp.after(resp, err); err != nil {
 				return 0, fmt.Errorf("create note on %s!%d: %w", repository, number, err)
 			}
-			p.rememberNote(repository, n.ID, number)
+			rp.notes.rememberNote(repository, n.ID, number)
 			return n.ID, nil
 		},
 	})
@@ -115,27 +126,13 @@ func (p *Provider) UpsertComment(ctx context.Context, repository string, number 
 // request of its notes is forgotten.
 func (p *Provider) ForgetPullRequest(repository string, number int) {
 	p.comments.ForgetPullRequest(repository, number)
-	key := repoKey(repository)
-	p.mu.Lock()
-	for k, n := range p.notes {
-		if k.repository == key && n == number {
-			delete(p.notes, k)
-		}
-	}
-	p.mu.Unlock()
+	p.notes.forgetPullRequest(repository, number)
 }
 
 // ForgetRepository implements provider.Forgetter: what is remembered of a
 // repository's merge requests and notes goes.
 func (p *Provider) ForgetRepository(repository string) {
 	p.comments.ForgetRepository(repository)
-	key := repoKey(repository)
-	p.mu.Lock()
-	delete(p.open, key)
-	for k := range p.notes {
-		if k.repository == key {
-			delete(p.notes, k)
-		}
-	}
-	p.mu.Unlock()
+	p.mergeRequests.forgetRepository(repository)
+	p.notes.forgetRepository(repository)
 }
