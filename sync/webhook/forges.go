@@ -1,16 +1,15 @@
-// Deliveries of forges other than GitHub, each at a path of its own
-// (/webhooks/gitea, /webhooks/forgejo, /webhooks/gitlab), checked with
-// that forge's secret and read by that forge's provider package into the
-// same events as GitHub's. They share GitHub's bounds: the body limit, the
-// reading slots and the read timeout.
+// The forges behind the one intake: what each reads of its deliveries, at
+// a path of its own (/webhooks/github, /webhooks/gitea, /webhooks/forgejo,
+// /webhooks/gitlab), checked with that forge's secrets and read by that
+// forge's provider package into the same events. They share the handler's
+// bounds: the body limit, the reading slots and the read timeout.
 
 package webhook
 
 import (
 	"errors"
-	"io"
 	"net/http"
-	"os"
+	"slices"
 
 	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/provider"
@@ -27,16 +26,23 @@ type Forge struct {
 	// RepositorySecrets are secrets of single repositories, owners or
 	// (GitLab) groups, by path in lower case (provider.WebhookSecrets).
 	RepositorySecrets map[string][]byte
-	// Read reads a delivery's body (at most limit bytes) and checks its
-	// signature with its repository's secret; it returns the event kind
-	// and the body.
-	Read func(r *http.Request, secrets provider.WebhookSecrets, limit int64) (string, []byte, error)
-	// BadSignature is what Read's error wraps when the signature is
-	// missing or wrong.
-	BadSignature error
-	// Convert turns a verified delivery into an event; ok is false when it
-	// needs no work (a kind or action sync does not act on).
-	Convert func(kind string, body []byte) (ev Event, ok bool, err error)
+	// Presented tells from a delivery's headers alone whether it carries a
+	// credential that may be right (a well-formed signature, a token that
+	// is one of the secrets): one that does not is refused unread.
+	Presented func(h http.Header, secrets provider.WebhookSecrets) bool
+	// Verified tells whether a body read is the forge's: signed with (or
+	// sent with) the secret of the repository it names.
+	Verified func(h http.Header, body []byte, secrets provider.WebhookSecrets) bool
+	// SignatureHeader names the header Presented and Verified read, for
+	// the refusal's message.
+	SignatureHeader string
+	// Misrouted, when set, names the forge a delivery's headers say it is
+	// of when that is another forge: it is refused, not misread.
+	Misrouted func(h http.Header) string
+	// Convert turns a verified delivery into an event: ErrIgnored for a
+	// kind or action sync does not act on, ErrNoWork for one it reads that
+	// needs no work, any other error for a payload it cannot read.
+	Convert func(d Delivery) (Event, error)
 	// EventHeader names the event kind, DeliveryHeader the delivery's id.
 	EventHeader    string
 	DeliveryHeader string
@@ -45,6 +51,47 @@ type Forge struct {
 	Kinds []string
 }
 
+// Delivery is a verified delivery: its kind (the forge's event header),
+// its headers and its body.
+type Delivery struct {
+	Kind   string
+	Header http.Header
+	Body   []byte
+}
+
+// What Forge.Convert answers for a delivery that is no work: ErrIgnored is
+// acknowledged with 202, ErrNoWork (GitHub's ping, say) with 200.
+var (
+	ErrIgnored = errors.New("event ignored")
+	ErrNoWork  = errors.New("nothing to do")
+)
+
+func (f Forge) secrets() provider.WebhookSecrets {
+	return provider.WebhookSecrets{Default: f.Secret, ByPath: f.RepositorySecrets}
+}
+
+func (f Forge) misrouted(h http.Header) string {
+	if f.Misrouted == nil {
+		return ""
+	}
+	return f.Misrouted(h)
+}
+
+// metricEvent is how a delivery of kind to forge name is counted: by its
+// kind when the forge reads it, else as other; GitHub's kinds bare, as
+// they were before other forges were served, others' after their forge.
+func (f Forge) metricEvent(name, kind string) string {
+	if !known(f.Kinds, kind) {
+		kind = "other"
+	}
+	if name == config.ForgeGitHub {
+		return kind
+	}
+	return name + ":" + kind
+}
+
+func known(kinds []string, kind string) bool { return slices.Contains(kinds, kind) }
+
 // Gitea reads the deliveries of Gitea's own webhooks (X-Gitea-Event,
 // X-Gitea-Signature), of Gitea or of Forgejo (which sends them too), for
 // the applications of forge.
@@ -52,8 +99,9 @@ func Gitea(forge string, secret []byte, repositories map[string][]byte) Forge {
 	return Forge{
 		Secret:            secret,
 		RepositorySecrets: repositories,
-		Read:              giteaprovider.ReadVerified,
-		BadSignature:      giteaprovider.ErrBadSignature,
+		Presented:         func(h http.Header, _ provider.WebhookSecrets) bool { return giteaprovider.SignaturePresent(h) },
+		Verified:          giteaprovider.Verified,
+		SignatureHeader:   giteaprovider.HeaderSignature,
 		Convert:           giteaConvert(forge),
 		EventHeader:       giteaprovider.HeaderEvent,
 		DeliveryHeader:    giteaprovider.HeaderDelivery,
@@ -61,35 +109,35 @@ func Gitea(forge string, secret []byte, repositories map[string][]byte) Forge {
 	}
 }
 
-func giteaConvert(forge string) func(string, []byte) (Event, bool, error) {
-	return func(kind string, body []byte) (Event, bool, error) {
-		ev, err := giteaprovider.ParseWebhook(kind, body)
+func giteaConvert(forge string) func(Delivery) (Event, error) {
+	return func(d Delivery) (Event, error) {
+		ev, err := giteaprovider.ParseWebhook(d.Kind, d.Body)
 		switch {
 		case errors.Is(err, giteaprovider.ErrUnknownEvent):
-			return Event{}, false, nil
+			return Event{}, ErrIgnored
 		case err != nil:
-			return Event{}, false, err
+			return Event{}, err
 		}
 		out := Event{Forge: forge, Repository: ev.Repository}
 		switch ev.Kind {
 		case giteaprovider.EventPullRequest:
 			if ev.PullRequest.Number == 0 {
-				return Event{}, false, errors.New("pull_request needs pull_request.number")
+				return Event{}, errors.New("pull_request needs pull_request.number")
 			}
 			out.Type, out.PullRequest, out.SHA = "pull_request", ev.PullRequest, ev.PullRequest.HeadSHA
-			return out, true, nil
+			return out, nil
 		case giteaprovider.EventIssueComment:
 			// As on GitHub: only a new comment on a pull request that
 			// carries a command is work, and only as a hint (the command is
 			// read back through the API).
 			c := ev.Comment
 			if ev.Action != "created" || !ev.IsPull || c.ID == 0 || c.Number == 0 || !render.HasCommand(c.Body) {
-				return Event{}, false, nil
+				return Event{}, ErrIgnored
 			}
 			out.Type, out.Comment = "issue_comment", c
-			return out, true, nil
+			return out, nil
 		}
-		return Event{}, false, nil
+		return Event{}, ErrIgnored
 	}
 }
 
@@ -104,8 +152,9 @@ func GitLab(secret []byte, projects map[string][]byte) Forge {
 	return Forge{
 		Secret:            secret,
 		RepositorySecrets: projects,
-		Read:              glprovider.ReadVerified,
-		BadSignature:      glprovider.ErrBadToken,
+		Presented:         glprovider.TokenPresent,
+		Verified:          glprovider.Verified,
+		SignatureHeader:   glprovider.HeaderToken,
 		Convert:           gitlabConvert,
 		EventHeader:       glprovider.HeaderEvent,
 		DeliveryHeader:    glprovider.HeaderDelivery,
@@ -113,13 +162,13 @@ func GitLab(secret []byte, projects map[string][]byte) Forge {
 	}
 }
 
-func gitlabConvert(kind string, body []byte) (Event, bool, error) {
-	ev, err := glprovider.ParseWebhook(kind, body)
+func gitlabConvert(d Delivery) (Event, error) {
+	ev, err := glprovider.ParseWebhook(d.Kind, d.Body)
 	switch {
 	case errors.Is(err, glprovider.ErrUnknownEvent):
-		return Event{}, false, nil
+		return Event{}, ErrIgnored
 	case err != nil:
-		return Event{}, false, err
+		return Event{}, err
 	}
 	out := Event{Forge: config.ForgeGitLab, Repository: ev.Repository, SHA: ev.SHA, Ref: ev.Ref}
 	switch ev.Kind {
@@ -132,13 +181,13 @@ func gitlabConvert(kind string, body []byte) (Event, bool, error) {
 	case glprovider.EventNote:
 		c := ev.Comment
 		if ev.Action != "create" || !ev.IsPull || c == nil || c.ID == 0 || c.Number == 0 || !render.HasCommand(c.Body) {
-			return Event{}, false, nil
+			return Event{}, ErrIgnored
 		}
 		out.Type, out.Comment = "issue_comment", c
 	default:
-		return Event{}, false, nil
+		return Event{}, ErrIgnored
 	}
-	return out, true, nil
+	return out, nil
 }
 
 // foreignHeaders mark deliveries of other forges. Gitea and Forgejo send
@@ -159,107 +208,4 @@ func foreign(h http.Header) string {
 		}
 	}
 	return ""
-}
-
-// countingReader counts what was read of a body, so that a body over the
-// limit is told from one that is unreadable.
-type countingReader struct {
-	io.ReadCloser
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.ReadCloser.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-// serveForge answers a delivery at a forge's own path.
-func (h *Handler) serveForge(w http.ResponseWriter, r *http.Request, name string) {
-	received := h.now()
-	f, ok := h.Forges[name]
-	if !ok {
-		h.count("other", "unknown_forge")
-		http.Error(w, "sync serves no forge "+name, http.StatusNotFound)
-		return
-	}
-	kind := r.Header.Get(f.EventHeader)
-	metricEvent := name + ":other"
-	for _, k := range f.Kinds {
-		if kind == k {
-			metricEvent = name + ":" + k
-		}
-	}
-	body, ok := h.forgeBody(w, r, f, metricEvent)
-	if !ok {
-		return
-	}
-	ev, ok, err := f.Convert(body.kind, body.data)
-	if err != nil {
-		h.count(metricEvent, "malformed")
-		http.Error(w, "malformed payload: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	if !ok {
-		h.count(metricEvent, "ignored")
-		w.WriteHeader(http.StatusAccepted)
-		_, _ = io.WriteString(w, "event ignored\n")
-		return
-	}
-	ev.Delivery, ev.Received = r.Header.Get(f.DeliveryHeader), received
-	h.enqueue(w, ev, metricEvent)
-}
-
-func (f Forge) secrets() provider.WebhookSecrets {
-	return provider.WebhookSecrets{Default: f.Secret, ByPath: f.RepositorySecrets}
-}
-
-type forgeDelivery struct {
-	kind string
-	data []byte
-}
-
-// forgeBody reads and verifies a forge's delivery within the handler's
-// bounds; when it answers the delivery (a refusal) it returns false.
-func (h *Handler) forgeBody(w http.ResponseWriter, r *http.Request, f Forge, metricEvent string) (forgeDelivery, bool) {
-	refuse := func(code int, result, msg string) (forgeDelivery, bool) {
-		h.count(metricEvent, result)
-		if code != http.StatusUnauthorized {
-			w.Header().Set("Connection", "close")
-		}
-		if code == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", RetryAfter)
-		}
-		http.Error(w, msg, code)
-		return forgeDelivery{}, false
-	}
-	limit := h.maxBody()
-	switch {
-	case f.secrets().Empty():
-		return refuse(http.StatusUnauthorized, "unauthorized", "no webhook secret for this forge")
-	case r.ContentLength > limit:
-		return refuse(http.StatusRequestEntityTooLarge, "too_large", "body too large")
-	case !h.acquire():
-		return refuse(http.StatusServiceUnavailable, "busy", "too many deliveries being read, retry later")
-	}
-	timeout := h.ReadTimeout
-	if timeout <= 0 {
-		timeout = DefaultReadTimeout
-	}
-	_ = http.NewResponseController(w).SetReadDeadline(wall.Now().Add(timeout))
-	body := &countingReader{ReadCloser: r.Body}
-	r.Body = body
-	kind, data, err := f.Read(r, f.secrets(), limit)
-	h.release()
-	switch {
-	case err == nil:
-		return forgeDelivery{kind, data}, true
-	case errors.Is(err, f.BadSignature):
-		return refuse(http.StatusUnauthorized, "unauthorized", "missing or invalid signature")
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return refuse(http.StatusRequestTimeout, "timeout", "body not received in time")
-	case body.n > limit:
-		return refuse(http.StatusRequestEntityTooLarge, "too_large", "body too large")
-	}
-	return refuse(http.StatusBadRequest, "malformed", "body unreadable")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/petri-dev/petri/local/githubapi"
 	"github.com/petri-dev/petri/sync/metrics"
 	"github.com/petri-dev/petri/sync/webhook"
 )
@@ -190,5 +191,64 @@ func TestGitLabDeliveries(t *testing.T) {
 
 	rec = postGitLab(h, "Merge Request Hook", mr, "wrong")
 	assert.Equal(t, http.StatusUnauthorized, rec.Code)
+	assert.Empty(t, q)
+}
+
+// TestOneIntakeForEveryForge: GitHub is one more forge behind the one
+// intake. Given among the forges it is served at its path without the
+// handler's own secret, and every forge's delivery meets the same
+// refusals before its body is read: another method than POST, no secret,
+// and no credential that may be right.
+func TestOneIntakeForEveryForge(t *testing.T) {
+	q := make(chan webhook.Event, 10)
+	m := metrics.New()
+	token := []byte("gitlab-token")
+	h := &webhook.Handler{Queue: q, Metrics: m, Forges: map[string]webhook.Forge{
+		"github": webhook.GitHub(key, nil),
+		"gitea":  webhook.Gitea("gitea", giteaKey, nil),
+		"gitlab": webhook.GitLab(token, nil),
+	}}
+	d, err := githubapi.Event("pull_request", "opened")
+	require.NoError(t, err)
+	rec := post(routed(h), d.Event, "application/json", d.Body, githubapi.Sign(key, d.Body))
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	assert.Equal(t, 2, (<-q).PullRequest.Number)
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.WebhookEvents.WithLabelValues("pull_request", "queued")), "GitHub's events are counted by their bare names")
+
+	deliver := func(method, forge string, header map[string]string, body string) int {
+		req := httptest.NewRequest(method, "/webhooks/"+forge, strings.NewReader(body))
+		req.SetPathValue("forge", forge)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	signed := map[string]map[string]string{
+		"github": {"X-GitHub-Event": "pull_request", "X-Hub-Signature-256": githubapi.Sign(key, d.Body)},
+		"gitea":  {"X-Gitea-Event": "pull_request", "X-Gitea-Signature": giteaSign(giteaKey, string(d.Body))},
+		"gitlab": {"X-Gitlab-Event": "Merge Request Hook", "X-Gitlab-Token": string(token)},
+	}
+	unsigned := map[string]map[string]string{
+		"github": {"X-GitHub-Event": "pull_request", "X-Hub-Signature-256": "sha256=beef"},
+		"gitea":  {"X-Gitea-Event": "pull_request", "X-Gitea-Signature": "beef"},
+		"gitlab": {"X-Gitlab-Event": "Merge Request Hook", "X-Gitlab-Token": "wrong"},
+	}
+	for forge := range signed {
+		assert.Equal(t, http.StatusMethodNotAllowed, deliver(http.MethodGet, forge, signed[forge], string(d.Body)), forge)
+		assert.Equal(t, http.StatusUnauthorized, deliver(http.MethodPost, forge, unsigned[forge], string(d.Body)), forge)
+	}
+	bare := &webhook.Handler{Queue: q, Forges: map[string]webhook.Forge{"gitea": webhook.Gitea("gitea", nil, nil)}}
+	for _, forge := range []string{"github", "gitea"} {
+		req := httptest.NewRequest(http.MethodPost, "/webhooks/"+forge, strings.NewReader(string(d.Body)))
+		req.SetPathValue("forge", forge)
+		for k, v := range signed[forge] {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		bare.ServeHTTP(rec, req)
+		assert.Equal(t, http.StatusUnauthorized, rec.Code, "%s without a secret", forge)
+	}
 	assert.Empty(t, q)
 }

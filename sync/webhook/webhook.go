@@ -1,8 +1,10 @@
-// Package webhook receives GitHub webhook deliveries. It checks the
-// X-Hub-Signature-256 HMAC in constant time before acting on anything in the
-// body, turns the events sync cares about into small Event values, and hands
-// them to a bounded queue: the answer is immediate, and 503 tells GitHub to
-// retry when the queue is full.
+// Package webhook receives the forges' webhook deliveries, through one
+// intake for every forge (GitHub's in github.go, the others' in forges.go):
+// it checks a delivery's signature (or token) with the secret of the
+// repository it names, in constant time, before acting on anything in the
+// body, turns the events sync cares about into small Event values, and
+// hands them to a bounded queue: the answer is immediate, and 503 tells the
+// forge to retry when the queue is full.
 //
 // Until its signature is checked a delivery is anyone's, so what it may cost
 // is bounded before that: a declared length over MaxBody is refused from the
@@ -14,31 +16,19 @@
 package webhook
 
 import (
-	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
 
-	gh "github.com/google/go-github/v60/github"
-
 	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/metrics"
 	"github.com/petri-dev/petri/sync/provider"
-	ghprovider "github.com/petri-dev/petri/sync/provider/github"
-	"github.com/petri-dev/petri/sync/render"
 )
 
 // Limits of the endpoint when the Handler's fields are zero.
@@ -106,11 +96,13 @@ type MergeGroup struct {
 	PullRequestSHA string
 }
 
-// Handler is the webhook endpoint.
+// Handler is the webhook endpoint: GitHub's deliveries at /webhooks (and
+// /webhooks/github), each other forge's at /webhooks/<forge>.
 type Handler struct {
 	// Secret is GitHub's webhook secret; every delivery must be signed
 	// with it, but for those of a repository (or an owner) with a secret
 	// of its own in RepositorySecrets, which must be signed with that one.
+	// GitHub is GitHub(Secret, RepositorySecrets) unless Forges has it.
 	Secret []byte
 	// RepositorySecrets are secrets by repository or owner path, in lower
 	// case (provider.WebhookSecrets).
@@ -195,70 +187,67 @@ func (h *Handler) setInFlight(n int64) {
 // InFlight is the number of bodies being read and checked now.
 func (h *Handler) InFlight() int { return int(h.inFlight.Load()) }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler: every forge's delivery takes the same
+// way, its forge named by the path (GitHub's when it names none).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if f := r.PathValue("forge"); f != "" && f != config.ForgeGitHub {
-		h.serveForge(w, r, f)
-		return
+	name := r.PathValue("forge")
+	if name == "" {
+		name = config.ForgeGitHub
 	}
-	if f := foreign(r.Header); f != "" {
-		h.count("other", "wrong_path")
-		http.Error(w, "a "+f+" delivery: send it to /webhooks/"+f, http.StatusBadRequest)
+	f, ok := h.forge(name)
+	if !ok {
+		h.count("other", "unknown_forge")
+		http.Error(w, "sync serves no forge "+name, http.StatusNotFound)
 		return
 	}
 	received := h.now()
-	event := r.Header.Get("X-GitHub-Event")
-	metricEvent := event
-	switch event {
-	case "pull_request", "push", "status", "check_run", "issue_comment", "merge_group", "ping":
-	default:
-		metricEvent = "other"
+	if other := f.misrouted(r.Header); other != "" {
+		h.count("other", "wrong_path")
+		http.Error(w, "a "+other+" delivery: send it to /webhooks/"+other, http.StatusBadRequest)
+		return
 	}
+	kind := r.Header.Get(f.EventHeader)
+	metricEvent := f.metricEvent(name, kind)
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	body, ok := h.authenticated(w, r, metricEvent)
+	body, ok := h.authenticated(w, r, f, metricEvent)
 	if !ok {
 		return
 	}
-	payload := body
-	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
-		form, err := url.ParseQuery(string(body))
-		if err != nil {
-			h.count(metricEvent, "malformed")
-			http.Error(w, "malformed form body", http.StatusBadRequest)
-			return
-		}
-		payload = []byte(form.Get("payload"))
-	}
-	if metricEvent == "other" {
+	ev, err := f.Convert(Delivery{Kind: kind, Header: r.Header, Body: body})
+	switch {
+	case errors.Is(err, ErrIgnored):
 		h.count(metricEvent, "ignored")
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = io.WriteString(w, "event ignored\n")
 		return
-	}
-	parsed, err := gh.ParseWebHook(event, payload)
-	if err != nil {
-		h.count(metricEvent, "malformed")
-		http.Error(w, "malformed payload: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	ev, ok, bad := convert(parsed)
-	if bad != "" {
-		h.count(metricEvent, "malformed")
-		http.Error(w, "malformed payload: "+bad, http.StatusBadRequest)
-		return
-	}
-	if !ok {
+	case errors.Is(err, ErrNoWork):
 		h.count(metricEvent, "ignored")
 		w.WriteHeader(http.StatusOK)
 		_, _ = io.WriteString(w, "nothing to do\n")
 		return
+	case err != nil:
+		h.count(metricEvent, "malformed")
+		http.Error(w, "malformed payload: "+err.Error(), http.StatusBadRequest)
+		return
 	}
-	ev.Type, ev.Delivery, ev.Received = event, r.Header.Get("X-GitHub-Delivery"), received
+	ev.Delivery, ev.Received = r.Header.Get(f.DeliveryHeader), received
 	h.enqueue(w, ev, metricEvent)
+}
+
+// forge is the forge of a name: GitHub's from the handler's secrets unless
+// Forges has it.
+func (h *Handler) forge(name string) (Forge, bool) {
+	if f, ok := h.Forges[name]; ok {
+		return f, true
+	}
+	if name == config.ForgeGitHub {
+		return GitHub(h.Secret, h.RepositorySecrets), true
+	}
+	return Forge{}, false
 }
 
 // enqueue hands an accepted event to the queue, or answers 503 when it is
@@ -276,37 +265,38 @@ func (h *Handler) enqueue(w http.ResponseWriter, ev Event, metricEvent string) {
 	}
 }
 
-// authenticated reads a delivery's body and checks its signature; what can
-// be refused without reading the body is refused first. When it answers
-// the delivery (a refusal) it returns false.
-func (h *Handler) authenticated(w http.ResponseWriter, r *http.Request, metricEvent string) ([]byte, bool) {
-	sig, ok := parseSignature(r.Header.Get("X-Hub-Signature-256"))
-	secrets := provider.WebhookSecrets{Default: h.Secret, ByPath: h.RepositorySecrets}
-	if secrets.Empty() || !ok {
-		h.count(metricEvent, "unauthorized")
+// authenticated reads a delivery's body and checks its signature with the
+// forge's secrets; what can be refused without reading the body (no
+// secret, no credential that may be right, a declared length over the
+// limit, every reading slot taken) is refused first. When it answers the
+// delivery (a refusal) it returns false.
+func (h *Handler) authenticated(w http.ResponseWriter, r *http.Request, f Forge, metricEvent string) ([]byte, bool) {
+	refuse := func(code int, result, msg string) ([]byte, bool) {
+		h.count(metricEvent, result)
+		if code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", RetryAfter)
+		}
 		// Closing the connection keeps the server from reading the body
 		// to reuse it.
 		w.Header().Set("Connection", "close")
-		http.Error(w, "missing or invalid X-Hub-Signature-256", http.StatusUnauthorized)
+		http.Error(w, msg, code)
 		return nil, false
 	}
+	secrets := f.secrets()
 	limit := h.maxBody()
-	if r.ContentLength > limit {
-		h.count(metricEvent, "too_large")
-		w.Header().Set("Connection", "close")
-		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
-		return nil, false
-	}
-	if !h.acquire() {
-		h.count(metricEvent, "busy")
-		w.Header().Set("Retry-After", RetryAfter)
-		w.Header().Set("Connection", "close")
-		http.Error(w, "too many deliveries being read, retry later", http.StatusServiceUnavailable)
-		return nil, false
+	switch {
+	case secrets.Empty():
+		return refuse(http.StatusUnauthorized, "unauthorized", "no webhook secret for this forge")
+	case !f.Presented(r.Header, secrets):
+		return refuse(http.StatusUnauthorized, "unauthorized", "missing or invalid "+f.SignatureHeader)
+	case r.ContentLength > limit:
+		return refuse(http.StatusRequestEntityTooLarge, "too_large", "body too large")
+	case !h.acquire():
+		return refuse(http.StatusServiceUnavailable, "busy", "too many deliveries being read, retry later")
 	}
 	body, code, err := h.read(w, r, limit)
-	if err == nil && !signedBy(sig, body, secrets) {
-		code, err = http.StatusUnauthorized, errors.New("missing or invalid X-Hub-Signature-256")
+	if err == nil && !f.Verified(r.Header, body, secrets) {
+		code, err = http.StatusUnauthorized, errors.New("missing or invalid "+f.SignatureHeader)
 	}
 	h.release()
 	if err != nil {
@@ -346,177 +336,4 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, limit int64) ([]b
 		return nil, http.StatusRequestTimeout, errors.New("body not received in time")
 	}
 	return nil, http.StatusBadRequest, errors.New("body unreadable")
-}
-
-// parseSignature decodes "sha256=<64 hex digits>"; false for anything else.
-func parseSignature(header string) ([]byte, bool) {
-	hexsig, ok := strings.CutPrefix(header, "sha256=")
-	if !ok || len(hexsig) != 2*sha256.Size {
-		return nil, false
-	}
-	sig, err := hex.DecodeString(hexsig)
-	return sig, err == nil
-}
-
-// signedBy checks sig against the secret of the repository the body names
-// (a form-encoded body's payload too): only its name is read before, and
-// a body that names none is checked with the forge-wide secret.
-func signedBy(sig, body []byte, secrets provider.WebhookSecrets) bool {
-	payload := body
-	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("payload=")) {
-		if form, err := url.ParseQuery(string(body)); err == nil {
-			payload = []byte(form.Get("payload"))
-		}
-	}
-	var named struct {
-		Repository struct {
-			FullName string `json:"full_name"`
-		} `json:"repository"`
-	}
-	_ = json.Unmarshal(payload, &named)
-	secret := secrets.For(named.Repository.FullName)
-	return len(secret) > 0 && hmac.Equal(sig, mac(body, secret))
-}
-
-// mac is the HMAC-SHA256 of body; compare with hmac.Equal, in constant
-// time.
-func mac(body, secret []byte) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return m.Sum(nil)
-}
-
-// convert extracts what sync needs; ok is false for events that need no
-// work (a ping), bad names a missing required field.
-func convert(parsed any) (ev Event, ok bool, bad string) {
-	switch e := parsed.(type) {
-	case *gh.PingEvent:
-		return ev, false, ""
-	case *gh.PullRequestEvent:
-		repo := e.GetRepo().GetFullName()
-		if repo == "" || e.PullRequest == nil || e.PullRequest.GetNumber() == 0 {
-			return ev, false, "pull_request needs repository.full_name and pull_request.number"
-		}
-		pr := ghprovider.FromEvent(repo, e.PullRequest)
-		return Event{Repository: repo, PullRequest: &pr, SHA: pr.HeadSHA}, true, ""
-	case *gh.PushEvent:
-		repo := e.GetRepo().GetFullName()
-		if repo == "" {
-			return ev, false, "push needs repository.full_name"
-		}
-		r := e.GetRepo()
-		return Event{Repository: repo, Ref: e.GetRef(), SHA: e.GetAfter(),
-			CloneURLs: []string{r.GetCloneURL(), r.GetSSHURL(), r.GetGitURL(), r.GetHTMLURL(), r.GetURL()}}, true, ""
-	case *gh.StatusEvent:
-		repo := e.GetRepo().GetFullName()
-		if repo == "" || e.GetSHA() == "" {
-			return ev, false, "status needs repository.full_name and sha"
-		}
-		st := provider.GatePending
-		switch e.GetState() {
-		case "success":
-			st = provider.GatePassed
-		case "failure", "error":
-			st = provider.GateFailed
-		}
-		return Event{Repository: repo, SHA: e.GetSHA(), Gate: provider.Gate{StatusContext: e.GetContext()}, GateState: st}, true, ""
-	case *gh.IssueCommentEvent:
-		repo := e.GetRepo().GetFullName()
-		c := e.GetComment()
-		if repo == "" || e.GetIssue().GetNumber() == 0 || c.GetID() == 0 {
-			return ev, false, "issue_comment needs repository.full_name, issue.number and comment.id"
-		}
-		// Only a new comment on a pull request that carries a command is
-		// work; an edited or deleted one is never acted on.
-		if e.GetAction() != "created" || !e.GetIssue().IsPullRequest() || !render.HasCommand(c.GetBody()) {
-			return ev, false, ""
-		}
-		return Event{Repository: repo, Comment: &provider.Comment{ID: c.GetID(), Number: e.GetIssue().GetNumber(), Author: c.GetUser().GetLogin(),
-			Body: c.GetBody(), CreatedAt: c.GetCreatedAt().Time, UpdatedAt: c.GetUpdatedAt().Time}}, true, ""
-	case *gh.CheckRunEvent:
-		repo := e.GetRepo().GetFullName()
-		cr := e.GetCheckRun()
-		if repo == "" || cr.GetHeadSHA() == "" {
-			return ev, false, "check_run needs repository.full_name and check_run.head_sha"
-		}
-		st := provider.GatePending
-		if cr.GetStatus() == "completed" {
-			switch cr.GetConclusion() {
-			case "success":
-				st = provider.GatePassed
-			case "neutral", "skipped", "stale":
-			default:
-				st = provider.GateFailed
-			}
-		}
-		return Event{Repository: repo, SHA: cr.GetHeadSHA(), Gate: provider.Gate{CheckRun: cr.GetName(), App: cr.GetApp().GetSlug()}, GateState: st}, true, ""
-	case *gh.MergeGroupEvent:
-		return mergeGroup(e)
-	}
-	return ev, false, ""
-}
-
-// mergeGroup reads a merge_group event: checks_requested and destroyed are
-// work, any other action is not. The pull request is named only by the
-// group's head ref; one that does not parse is refused, naming the field.
-func mergeGroup(e *gh.MergeGroupEvent) (ev Event, ok bool, bad string) {
-	repo := e.GetRepo().GetFullName()
-	g := e.GetMergeGroup()
-	switch {
-	case repo == "":
-		return ev, false, "merge_group needs repository.full_name"
-	case e.GetAction() != "checks_requested" && e.GetAction() != "destroyed":
-		return ev, false, ""
-	case !isSHA(g.GetHeadSHA()):
-		return ev, false, "merge_group.head_sha must be a commit's 40 hexadecimal digits"
-	}
-	base, isBranch := strings.CutPrefix(g.GetBaseRef(), "refs/heads/")
-	if !isBranch || base == "" {
-		return ev, false, "merge_group.base_ref must be a branch, refs/heads/<branch>"
-	}
-	n, sha, parsed := ParseQueueRef(g.GetHeadRef())
-	if !parsed || !strings.HasPrefix(g.GetHeadRef(), "refs/heads/"+config.MergeQueueBranchPrefix+base+"/") {
-		return ev, false, "merge_group.head_ref must be refs/heads/" + config.MergeQueueBranchPrefix + "<base_ref's branch>/pr-<number>-<sha>"
-	}
-	mg := &MergeGroup{Destroyed: e.GetAction() == "destroyed", HeadSHA: g.GetHeadSHA(), HeadRef: g.GetHeadRef(), BaseRef: g.GetBaseRef(), Number: n, PullRequestSHA: sha}
-	return Event{Repository: repo, SHA: mg.HeadSHA, Ref: mg.HeadRef, MergeGroup: mg}, true, ""
-}
-
-// maxPullRequest bounds the number read from a merge group's ref, so that
-// it and the group's commit fit in a refresh mark's name.
-const maxPullRequest = 1<<31 - 1
-
-// ParseQueueRef reads the pull request a merge queue's branch
-// (refs/heads/gh-readonly-queue/<base>/pr-<number>-<sha>, or without
-// refs/heads/) is for: its number and the commit of it that was queued.
-// The base may hold slashes; the last segment names the pull request.
-func ParseQueueRef(ref string) (number int, sha string, ok bool) {
-	rest, ok := strings.CutPrefix(strings.TrimPrefix(ref, "refs/heads/"), config.MergeQueueBranchPrefix)
-	i := strings.LastIndex(rest, "/")
-	if !ok || i <= 0 {
-		return 0, "", false
-	}
-	num, sha, ok := strings.Cut(strings.TrimPrefix(rest[i+1:], "pr-"), "-")
-	if !ok || !strings.HasPrefix(rest[i+1:], "pr-") || !isSHA(sha) || num == "" || num[0] == '0' || len(num) > 10 {
-		return 0, "", false
-	}
-	n, err := strconv.Atoi(num)
-	if err != nil || n <= 0 || n > maxPullRequest {
-		return 0, "", false
-	}
-	return n, sha, true
-}
-
-// isSHA tells whether s is a commit's full SHA-1: 40 lower-case
-// hexadecimal digits.
-func isSHA(s string) bool {
-	if len(s) != 40 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }

@@ -58,15 +58,35 @@ func ValidSignature(secret, body []byte, signature string) bool {
 	return hmac.Equal(got, mac.Sum(nil))
 }
 
+// SignaturePresent reports whether a delivery carries a well-formed
+// X-Gitea-Signature (64 hexadecimal digits); one that does not is refused
+// before its body is read.
+func SignaturePresent(h http.Header) bool {
+	sig := strings.TrimSpace(h.Get(HeaderSignature))
+	return len(sig) == hex.EncodedLen(sha256.Size) && strings.Trim(strings.ToLower(sig), "0123456789abcdef") == ""
+}
+
+// Verified reports whether body is signed with the secret of the
+// repository it names (secrets.For): a repository with a secret of its own
+// is never accepted signed with another's. Unsigned yet, only the
+// repository's name is read of the body, to know whose secret signs it; a
+// body that names none is checked with the forge-wide secret.
+func Verified(h http.Header, body []byte, secrets provider.WebhookSecrets) bool {
+	var named struct {
+		Repository struct {
+			FullName string `json:"full_name"`
+		} `json:"repository"`
+	}
+	_ = json.Unmarshal(body, &named)
+	return ValidSignature(secrets.For(named.Repository.FullName), body, h.Get(HeaderSignature))
+}
+
 // ReadVerified reads a delivery's body (at most limit bytes) and checks its
-// signature with the secret of the repository it names (secrets.For): a
-// repository with a secret of its own is never accepted signed with
-// another's. A delivery without a well-formed signature is refused before
-// its body is read, and a body of known length is read into a buffer of
-// that length. It returns the event kind and the body.
+// signature (SignaturePresent before reading, Verified after). A body of
+// known length is read into a buffer of that length. It returns the event
+// kind and the body.
 func ReadVerified(r *http.Request, secrets provider.WebhookSecrets, limit int64) (string, []byte, error) {
-	sig := strings.TrimSpace(r.Header.Get(HeaderSignature))
-	if secrets.Empty() || len(sig) != hex.EncodedLen(sha256.Size) || strings.Trim(strings.ToLower(sig), "0123456789abcdef") != "" {
+	if secrets.Empty() || !SignaturePresent(r.Header) {
 		return "", nil, ErrBadSignature
 	}
 	if r.ContentLength > limit {
@@ -86,16 +106,7 @@ func ReadVerified(r *http.Request, secrets provider.WebhookSecrets, limit int64)
 	if int64(len(body)) > limit {
 		return "", nil, fmt.Errorf("gitea webhook body over %d bytes", limit)
 	}
-	var named struct {
-		Repository struct {
-			FullName string `json:"full_name"`
-		} `json:"repository"`
-	}
-	// Unsigned yet: only the repository's name is read, to know whose
-	// secret signs it; a body that names none is checked with the
-	// forge-wide secret.
-	_ = json.Unmarshal(body, &named)
-	if !ValidSignature(secrets.For(named.Repository.FullName), body, sig) {
+	if !Verified(r.Header, body, secrets) {
 		return "", nil, ErrBadSignature
 	}
 	return r.Header.Get(HeaderEvent), body, nil

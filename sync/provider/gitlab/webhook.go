@@ -61,15 +61,35 @@ func ValidToken(secret []byte, got string) bool {
 	return subtle.ConstantTimeCompare(want[:], have[:]) == 1
 }
 
+// TokenPresent reports whether a delivery's token (X-Gitlab-Token) is one
+// of the configured secrets; one that is none of them is refused before
+// its body is read.
+func TokenPresent(h http.Header, secrets provider.WebhookSecrets) bool {
+	token := h.Get(HeaderToken)
+	return secrets.Any(func(secret []byte) bool { return ValidToken(secret, token) })
+}
+
+// Verified reports whether a delivery's token is the secret of the project
+// its body names (secrets.For: its own, its nearest group's, else the
+// forge-wide one), so that a project with a secret of its own is never
+// accepted with another's.
+func Verified(h http.Header, body []byte, secrets provider.WebhookSecrets) bool {
+	var named struct {
+		Project struct {
+			Path string `json:"path_with_namespace"`
+		} `json:"project"`
+	}
+	_ = json.Unmarshal(body, &named)
+	return ValidToken(secrets.For(named.Project.Path), h.Get(HeaderToken))
+}
+
 // ReadVerified checks a delivery's token, then reads its body (at most
 // limit bytes); it returns the hook kind and the body. A token that is none
-// of the configured secrets is refused before the body is read; once the
-// body names its project, the token must be that project's secret
-// (secrets.For: its own, its nearest group's, else the forge-wide one), so
-// a project with a secret of its own is never accepted with another's.
+// of the configured secrets is refused before the body is read
+// (TokenPresent); once the body names its project, the token must be that
+// project's secret (Verified).
 func ReadVerified(r *http.Request, secrets provider.WebhookSecrets, limit int64) (string, []byte, error) {
-	token := r.Header.Get(HeaderToken)
-	if !secrets.Any(func(secret []byte) bool { return ValidToken(secret, token) }) {
+	if !TokenPresent(r.Header, secrets) {
 		return "", nil, ErrBadToken
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
@@ -79,13 +99,7 @@ func ReadVerified(r *http.Request, secrets provider.WebhookSecrets, limit int64)
 	if int64(len(body)) > limit {
 		return "", nil, fmt.Errorf("gitlab webhook body over %d bytes", limit)
 	}
-	var named struct {
-		Project struct {
-			Path string `json:"path_with_namespace"`
-		} `json:"project"`
-	}
-	_ = json.Unmarshal(body, &named)
-	if !ValidToken(secrets.For(named.Project.Path), token) {
+	if !Verified(r.Header, body, secrets) {
 		return "", nil, ErrBadToken
 	}
 	kind := r.Header.Get(HeaderEvent)
