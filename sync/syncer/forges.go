@@ -77,8 +77,8 @@ func pathOf(key string) string {
 // of each repository.
 type forgeSet struct{ reg provider.Registry }
 
-// sourceOf, reporterOf and commandsOf are the roles of a repository's
-// forge; those of a forge sync does not serve refuse every call.
+// sourceOf and reporterOf are the roles of a repository's forge; those of
+// a forge sync does not serve refuse every call.
 func (f forgeSet) sourceOf(key string) provider.PullRequestSource {
 	return f.reg.Lookup(forgeOf(key)).Source
 }
@@ -87,14 +87,22 @@ func (f forgeSet) reporterOf(key string) provider.Reporter {
 	return f.reg.Lookup(forgeOf(key)).Reporter
 }
 
-func (f forgeSet) commandsOf(key string) provider.CommandReader {
-	return f.reg.Lookup(forgeOf(key)).Commands
+// unlearnRepository tells the roles of a repository's forge that remember
+// things of it to forget them.
+func (f forgeSet) unlearnRepository(key string) {
+	forge, path := config.SplitRepositoryKey(key)
+	for _, fg := range f.reg.Forgetters(forge) {
+		fg.ForgetRepository(path)
+	}
 }
 
-// forgetters are the roles of a repository's forge that remember things
-// of its repositories and pull requests.
-func (f forgeSet) forgetters(key string) []provider.Forgetter {
-	return f.reg.Forgetters(forgeOf(key))
+// unlearnPullRequest tells the roles of a repository's forge that remember
+// things of its pull requests to forget one.
+func (f forgeSet) unlearnPullRequest(key string, number int) {
+	forge, path := config.SplitRepositoryKey(key)
+	for _, fg := range f.reg.Forgetters(forge) {
+		fg.ForgetPullRequest(path, number)
+	}
 }
 
 // repoForge is one repository's path on its forge and the roles a pass
@@ -107,7 +115,9 @@ type repoForge struct {
 
 // of is the forge of a repository, by its key.
 func (f forgeSet) of(key string) repoForge {
-	return repoForge{path: pathOf(key), source: f.sourceOf(key), commands: f.commandsOf(key)}
+	forge, path := config.SplitRepositoryKey(key)
+	roles := f.reg.Lookup(forge)
+	return repoForge{path: path, source: roles.Source, commands: roles.Commands}
 }
 
 // Serves reports whether sync has a provider for a forge.

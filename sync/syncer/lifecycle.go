@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
@@ -156,18 +155,6 @@ func observeReady(st *render.State, app string, e *petriv1.EphemeralEnvironment,
 	}
 	a := st.App(app)
 	a.ReadySHA, a.ReadyAt = head, now.UTC().Truncate(time.Second)
-}
-
-// keptBy says what suspends an application's expiry: its keep label on the
-// pull request or /petri keep; empty when nothing does.
-func keptBy(app *config.Application, labels []string, st render.State) string {
-	switch {
-	case slices.Contains(labels, app.Keep()):
-		return "the label `" + app.Keep() + "`"
-	case st.Kept:
-		return "`/petri keep`"
-	}
-	return ""
 }
 
 func shortSHA(sha string) string {

@@ -140,9 +140,7 @@ func (m *memory) configured(repo string) bool {
 // config. The caller holds m.mu.
 func (m *memory) forgetRepo(repo string) {
 	delete(m.repos, repo)
-	for _, f := range m.forges.forgetters(repo) {
-		f.ForgetRepository(pathOf(repo))
-	}
+	m.forges.unlearnRepository(repo)
 }
 
 // forgetPullRequest drops a closed pull request's state once its last
@@ -152,9 +150,7 @@ func (m *memory) forgetPullRequest(key prKey) {
 	if rs == nil || !rs.forgetPullRequest(key.Number) {
 		return
 	}
-	for _, f := range m.forges.forgetters(key.Repo) {
-		f.ForgetPullRequest(pathOf(key.Repo), key.Number)
-	}
+	m.forges.unlearnPullRequest(key.Repo, key.Number)
 }
 
 // appsFor returns the applications of the current config on a repository.

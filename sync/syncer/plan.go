@@ -7,6 +7,7 @@
 package syncer
 
 import (
+	"slices"
 	"time"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
@@ -118,4 +119,16 @@ func latest(ts ...time.Time) time.Time {
 		}
 	}
 	return out
+}
+
+// keptBy says what suspends an application's expiry: its keep label on the
+// pull request or /petri keep; empty when nothing does.
+func keptBy(app *config.Application, labels []string, st render.State) string {
+	switch {
+	case slices.Contains(labels, app.Keep()):
+		return "the label `" + app.Keep() + "`"
+	case st.Kept:
+		return "`/petri keep`"
+	}
+	return ""
 }

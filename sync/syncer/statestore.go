@@ -172,7 +172,8 @@ func (lv *lives) ensureLife(ctx context.Context, rs *repoState, key prKey) (*prL
 		return nil, err
 	}
 	if !got.CommentsRead {
-		if got.Comments, err = lv.forges.commandsOf(key.Repo).ListComments(ctx, pathOf(key.Repo), key.Number); err != nil {
+		rf := lv.forges.of(key.Repo)
+		if got.Comments, err = rf.commands.ListComments(ctx, rf.path, key.Number); err != nil {
 			return nil, fmt.Errorf("list the comments of %s#%d: %w", key.Repo, key.Number, err)
 		}
 	}
