@@ -82,9 +82,11 @@ func Verified(h http.Header, body []byte, secrets provider.WebhookSecrets) bool 
 }
 
 // ReadVerified reads a delivery's body (at most limit bytes) and checks its
-// signature (SignaturePresent before reading, Verified after). A body of
-// known length is read into a buffer of that length. It returns the event
-// kind and the body.
+// signature (SignaturePresent before reading, Verified after), for a
+// receiver of Gitea's hooks other than sync's webhook handler, which makes
+// the same two checks around its own bounded read. A body of known length
+// is read into a buffer of that length. It returns the event kind and the
+// body.
 func ReadVerified(r *http.Request, secrets provider.WebhookSecrets, limit int64) (string, []byte, error) {
 	if secrets.Empty() || !SignaturePresent(r.Header) {
 		return "", nil, ErrBadSignature

@@ -87,7 +87,9 @@ func Verified(h http.Header, body []byte, secrets provider.WebhookSecrets) bool 
 // limit bytes); it returns the hook kind and the body. A token that is none
 // of the configured secrets is refused before the body is read
 // (TokenPresent); once the body names its project, the token must be that
-// project's secret (Verified).
+// project's secret (Verified). It serves a receiver of GitLab's hooks other
+// than sync's webhook handler, which makes the same two checks around its
+// own bounded read.
 func ReadVerified(r *http.Request, secrets provider.WebhookSecrets, limit int64) (string, []byte, error) {
 	if !TokenPresent(r.Header, secrets) {
 		return "", nil, ErrBadToken
