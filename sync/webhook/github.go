@@ -1,4 +1,4 @@
-// GitHub's deliveries, at /webhooks/github (and /webhooks): one more forge
+// GitHub's deliveries, at /webhooks/github: one more forge
 // behind the handler's one intake, signed with X-Hub-Signature-256 and read
 // through go-github into sync's events.
 

@@ -96,8 +96,9 @@ type MergeGroup struct {
 	PullRequestSHA string
 }
 
-// Handler is the webhook endpoint: GitHub's deliveries at /webhooks (and
-// /webhooks/github), each other forge's at /webhooks/<forge>.
+// Handler is the webhook endpoint: each forge's deliveries at
+// /webhooks/<forge> (its path value "forge"), GitHub's where the path names
+// no forge.
 type Handler struct {
 	// Secret is GitHub's webhook secret; every delivery must be signed
 	// with it, but for those of a repository (or an owner) with a secret
