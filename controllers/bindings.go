@@ -38,30 +38,22 @@ func bindingSecretName(sw string) string { return naming.Bounded(253, "petri-bin
 
 // bindingStaging is the immutable staged copy in the management namespace.
 func bindingStaging(env *petriv1.EphemeralEnvironment, sw string) string {
-	return envJobKey(env, "binding", sw, 1).Name()
+	return jobs.EnvironmentKey(env, "binding", sw, 1).Name()
 }
-
-// A binding's Jobs are named by the generation at which the binding started
-// (its epoch): a shared workload removed from the spec is deprovisioned, and
-// listed again it needs a bind and a provision of its own, not the finished
-// Jobs of the earlier binding. Bindings recorded before the epoch existed
-// have generation 0 and the names they always had (epoch 1).
-
-func bindingEpoch(bs *petriv1.BindingStatus) int64 { return max(bs.Generation, 1) }
 
 // A binding run again because the environment's namespace was replaced has
 // the recovery it belongs to (bs.Recovery) in its Jobs' names as well.
 
 func bindJob(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus) string {
-	return bindingJobKey(env, bs, contract.ActionBind).Name()
+	return jobs.BindingKey(env, bs, contract.ActionBind).Name()
 }
 
 func provisionJob(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus) string {
-	return bindingJobKey(env, bs, contract.ActionProvision).Name()
+	return jobs.BindingKey(env, bs, contract.ActionProvision).Name()
 }
 
 func deprovisionJob(env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus, attempt int32) string {
-	key := bindingJobKey(env, bs, contract.ActionDeprovision)
+	key := jobs.BindingKey(env, bs, contract.ActionDeprovision)
 	key.Attempt = attempt
 	return key.Name()
 }
@@ -146,7 +138,7 @@ func (r *EphemeralEnvironmentReconciler) bind(ctx context.Context, env *petriv1.
 		if bs.Phase == petriv1.ComponentDeployed && !r.reprovisionDue(ctx, env, bs) {
 			continue
 		}
-		if bs.Phase == petriv1.ComponentFailed && bindingEpoch(bs) < env.Generation {
+		if bs.Phase == petriv1.ComponentFailed && jobs.BindingEpoch(bs) < env.Generation {
 			// A new generation binds anew what failed before (the shared
 			// workload or its step may have been fixed since): Jobs of
 			// its own, named by the new epoch.
@@ -206,7 +198,7 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 	if bs.Job == bindJob(env, bs) {
 		step = contract.ActionBind
 	}
-	if !st.exists {
+	if !st.Exists {
 		// Gone before its outcome was seen (deleted by hand, or removed by
 		// its TTL while the operator was down): nothing will ever report
 		// it, so the step runs again. Both are idempotent: the binding
@@ -222,25 +214,25 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 			bs.Phase, bs.Message = petriv1.ComponentDeployed, ""
 			return nil
 		}
-		return r.createStepJob(ctx, env, sw, bs.Job, contract.ActionProvision, sw.Spec.Provision, bindingEpoch(bs))
+		return r.createStepJob(ctx, env, sw, bs.Job, contract.ActionProvision, sw.Spec.Provision, jobs.BindingEpoch(bs))
 	}
-	if !st.done {
+	if !st.Done {
 		return nil
 	}
-	if !st.succeeded {
-		bs.Phase, bs.FinishedAt, bs.LastError = petriv1.ComponentFailed, st.finished, oneLine(st.message)
+	if !st.Succeeded {
+		bs.Phase, bs.FinishedAt, bs.LastError = petriv1.ComponentFailed, st.Finished, jobs.OneLine(st.Message)
 		recordJob(step, st)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindFailed, "Bind", "%s of shared workload %s failed: %s", step, releaseName(sw), bs.LastError)
 		return nil
 	}
 	if step == contract.ActionProvision {
-		bs.Phase, bs.FinishedAt, bs.Message = petriv1.ComponentDeployed, st.finished, ""
+		bs.Phase, bs.FinishedAt, bs.Message = petriv1.ComponentDeployed, st.Finished, ""
 		recordJob(step, st)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s provisioned by job %s", releaseName(sw), bs.Job)
 		return nil
 	}
 	if sw.Spec.Provision == nil {
-		bs.Phase, bs.FinishedAt, bs.Message = petriv1.ComponentDeployed, st.finished, ""
+		bs.Phase, bs.FinishedAt, bs.Message = petriv1.ComponentDeployed, st.Finished, ""
 		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s bound", releaseName(sw))
 		return nil
 	}
@@ -256,7 +248,7 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 	}
 	bs.SharedRecovery = sw.Status.Recoveries
 	name := provisionJob(env, bs)
-	if err := r.createStepJob(ctx, env, sw, name, contract.ActionProvision, sw.Spec.Provision, bindingEpoch(bs)); err != nil {
+	if err := r.createStepJob(ctx, env, sw, name, contract.ActionProvision, sw.Spec.Provision, jobs.BindingEpoch(bs)); err != nil {
 		return err
 	}
 	now := r.Options.metaNow()
@@ -278,7 +270,7 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 		p.stalled(petriv1.ReasonInvalidSpec, fmt.Sprintf("shared workload %s: %v", releaseName(sw), err))
 		return nil
 	}
-	labels := r.jobLabels(env, releaseName(sw), contract.ActionBind, bindingEpoch(bs))
+	labels := r.jobLabels(env, releaseName(sw), contract.ActionBind, jobs.BindingEpoch(bs))
 	staged, err := r.stageBinding(ctx, env, sw, rendered, labels)
 	if err != nil {
 		return err

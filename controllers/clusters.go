@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
+	"github.com/petri-dev/petri/controllers/internal/releasebusy"
 )
 
 // clusterRegistry holds the operator's connection to each registered
@@ -320,13 +322,13 @@ func newWorkloadCluster(ctx context.Context, cfg *rest.Config, o Options) (clust
 	if err != nil {
 		return nil, fmt.Errorf("build workload cluster client: %w", err)
 	}
-	if err := indexJobsByRelease(ctx, cl.GetFieldIndexer()); err != nil {
+	if err := releasebusy.IndexJobs(ctx, cl.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
-	if err := indexPodsByRelease(ctx, cl.GetFieldIndexer()); err != nil {
+	if err := releasebusy.IndexPods(ctx, cl.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
-	if err := indexPodsByJob(ctx, cl.GetFieldIndexer()); err != nil {
+	if err := jobwatch.IndexPodsByJob(ctx, cl.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
 	return cl, nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 )
 
 // indexEnvironmentUID indexes environments by UID: an object in a workload
@@ -49,21 +50,21 @@ func (r *EphemeralEnvironmentReconciler) watchCluster(conn *clusterConn) error {
 	reader := conn.cluster.GetClient()
 	toEnv := handler.EnqueueRequestsFromMapFunc(r.environmentOfLabels)
 	for _, w := range r.watchers {
-		jobPreds := []predicate.Predicate{jobOutcomeChanged}
+		jobPreds := []predicate.Predicate{jobwatch.OutcomeChanged}
 		if w.actions != nil {
 			actions := w.actions
 			jobPreds = append(jobPreds, predicate.NewPredicateFuncs(func(obj client.Object) bool {
 				return slices.Contains(actions, obj.GetLabels()[contract.LabelAction])
 			}))
 		} else {
-			jobPreds = append(jobPreds, notToldByItsPod(reader))
+			jobPreds = append(jobPreds, jobwatch.NotToldByItsPod(reader))
 		}
 		w.events.add(conn.ctx, conn.name, source.Kind[client.Object](cache, &batchv1.Job{}, toEnv, jobPreds...))
 		if w.actions != nil {
 			continue
 		}
 		for _, src := range []source.Source{
-			source.Kind[client.Object](cache, &corev1.Pod{}, toEnv, podSucceededNow),
+			source.Kind[client.Object](cache, &corev1.Pod{}, toEnv, jobwatch.PodSucceededNow),
 			source.Kind[client.Object](cache, &corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(namespaceOwner)),
 			source.Kind[client.Object](cache, &corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfIdentity)),
 		} {

@@ -22,6 +22,7 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/graph"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/releasebusy"
 	"github.com/petri-dev/petri/controllers/internal/summary"
 	"github.com/petri-dev/petri/controllers/internal/values"
 )
@@ -75,7 +76,7 @@ func (r *EphemeralEnvironmentReconciler) newGeneration(ctx context.Context, env 
 			if err != nil {
 				return nil, err
 			}
-			if st.exists && !st.done {
+			if st.Exists && !st.Done {
 				inFlight = append(inFlight, cs.Job)
 				continue
 			}
@@ -103,23 +104,23 @@ func (r *EphemeralEnvironmentReconciler) observeDeploys(ctx context.Context, env
 			return err
 		}
 		switch {
-		case !st.exists:
+		case !st.Exists:
 			// Deleted behind our back: starting it again is safe, the
 			// name is deterministic.
 			cs.Phase = petriv1.ComponentPending
-		case st.done && st.succeeded:
-			cs.Phase, cs.FinishedAt, cs.LastError, cs.Message = petriv1.ComponentDeployed, st.finished, "", ""
+		case st.Done && st.Succeeded:
+			cs.Phase, cs.FinishedAt, cs.LastError, cs.Message = petriv1.ComponentDeployed, st.Finished, "", ""
 			if c := findComponent(env, cs.Name); c != nil && !c.Release.Waits() {
 				// Deployed is all it says: its pods may not run.
 				cs.Message = petriv1.NotWaitedFor
 			}
-			cs.Revision = int32(st.result.Revision)
+			cs.Revision = int32(st.Result.Revision)
 			recordJob(contract.ActionDeploy, st)
 			r.pruneComponentValues(ctx, env, cs)
-		case st.done:
-			cs.Phase, cs.FinishedAt, cs.LastError = petriv1.ComponentFailed, st.finished, oneLine(st.message)
+		case st.Done:
+			cs.Phase, cs.FinishedAt, cs.LastError = petriv1.ComponentFailed, st.Finished, jobs.OneLine(st.Message)
 			recordJob(contract.ActionDeploy, st)
-			r.scheduleRetry(env, cs, st.retryable())
+			r.scheduleRetry(env, cs, st.Retryable())
 		}
 	}
 	return nil
@@ -324,7 +325,7 @@ func findComponent(env *petriv1.EphemeralEnvironment, name string) *petriv1.Comp
 type deployLaunch struct {
 	component, job string
 	attempt        int32
-	wait           releaseWait
+	wait           releasebusy.Wait
 	refused        error
 	err            error
 	at             metav1.Time
@@ -352,8 +353,8 @@ func (r *EphemeralEnvironmentReconciler) launchDeploy(ctx context.Context, env *
 	if cs := findComponentStatus(env, name); cs != nil {
 		attempt = max(cs.Attempt, 1)
 	}
-	l := deployLaunch{component: name, attempt: attempt, job: deployJobName(env, name, attempt)}
-	if l.wait, l.err = r.releaseBusy(ctx, env, name, l.job); l.err != nil || l.wait.busy() {
+	l := deployLaunch{component: name, attempt: attempt, job: jobs.DeployName(env, name, attempt)}
+	if l.wait, l.err = r.releaseBusy(ctx, env, name, l.job); l.err != nil || l.wait.Busy() {
 		return l
 	}
 	c := findComponent(env, name)
@@ -368,7 +369,7 @@ func (r *EphemeralEnvironmentReconciler) launchDeploy(ctx context.Context, env *
 		return l
 	}
 	gen := env.Generation
-	secretName := envJobKey(env, valuesSubject, name, gen).Name()
+	secretName := jobs.EnvironmentKey(env, jobs.ValuesSubject, name, gen).Name()
 	labels := r.jobLabels(env, name, contract.ActionDeploy, gen)
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.ManagementNamespace, Name: secretName, Labels: labels},
@@ -395,7 +396,7 @@ func (r *EphemeralEnvironmentReconciler) launchDeploy(ctx context.Context, env *
 	}
 	args = append(args, releaseArgs(r.Options, c.Chart, c.Release)...)
 	l.at = r.Options.metaNow()
-	if err := r.createJobWithin(ctx, env, l.job, labels, args, secretName, releaseDeadline(c.Release)); err != nil {
+	if err := r.createJobWithin(ctx, env, l.job, labels, args, secretName, jobs.ReleaseDeadline(c.Release)); err != nil {
 		if !apierrors.IsForbidden(err) && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsInternalError(err) && !apierrors.IsTooManyRequests(err) && !apierrors.IsServiceUnavailable(err) {
 			l.err = err
 			return l
@@ -405,7 +406,7 @@ func (r *EphemeralEnvironmentReconciler) launchDeploy(ctx context.Context, env *
 		l.refused = err
 		return l
 	}
-	r.releaseJobs.created(env, name, l.job)
+	r.releaseJobs.Add(env, name, l.job)
 	return l
 }
 
@@ -416,15 +417,15 @@ func (r *EphemeralEnvironmentReconciler) recordLaunch(ctx context.Context, env *
 	switch {
 	case l.err != nil:
 		return false, l.err
-	case l.wait.busy():
-		cs.Message = l.wait.waiting()
+	case l.wait.Busy():
+		cs.Message = l.wait.Waiting()
 		p.requeueAfter(uncachedPoll)
 		return false, nil
 	case l.refused != nil:
 		// Retried with the component's backoff.
 		now := l.at
 		cs.Phase, cs.Job, cs.Generation, cs.Attempt, cs.StartedAt, cs.FinishedAt = petriv1.ComponentFailed, l.job, env.Generation, l.attempt, &now, &now
-		cs.LastError = oneLine(string(contract.ReasonKubernetesRefused) + ": " + l.refused.Error())
+		cs.LastError = jobs.OneLine(string(contract.ReasonKubernetesRefused) + ": " + l.refused.Error())
 		r.scheduleRetry(env, cs, true)
 		if cs.NextRetryAt != nil {
 			p.requeueAfter(r.Options.until(cs.NextRetryAt.Time))
@@ -433,9 +434,9 @@ func (r *EphemeralEnvironmentReconciler) recordLaunch(ctx context.Context, env *
 	}
 	now := l.at
 	cs.Phase, cs.Job, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.Message, cs.LastError, cs.Attempt, cs.NextRetryAt =
-		petriv1.ComponentDeploying, l.job, env.Generation, &now, nil, l.wait.passedOver(), "", l.attempt, nil
+		petriv1.ComponentDeploying, l.job, env.Generation, &now, nil, l.wait.PassedOver(), "", l.attempt, nil
 	log.FromContext(ctx).Info("Started deploy job", "component", l.component, "job", l.job, "attempt", l.attempt)
-	if passed := l.wait.passedOver(); passed != "" {
+	if passed := l.wait.PassedOver(); passed != "" {
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonReleaseHolderLost, "Deploy", "component %s: %s", l.component, passed)
 	}
 	return true, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/jobs"
 )
 
 // deprovisionBindings runs the deprovision Job of every provisioned binding,
@@ -52,7 +53,7 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 		if err != nil {
 			return false, err
 		}
-		if st.exists && !st.done {
+		if st.Exists && !st.Done {
 			bs.Message = "waiting for the running " + bs.Job + " before deprovisioning"
 			return false, nil
 		}
@@ -86,7 +87,7 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 		attempt = bs.Attempt + 1
 	}
 	name := deprovisionJob(env, bs, attempt)
-	if err := r.createStepJob(ctx, env, sw, name, contract.ActionDeprovision, sw.Spec.Deprovision, bindingEpoch(bs)); err != nil {
+	if err := r.createStepJob(ctx, env, sw, name, contract.ActionDeprovision, sw.Spec.Deprovision, jobs.BindingEpoch(bs)); err != nil {
 		return false, err
 	}
 	now := r.Options.metaNow()

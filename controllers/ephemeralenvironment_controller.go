@@ -30,6 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
+	"github.com/petri-dev/petri/controllers/internal/releasebusy"
 	"github.com/petri-dev/petri/internal/cacheguard"
 )
 
@@ -53,7 +55,7 @@ type EphemeralEnvironmentReconciler struct {
 	// write by this operator.
 	written cacheguard.Writes[types.NamespacedName]
 	// releaseJobs remembers the last Job it created of each release.
-	releaseJobs releaseJobs
+	releaseJobs releasebusy.Created
 	// locks serialises its passes with the sleep and verify controllers'.
 	locks envLocks
 	// clusters are the connections to the workload clusters; nil without
@@ -90,7 +92,7 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 	if err := r.Get(ctx, req.NamespacedName, env); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.written.Forget(req.NamespacedName)
-			r.releaseJobs.forget(req.NamespacedName)
+			r.releaseJobs.Forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -315,8 +317,8 @@ func (r *EphemeralEnvironmentReconciler) expiry(env *petriv1.EphemeralEnvironmen
 func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&petriv1.EphemeralEnvironment{}).
-		Owns(&batchv1.Job{}, builder.WithPredicates(jobOutcomeChanged, notToldByItsPod(mgr.GetClient()))).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfPod), builder.WithPredicates(podSucceededNow)).
+		Owns(&batchv1.Job{}, builder.WithPredicates(jobwatch.OutcomeChanged, jobwatch.NotToldByItsPod(mgr.GetClient()))).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfPod), builder.WithPredicates(jobwatch.PodSucceededNow)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(namespaceOwner)).
 		Watches(&petriv1.SharedWorkload{}, handler.EnqueueRequestsFromMapFunc(r.environmentsUsing), builder.WithPredicates(sharedWorkloadChanged)).
 		Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfIdentity)).

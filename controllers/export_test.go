@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 )
 
 // RequestKind is requestKind, for the table test.
@@ -24,9 +25,9 @@ var RequestKind = requestKind
 var (
 	SlimCachedJob  = slimCachedJob
 	SlimCachedPod  = slimCachedPod
-	JobPods        = jobPods
-	IndexJobPods   = indexJobPods
-	IndexPodsByJob = indexPodsByJob
+	JobPods        = jobwatch.Pods
+	IndexJobPods   = jobwatch.PodsIndex
+	IndexPodsByJob = jobwatch.IndexPodsByJob
 )
 
 // SetFinalizer is setFinalizer, for its test against the API server.
@@ -42,10 +43,10 @@ type JobOutcome struct {
 
 // ObserveJobLive is observeJobLive, reading the Job through cache first.
 func ObserveJobLive(ctx context.Context, cache, api client.Reader, namespace, name string) (JobOutcome, error) {
-	st, _, err := observeJobLive(ctx, cache, api, namespace, name)
+	st, _, err := jobwatch.ObserveLive(ctx, cache, api, namespace, name)
 	return JobOutcome{
-		Exists: st.exists, Done: st.done, Succeeded: st.succeeded, Typed: st.typed, Retryable: st.retryable(),
-		Reason: string(st.result.Reason), Revision: st.result.Revision,
+		Exists: st.Exists, Done: st.Done, Succeeded: st.Succeeded, Typed: st.Typed, Retryable: st.Retryable(),
+		Reason: string(st.Result.Reason), Revision: st.Result.Revision,
 	}, err
 }
 

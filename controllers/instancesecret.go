@@ -14,10 +14,11 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/binding"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/releasebusy"
 )
 
 // LabelSharedWorkload names the SharedWorkload an object belongs to.
-const LabelSharedWorkload = "petri.dev/shared-workload"
+const LabelSharedWorkload = releasebusy.LabelSharedWorkload
 
 // instanceSecretName is the Secret holding a shared workload's generated
 // keys, in the management namespace beside it.

@@ -26,7 +26,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/releasebusy"
 )
 
 // Options are the operator's settings; cmd/petri-operator fills them from
@@ -377,13 +379,13 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := metrics.Registry.Register(collector); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
-	if err := indexJobsByRelease(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := releasebusy.IndexJobs(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("index jobs by release: %w", err)
 	}
-	if err := indexPodsByRelease(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := releasebusy.IndexPods(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("index pods by release: %w", err)
 	}
-	if err := indexPodsByJob(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := jobwatch.IndexPodsByJob(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("index pods by job: %w", err)
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &petriv1.EphemeralEnvironment{}, indexSharedWorkloads, func(obj client.Object) []string {

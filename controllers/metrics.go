@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 )
 
 var (
@@ -30,14 +31,14 @@ func init() {
 
 // recordJob observes a finished Job's duration and counts failures; called
 // once, on the transition that sees the Job finish.
-func recordJob(action string, st jobState) {
+func recordJob(action string, st jobwatch.State) {
 	outcome := "succeeded"
-	if !st.succeeded {
+	if !st.Succeeded {
 		outcome = "failed"
 		jobFailures.WithLabelValues(action).Inc()
 	}
-	if st.started != nil && st.finished != nil {
-		jobDuration.WithLabelValues(action, outcome).Observe(st.finished.Sub(st.started.Time).Seconds())
+	if st.Started != nil && st.Finished != nil {
+		jobDuration.WithLabelValues(action, outcome).Observe(st.Finished.Sub(st.Started.Time).Seconds())
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 // annotation holds a value the operator has not honoured yet: every component
 // of the spec goes back to Pending for the current generation, and the value
 // is recorded in status.lastRedeploy, which also goes into the names of the
-// deploy Jobs it starts (deployJobName). Recording it makes the request
+// deploy Jobs it starts (jobs.DeployName). Recording it makes the request
 // idempotent: the same value never deploys twice, after a restart neither.
 //
 // A request waits while any Job of the environment runs, so two Helm

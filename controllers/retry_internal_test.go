@@ -13,6 +13,7 @@ import (
 
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 )
 
 // A failed deploy Job is retried with a new Job unless its result says no
@@ -48,10 +49,10 @@ func TestRetryableFailures(t *testing.T) {
 		if r := contract.Reason(reason); slices.Contains(deployerReasons, r) {
 			termination = contract.Encode(contract.Result{Action: contract.ActionDeploy, Outcome: contract.OutcomeFailed, Reason: r, Retryable: r.Retryable(), Message: msg})
 		}
-		var st jobState
-		st.setMessage(termination)
-		assert.Equal(t, want, st.retryable(), msg)
-		assert.Equal(t, msg, st.message, "the message for people is the result's, %s", detail)
+		var st jobwatch.State
+		st.SetMessage(termination)
+		assert.Equal(t, want, st.Retryable(), msg)
+		assert.Equal(t, msg, st.Message, "the message for people is the result's, %s", detail)
 	}
 }
 
@@ -79,30 +80,30 @@ func TestSharedRetryPolicy(t *testing.T) {
 // The revision of a deploy and the releases a verification found drifted
 // are read from the result's fields, never from its message.
 func TestVerificationResults(t *testing.T) {
-	var st jobState
-	st.setMessage(contract.Encode(contract.Result{Action: contract.ActionDeploy, Outcome: contract.OutcomeSucceeded, Revision: 4, Message: "Deployed: revision 4"}))
-	assert.True(t, st.typed)
-	assert.Equal(t, 4, st.result.Revision)
-	assert.Equal(t, "Deployed: revision 4", st.message)
+	var st jobwatch.State
+	st.SetMessage(contract.Encode(contract.Result{Action: contract.ActionDeploy, Outcome: contract.OutcomeSucceeded, Revision: 4, Message: "Deployed: revision 4"}))
+	assert.True(t, st.Typed)
+	assert.Equal(t, 4, st.Result.Revision)
+	assert.Equal(t, "Deployed: revision 4", st.Message)
 
 	for _, msg := range []string{"", "Deployed", "Deployed: revision 4"} {
-		st = jobState{}
-		st.setMessage(msg)
-		assert.False(t, st.typed, "prose is no result: %q", msg)
-		assert.Zero(t, st.result.Revision)
-		assert.Equal(t, msg, st.message)
+		st = jobwatch.State{}
+		st.SetMessage(msg)
+		assert.False(t, st.Typed, "prose is no result: %q", msg)
+		assert.Zero(t, st.Result.Revision)
+		assert.Equal(t, msg, st.Message)
 	}
 
-	st = jobState{}
-	st.setMessage(contract.Encode(contract.Result{Action: contract.ActionVerify, Outcome: contract.OutcomeDrifted, Reason: contract.ReasonReleaseMissing,
+	st = jobwatch.State{}
+	st.SetMessage(contract.Encode(contract.Result{Action: contract.ActionVerify, Outcome: contract.OutcomeDrifted, Reason: contract.ReasonReleaseMissing,
 		Drifted: []string{"web", "api"}, Message: "ReleaseMissing: web; RevisionMismatch: api 3 != 4"}))
-	assert.Equal(t, []string{"web", "api"}, st.result.Drifted)
-	assert.Equal(t, "ReleaseMissing: web; RevisionMismatch: api 3 != 4", st.message)
+	assert.Equal(t, []string{"web", "api"}, st.Result.Drifted)
+	assert.Equal(t, "ReleaseMissing: web; RevisionMismatch: api 3 != 4", st.Message)
 
-	st = jobState{}
-	st.setMessage(contract.Encode(contract.Result{Action: contract.ActionVerify, Outcome: contract.OutcomeFailed, Reason: contract.ReasonKubernetesRefused, Retryable: true, Message: "KubernetesRefused: secrets is forbidden"}))
-	assert.Empty(t, st.result.Drifted)
-	assert.Equal(t, contract.OutcomeFailed, st.result.Outcome)
+	st = jobwatch.State{}
+	st.SetMessage(contract.Encode(contract.Result{Action: contract.ActionVerify, Outcome: contract.OutcomeFailed, Reason: contract.ReasonKubernetesRefused, Retryable: true, Message: "KubernetesRefused: secrets is forbidden"}))
+	assert.Empty(t, st.Result.Drifted)
+	assert.Equal(t, contract.OutcomeFailed, st.Result.Outcome)
 }
 
 // One backoff for every retried step: doubled per earlier attempt, at most

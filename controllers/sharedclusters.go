@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 )
 
 // Shared workloads in workload clusters.
@@ -227,7 +228,7 @@ func (r *SharedWorkloadReconciler) watchCluster(conn *clusterConn) error {
 	toCopy := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
 		return r.copyOfLabels(ctx, conn.name, obj)
 	})
-	r.clusterEvents.add(conn.ctx, conn.name, source.Kind[client.Object](conn.cluster.GetCache(), &batchv1.Job{}, toCopy, jobOutcomeChanged))
+	r.clusterEvents.add(conn.ctx, conn.name, source.Kind[client.Object](conn.cluster.GetCache(), &batchv1.Job{}, toCopy, jobwatch.OutcomeChanged))
 	return nil
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/summary"
 )
@@ -240,7 +241,7 @@ func (r *SharedWorkloadReconciler) jobLabels(sw *petriv1.SharedWorkload, action 
 
 func (r *SharedWorkloadReconciler) createJob(ctx context.Context, sw *petriv1.SharedWorkload, name, action string, gen int64, args []string, valuesSecret string) error {
 	return createJob(ctx, r.Client, r.Options, jobs.Spec{
-		Name: name, Labels: r.jobLabels(sw, action, gen), ActiveDeadline: releaseDeadline(sw.Spec.Release),
+		Name: name, Labels: r.jobLabels(sw, action, gen), ActiveDeadline: jobs.ReleaseDeadline(sw.Spec.Release),
 		Owner:          *metav1.NewControllerRef(sw, petriv1.GroupVersion.WithKind("SharedWorkload")),
 		ServiceAccount: sharedDeployer,
 		Image:          r.Options.DeployerImage,
@@ -304,11 +305,11 @@ func (r *SharedWorkloadReconciler) followUndeploy(ctx context.Context, sw *petri
 	if rel != nil && rel.Phase == petriv1.ComponentDeploying {
 		// A deploy still running finishes first: two Helm operations on
 		// one release never overlap.
-		st, uncached, err := observeJobLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, rel.Job)
+		st, uncached, err := jobwatch.ObserveLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, rel.Job)
 		if err != nil {
 			return reconcile.Result{}, true, err
 		}
-		if st.exists && !st.done {
+		if st.Exists && !st.Done {
 			if uncached {
 				return reconcile.Result{RequeueAfter: uncachedPoll}, true, nil
 			}
@@ -316,26 +317,26 @@ func (r *SharedWorkloadReconciler) followUndeploy(ctx context.Context, sw *petri
 		}
 	}
 	if rel != nil && rel.Phase == petriv1.ComponentUndeploying {
-		st, uncached, err := observeJobLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, rel.Job)
+		st, uncached, err := jobwatch.ObserveLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, rel.Job)
 		if err != nil {
 			return reconcile.Result{}, true, err
 		}
 		switch {
-		case st.exists && !st.done:
+		case st.Exists && !st.Done:
 			if uncached {
 				return reconcile.Result{RequeueAfter: uncachedPoll}, true, nil
 			}
 			return reconcile.Result{}, true, nil
-		case !st.exists:
+		case !st.Exists:
 			// Gone before its outcome was seen: the next attempt runs
 			// now (an undeploy of an absent release succeeds).
 			log.FromContext(ctx).Info("Undeploy job is gone before its outcome was seen, starting the next attempt", "job", rel.Job, "attempt", rel.Attempt)
-		case st.succeeded || forced:
-			rel.Phase, rel.FinishedAt = petriv1.ComponentUndeployed, st.finished
+		case st.Succeeded || forced:
+			rel.Phase, rel.FinishedAt = petriv1.ComponentUndeployed, st.Finished
 			recordJob(contract.ActionUndeploy, st)
 		default:
 			if rel.LastError == "" || rel.FinishedAt == nil {
-				rel.LastError, rel.FinishedAt = oneLine(st.message), st.finished
+				rel.LastError, rel.FinishedAt = jobs.OneLine(st.Message), st.Finished
 				recordJob(contract.ActionUndeploy, st)
 			}
 			if wait := r.Options.stepRetryIn(rel.Attempt, rel.FinishedAt); wait > 0 {
@@ -359,15 +360,15 @@ func (r *SharedWorkloadReconciler) startUndeploy(ctx context.Context, sw *petriv
 	if stale, err := r.staleCopy(ctx, sw); err != nil || stale {
 		return reconcile.Result{}, err
 	}
-	key := sharedJobKey(sw, contract.ActionUndeploy, gen)
+	key := jobs.SharedKey(sw, contract.ActionUndeploy, gen)
 	key.Attempt = attempt
 	name := key.Name()
 	args := []string{"undeploy", "--release", releaseName(sw), "--namespace", r.Options.SharedNamespace, "--termination-log", jobs.TerminationLogPath}
 	wait, err := r.sharedReleaseBusy(ctx, sw, name)
 	if err != nil {
 		return reconcile.Result{}, err
-	} else if wait.busy() {
-		msg := "undeploy " + wait.waiting()
+	} else if wait.Busy() {
+		msg := "undeploy " + wait.Waiting()
 		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownProgressing, msg)
 		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownProgressing, msg)
 		return reconcile.Result{RequeueAfter: uncachedPoll}, nil
@@ -382,7 +383,7 @@ func (r *SharedWorkloadReconciler) startUndeploy(ctx context.Context, sw *petriv
 	if attempt > 1 && lastError != "" {
 		msg = fmt.Sprintf("undeploying (attempt %d; attempt %d failed: %s)", attempt, attempt-1, lastError)
 	}
-	if passed := wait.passedOver(); passed != "" {
+	if passed := wait.PassedOver(); passed != "" {
 		msg += "; " + passed
 		r.Recorder.Eventf(sw, nil, corev1.EventTypeWarning, petriv1.ReasonReleaseHolderLost, "Undeploy", "%s", passed)
 	}
@@ -415,7 +416,7 @@ func (r *SharedWorkloadReconciler) SetupWithManager(mgr manager.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&petriv1.SharedWorkload{}).
 		Owns(&petriv1.SharedWorkload{}).
-		Owns(&batchv1.Job{}, builder.WithPredicates(jobOutcomeChanged)).
+		Owns(&batchv1.Job{}, builder.WithPredicates(jobwatch.OutcomeChanged)).
 		Watches(&petriv1.EphemeralEnvironment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
 			e, ok := obj.(*petriv1.EphemeralEnvironment)
 			if !ok {

@@ -16,6 +16,7 @@ import (
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 )
 
@@ -88,7 +89,7 @@ func (r *SharedWorkloadReconciler) verifyRelease(ctx context.Context, sw *petriv
 		}
 	}
 	period := max(r.Options.VerifyInterval, time.Second)
-	key := sharedJobKey(sw, contract.ActionVerify, sw.Generation)
+	key := jobs.SharedKey(sw, contract.ActionVerify, sw.Generation)
 	key.Recovery = sw.Status.Recoveries
 	key.Verify = &naming.VerifyCause{Trigger: verifyTriggerPeriodic, Key: strconv.FormatInt(r.Options.now().UnixNano()/int64(period), 10)}
 	name := key.Name()
@@ -116,30 +117,30 @@ func (r *SharedWorkloadReconciler) verifyRelease(ctx context.Context, sw *petriv
 // Job: verified (the Job goes), lost, or could not tell (kept for its log,
 // the next period tries again).
 func (r *SharedWorkloadReconciler) observeReleaseVerification(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus, v *petriv1.VerificationStatus) (string, reconcile.Result, error) {
-	st, uncached, err := observeJobLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, v.Job)
+	st, uncached, err := jobwatch.ObserveLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, v.Job)
 	if err != nil {
 		return "", reconcile.Result{}, err
 	}
 	now := r.Options.metaNow()
 	switch {
-	case !st.exists:
+	case !st.Exists:
 		v.FinishedAt, v.Result = &now, fmt.Sprintf("job %s is gone before its outcome was seen", v.Job)
 		return "", reconcile.Result{}, nil
-	case !st.done:
+	case !st.Done:
 		if uncached {
 			return "", reconcile.Result{RequeueAfter: uncachedPoll}, nil
 		}
 		return "", reconcile.Result{}, nil
 	}
 	recordJob(contract.ActionVerify, st)
-	v.FinishedAt, v.Result = &now, oneLine(st.message)
-	if st.finished != nil {
-		v.FinishedAt = st.finished
+	v.FinishedAt, v.Result = &now, jobs.OneLine(st.Message)
+	if st.Finished != nil {
+		v.FinishedAt = st.Finished
 	}
-	if st.succeeded {
+	if st.Succeeded {
 		return "", reconcile.Result{}, deleteFinishedJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job)
 	}
-	if st.typed && st.result.Outcome == contract.OutcomeDrifted && slices.Contains(st.result.Drifted, sw.Name) &&
+	if st.Typed && st.Result.Outcome == contract.OutcomeDrifted && slices.Contains(st.Result.Drifted, sw.Name) &&
 		(rel.FinishedAt == nil || !rel.FinishedAt.After(v.StartedAt.Time)) {
 		return fmt.Sprintf("verify job %s found: %s", v.Job, v.Result), reconcile.Result{}, nil
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/values"
 )
@@ -94,33 +95,33 @@ func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.Share
 // observeRelease records the outcome of the release's running deploy Job;
 // running says it has none yet.
 func (r *SharedWorkloadReconciler) observeRelease(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus) (reconcile.Result, bool, error) {
-	st, uncached, err := observeJobLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, rel.Job)
+	st, uncached, err := jobwatch.ObserveLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, rel.Job)
 	if err != nil {
 		return reconcile.Result{}, false, err
 	}
 	switch {
-	case st.exists && !st.done:
+	case st.Exists && !st.Done:
 		r.summarize(sw, petriv1.ReasonDeployProgressing, "deploy job "+rel.Job+" is running")
 		if uncached {
 			return reconcile.Result{RequeueAfter: uncachedPoll}, true, nil
 		}
 		return reconcile.Result{}, true, nil
-	case !st.exists:
+	case !st.Exists:
 		rel.Phase = petriv1.ComponentPending
-	case st.succeeded:
-		rel.Phase, rel.FinishedAt, rel.LastError, rel.Message = petriv1.ComponentDeployed, st.finished, "", ""
+	case st.Succeeded:
+		rel.Phase, rel.FinishedAt, rel.LastError, rel.Message = petriv1.ComponentDeployed, st.Finished, "", ""
 		if !sw.Spec.Release.Waits() {
 			rel.Message = petriv1.NotWaitedFor
 		}
-		rel.Revision = int32(st.result.Revision)
+		rel.Revision = int32(st.Result.Revision)
 		recordJob(contract.ActionDeploy, st)
 		if err := pruneOlderValues(ctx, r.Client, sw.Namespace, client.MatchingLabels{LabelSharedWorkload: naming.LabelValue(sw.Name)}, rel.Generation); err != nil {
 			log.FromContext(ctx).Info("Values secrets of older generations not deleted", "error", err.Error())
 		}
 	default:
-		rel.Phase, rel.FinishedAt, rel.LastError = petriv1.ComponentFailed, st.finished, oneLine(st.message)
+		rel.Phase, rel.FinishedAt, rel.LastError = petriv1.ComponentFailed, st.Finished, jobs.OneLine(st.Message)
 		recordJob(contract.ActionDeploy, st)
-		r.scheduleRetry(sw, rel, st.retryable())
+		r.scheduleRetry(sw, rel, st.Retryable())
 	}
 	return reconcile.Result{}, false, nil
 }
@@ -180,7 +181,7 @@ func (r *SharedWorkloadReconciler) startRelease(ctx context.Context, sw *petriv1
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	secretName := sharedJobKey(sw, valuesSubject, gen).Name()
+	secretName := jobs.SharedKey(sw, jobs.ValuesSubject, gen).Name()
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: sw.Namespace, Name: secretName, Labels: r.jobLabels(sw, contract.ActionDeploy, gen)},
 		Immutable:  ptrTo(true),
@@ -203,7 +204,7 @@ func (r *SharedWorkloadReconciler) startRelease(ctx context.Context, sw *petriv1
 	}
 	args = append(args, releaseArgs(r.Options, sw.Spec.Chart, sw.Spec.Release)...)
 	attempt := max(rel.Attempt, 1)
-	key := sharedJobKey(sw, contract.ActionDeploy, gen)
+	key := jobs.SharedKey(sw, contract.ActionDeploy, gen)
 	key.Recovery = sw.Status.Recoveries
 	if attempt > 1 {
 		key.Attempt = attempt
@@ -212,8 +213,8 @@ func (r *SharedWorkloadReconciler) startRelease(ctx context.Context, sw *petriv1
 	wait, err := r.sharedReleaseBusy(ctx, sw, name)
 	if err != nil {
 		return reconcile.Result{}, err
-	} else if wait.busy() {
-		r.summarize(sw, petriv1.ReasonDeployProgressing, "deploy "+wait.waiting())
+	} else if wait.Busy() {
+		r.summarize(sw, petriv1.ReasonDeployProgressing, "deploy "+wait.Waiting())
 		return reconcile.Result{RequeueAfter: uncachedPoll}, nil
 	}
 	if err := r.createJob(ctx, sw, name, contract.ActionDeploy, gen, args, secretName); err != nil {
@@ -223,7 +224,7 @@ func (r *SharedWorkloadReconciler) startRelease(ctx context.Context, sw *petriv1
 	rel.Phase, rel.Job, rel.StartedAt, rel.FinishedAt, rel.LastError, rel.Attempt = petriv1.ComponentDeploying, name, &now, nil, "", attempt
 	log.FromContext(ctx).Info("Started shared workload deploy job", "job", name, "attempt", attempt)
 	msg := "deploy job " + name + " is running"
-	if passed := wait.passedOver(); passed != "" {
+	if passed := wait.PassedOver(); passed != "" {
 		msg += "; " + passed
 		r.Recorder.Eventf(sw, nil, corev1.EventTypeWarning, petriv1.ReasonReleaseHolderLost, "Deploy", "%s", passed)
 	}

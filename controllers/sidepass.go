@@ -22,6 +22,7 @@ import (
 
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 )
 
 // sidePass is one pass of a side controller (sleep and wake, verify) over
@@ -89,7 +90,7 @@ func (r *EphemeralEnvironmentReconciler) setupSideController(mgr manager.Manager
 	})
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		For(&petriv1.EphemeralEnvironment{}).
-		Owns(&batchv1.Job{}, builder.WithPredicates(ownJobs, jobOutcomeChanged)).
+		Owns(&batchv1.Job{}, builder.WithPredicates(ownJobs, jobwatch.OutcomeChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Named(name).
 		Build(rec)

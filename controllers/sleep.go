@@ -173,16 +173,16 @@ func (r *SleepReconciler) observeSleepJob(ctx context.Context, env *petriv1.Ephe
 	}
 	now := r.Options.metaNow()
 	switch {
-	case !st.exists:
+	case !st.Exists:
 		// Deleted by hand, or removed by its TTL while the operator was
 		// down: the outcome is unknown; the next attempt finds out (both
 		// actions are idempotent).
 		s.FinishedAt, s.LastError = &now, fmt.Sprintf("job %s is gone before its outcome was seen", s.Job)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, failed, s.Action, "%s (attempt %d): %s", s.Action, s.Attempt, s.LastError)
-	case !st.done:
+	case !st.Done:
 		return nil
-	case st.succeeded:
-		finished := st.finished
+	case st.Succeeded:
+		finished := st.Finished
 		if finished == nil {
 			finished = &now
 		}
@@ -201,12 +201,12 @@ func (r *SleepReconciler) observeSleepJob(ctx context.Context, env *petriv1.Ephe
 				"awake: job %s restored the replicas of %s", s.Job, env.Status.TargetNamespace)
 		}
 	default:
-		finished := st.finished
+		finished := st.Finished
 		if finished == nil {
 			finished = &now
 		}
 		recordJob(s.Action, st)
-		s.FinishedAt, s.LastError = finished, oneLine(st.message)
+		s.FinishedAt, s.LastError = finished, jobs.OneLine(st.Message)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, failed, s.Action, "%s failed (attempt %d, job %s): %s", s.Action, s.Attempt, s.Job, s.LastError)
 	}
 	return nil
@@ -247,7 +247,7 @@ func (r *SleepReconciler) startSleepJob(ctx context.Context, env *petriv1.Epheme
 	// The request goes into the name: each one gets Jobs of its own, and
 	// the attempt gives each retry one. A wake names the sleep it undoes,
 	// and "deploy" when a deploy, not an annotation, wakes the environment.
-	key := envJobKey(env, action, sleepSubject, gen)
+	key := jobs.EnvironmentKey(env, action, sleepSubject, gen)
 	key.Attempt, key.Sleep = attempt, &naming.SleepRequest{Requested: sleepRequested}
 	if action == petriv1.SleepActionWake {
 		key.Sleep.WokenBy = wakeRequested

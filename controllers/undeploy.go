@@ -55,7 +55,7 @@ func (r *EphemeralEnvironmentReconciler) undeployComponents(ctx context.Context,
 		if err != nil {
 			return false, err
 		}
-		if st.exists && !st.done {
+		if st.Exists && !st.Done {
 			cs.Message = "deploy job still running; undeploy waits for it"
 			return false, nil
 		}
@@ -164,13 +164,13 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 	if cs.Phase != petriv1.ComponentUndeploying {
 		attempt, gen = 1, env.Generation
 	}
-	key := envJobKey(env, contract.ActionUndeploy, cs.Name, gen)
+	key := jobs.EnvironmentKey(env, contract.ActionUndeploy, cs.Name, gen)
 	key.Attempt = attempt
 	jobName := key.Name()
 	wait, err := r.releaseBusy(ctx, env, cs.Name, jobName)
-	if err != nil || wait.busy() {
-		if wait.busy() {
-			cs.Message = wait.waiting()
+	if err != nil || wait.Busy() {
+		if wait.Busy() {
+			cs.Message = wait.Waiting()
 			p.requeueAfter(uncachedPoll)
 		}
 		return false, err
@@ -183,10 +183,10 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 	if err := r.createJob(ctx, env, jobName, r.jobLabels(env, cs.Name, contract.ActionUndeploy, gen), args, ""); err != nil {
 		return false, err
 	}
-	r.releaseJobs.created(env, cs.Name, jobName)
+	r.releaseJobs.Add(env, cs.Name, jobName)
 	now := r.Options.metaNow()
 	cs.Phase, cs.Job, cs.Attempt, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.LastError = petriv1.ComponentUndeploying, jobName, attempt, gen, &now, nil, ""
-	cs.Message = wait.passedOver()
+	cs.Message = wait.PassedOver()
 	if cs.Message != "" {
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonReleaseHolderLost, "Undeploy", "component %s: %s", cs.Name, cs.Message)
 	}
@@ -211,20 +211,20 @@ func (r *EphemeralEnvironmentReconciler) observeRetried(ctx context.Context, env
 		return false, false, err
 	}
 	switch {
-	case !st.exists:
+	case !st.Exists:
 		log.FromContext(ctx).Info("Job is gone before its outcome was seen, starting the next attempt", "job", job, "action", action, "subject", subject, "attempt", attempt)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownProgressing, action, "%s of %s: job %s is gone before its outcome was seen; starting attempt %d", action, subject, job, attempt+1)
 		return false, false, nil
-	case !st.done:
+	case !st.Done:
 		return false, true, nil
-	case st.succeeded:
-		*finishedAt, *lastError = st.finished, ""
+	case st.Succeeded:
+		*finishedAt, *lastError = st.Finished, ""
 		recordJob(action, st)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonTeardownProgressing, action, "%s of %s succeeded (job %s)", action, subject, job)
 		return true, false, nil
 	}
 	if *lastError == "" || *finishedAt == nil {
-		*lastError, *finishedAt = oneLine(st.message), st.finished
+		*lastError, *finishedAt = jobs.OneLine(st.Message), st.Finished
 		recordJob(action, st)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownFailed, action, "%s of %s failed (attempt %d): %s", action, subject, attempt, *lastError)
 	}

@@ -128,7 +128,7 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 		r.verified(env, trigger, "nothing deployed to verify")
 		return nil
 	}
-	key := envJobKey(env, contract.ActionVerify, verifySubject, env.Generation)
+	key := jobs.EnvironmentKey(env, contract.ActionVerify, verifySubject, env.Generation)
 	key.Verify = cause
 	name := key.Name()
 	args := append([]string{"verify",
@@ -161,21 +161,21 @@ func (r *VerifyReconciler) observeVerification(ctx context.Context, env *petriv1
 	}
 	now := r.Options.metaNow()
 	switch {
-	case !st.exists:
+	case !st.Exists:
 		// Deleted, or removed by its TTL while the operator was down: the
 		// next one finds out.
 		v.FinishedAt, v.Result = &now, fmt.Sprintf("job %s is gone before its outcome was seen", v.Job)
 		return nil
-	case !st.done:
+	case !st.Done:
 		return nil
 	}
 	recordJob(contract.ActionVerify, st)
 	v.FinishedAt = &now
-	if st.finished != nil {
-		v.FinishedAt = st.finished
+	if st.Finished != nil {
+		v.FinishedAt = st.Finished
 	}
-	v.Result = oneLine(st.message)
-	if st.succeeded {
+	v.Result = jobs.OneLine(st.Message)
+	if st.Succeeded {
 		if v.Result == "" {
 			v.Result = "Verified"
 		}
@@ -185,8 +185,8 @@ func (r *VerifyReconciler) observeVerification(ctx context.Context, env *petriv1
 		return deleteFinishedJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job)
 	}
 	var drifted []string
-	if st.typed && st.result.Outcome == contract.OutcomeDrifted {
-		drifted = st.result.Drifted
+	if st.Typed && st.Result.Outcome == contract.OutcomeDrifted {
+		drifted = st.Result.Drifted
 	}
 	var lost []string
 	for _, name := range drifted {

@@ -1,4 +1,4 @@
-package controllers
+package jobwatch
 
 import (
 	"context"
@@ -41,26 +41,26 @@ func TestJobOutcomeIsReadFromAPodThatSucceeded(t *testing.T) {
 			pod("failed-1", "failed", corev1.PodFailed, 1, result),
 			pod("silent-1", "silent", corev1.PodSucceeded, 0, "not a result"),
 			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "m", Name: "running-1", Labels: map[string]string{batchv1.JobNameLabel: "running"}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}).
-		WithIndex(&corev1.Pod{}, indexJobPods, func(o client.Object) []string { return []string{o.GetLabels()[batchv1.JobNameLabel]} }).
+		WithIndex(&corev1.Pod{}, PodsIndex, func(o client.Object) []string { return []string{o.GetLabels()[batchv1.JobNameLabel]} }).
 		Build()
 
-	st, err := observeJob(ctx, c, "m", "ok")
+	st, err := Observe(ctx, c, "m", "ok")
 	require.NoError(t, err)
-	assert.True(t, st.done && st.succeeded && st.typed, "a pod that succeeded with a result: %+v", st)
-	assert.Equal(t, 3, st.result.Revision)
-	require.NotNil(t, st.finished)
-	assert.True(t, st.finished.Equal(&ended), "finished when the pod's container ended")
+	assert.True(t, st.Done && st.Succeeded && st.Typed, "a pod that succeeded with a result: %+v", st)
+	assert.Equal(t, 3, st.Result.Revision)
+	require.NotNil(t, st.Finished)
+	assert.True(t, st.Finished.Equal(&ended), "finished when the pod's container ended")
 	for _, name := range []string{"failed", "silent", "running"} {
-		st, err := observeJob(ctx, c, "m", name)
+		st, err := Observe(ctx, c, "m", name)
 		require.NoError(t, err)
-		assert.False(t, st.done, "%s: not finished until the Job says so", name)
+		assert.False(t, st.Done, "%s: not finished until the Job says so", name)
 	}
 	// The API server (no index) is not asked for the pods of a Job that
 	// has not finished.
 	plain := fake.NewClientBuilder().WithObjects(job("ok"), pod("ok-1", "ok", corev1.PodSucceeded, 0, result)).Build()
-	st, err = observeJob(ctx, plain, "m", "ok")
+	st, err = Observe(ctx, plain, "m", "ok")
 	require.NoError(t, err)
-	assert.False(t, st.done)
+	assert.False(t, st.Done)
 
 	// The Job turning Complete wakes the environment again only when its
 	// pod did not tell the outcome already.
@@ -69,14 +69,14 @@ func TestJobOutcomeIsReadFromAPodThatSucceeded(t *testing.T) {
 		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
 		return j
 	}
-	told := notToldByItsPod(c)
+	told := NotToldByItsPod(c)
 	assert.False(t, told.Update(event.UpdateEvent{ObjectOld: job("ok"), ObjectNew: complete("ok")}), "told by its pod")
 	assert.True(t, told.Update(event.UpdateEvent{ObjectOld: job("silent"), ObjectNew: complete("silent")}), "its pod left no result")
 	assert.True(t, told.Update(event.UpdateEvent{ObjectOld: job("gone"), ObjectNew: complete("gone")}), "no pod in the cache")
 
 	// The pod's success wakes the environment; its other changes do not.
 	running, succeeded := pod("p", "ok", corev1.PodRunning, 0, ""), pod("p", "ok", corev1.PodSucceeded, 0, result)
-	assert.True(t, podSucceededNow.Update(event.UpdateEvent{ObjectOld: running, ObjectNew: succeeded}))
-	assert.False(t, podSucceededNow.Update(event.UpdateEvent{ObjectOld: succeeded, ObjectNew: succeeded}))
-	assert.False(t, podSucceededNow.Update(event.UpdateEvent{ObjectOld: running, ObjectNew: running}))
+	assert.True(t, PodSucceededNow.Update(event.UpdateEvent{ObjectOld: running, ObjectNew: succeeded}))
+	assert.False(t, PodSucceededNow.Update(event.UpdateEvent{ObjectOld: succeeded, ObjectNew: succeeded}))
+	assert.False(t, PodSucceededNow.Update(event.UpdateEvent{ObjectOld: running, ObjectNew: running}))
 }
