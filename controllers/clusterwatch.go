@@ -17,6 +17,7 @@ import (
 
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/clusters"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 )
 
@@ -30,14 +31,14 @@ const indexEnvironmentUID = "uid"
 // namespace and ServiceAccount event it hears in the management cluster;
 // a side controller the events of its Jobs.
 type clusterWatcher struct {
-	events  *clusterEvents
+	events  *clusters.Events
 	actions []string // the side controller's Job actions; nil: all of them
 }
 
 // newClusterWatcher makes c hear the workload clusters' events, through one
 // source whatever the connections to come.
 func newClusterWatcher(c controller.Controller, name string, actions []string) (clusterWatcher, error) {
-	events := newClusterEvents(name)
+	events := clusters.NewEvents(name)
 	if err := c.Watch(events); err != nil {
 		return clusterWatcher{}, err
 	}
@@ -45,9 +46,9 @@ func newClusterWatcher(c controller.Controller, name string, actions []string) (
 }
 
 // watchCluster registers the connection's events with each watcher.
-func (r *EphemeralEnvironmentReconciler) watchCluster(conn *clusterConn) error {
-	cache := conn.cluster.GetCache()
-	reader := conn.cluster.GetClient()
+func (r *EphemeralEnvironmentReconciler) watchCluster(conn *clusters.Conn) error {
+	cache := conn.Cluster.GetCache()
+	reader := conn.Cluster.GetClient()
 	toEnv := handler.EnqueueRequestsFromMapFunc(r.environmentOfLabels)
 	for _, w := range r.watchers {
 		jobPreds := []predicate.Predicate{jobwatch.OutcomeChanged}
@@ -59,7 +60,7 @@ func (r *EphemeralEnvironmentReconciler) watchCluster(conn *clusterConn) error {
 		} else {
 			jobPreds = append(jobPreds, jobwatch.NotToldByItsPod(reader))
 		}
-		w.events.add(conn.ctx, conn.name, source.Kind[client.Object](cache, &batchv1.Job{}, toEnv, jobPreds...))
+		w.events.Add(conn.Context(), conn.Name, source.Kind[client.Object](cache, &batchv1.Job{}, toEnv, jobPreds...))
 		if w.actions != nil {
 			continue
 		}
@@ -68,10 +69,10 @@ func (r *EphemeralEnvironmentReconciler) watchCluster(conn *clusterConn) error {
 			source.Kind[client.Object](cache, &corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(namespaceOwner)),
 			source.Kind[client.Object](cache, &corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfIdentity)),
 		} {
-			w.events.add(conn.ctx, conn.name, src)
+			w.events.Add(conn.Context(), conn.Name, src)
 		}
 	}
-	log.FromContext(context.Background()).Info("Watching workload cluster", "cluster", conn.name)
+	log.FromContext(context.Background()).Info("Watching workload cluster", "cluster", conn.Name)
 	return nil
 }
 

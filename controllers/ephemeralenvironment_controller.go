@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/clusters"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/releasebusy"
 	"github.com/petri-dev/petri/internal/cacheguard"
@@ -60,7 +61,7 @@ type EphemeralEnvironmentReconciler struct {
 	locks envLocks
 	// clusters are the connections to the workload clusters; nil without
 	// them (--workload-clusters=false).
-	clusters *clusterRegistry
+	clusters *clusters.Registry
 	// placements serialises placement decisions.
 	placements placements
 	// watchers are the controllers that hear a workload cluster's events
@@ -112,7 +113,7 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 		// The operator has not heard from the cluster since it started:
 		// nothing is said of it yet. Its first probe wakes the pass.
 		log.FromContext(ctx).V(1).Info("Waiting for the workload cluster's first probe", "cluster", env.Status.Cluster)
-		return reconcile.Result{RequeueAfter: clusterPendingPoll}, nil
+		return reconcile.Result{RequeueAfter: clusters.PendingPoll}, nil
 	}
 	s := r.newScope(req.NamespacedName, env)
 	defer func() { retErr = s.close(ctx, retErr) }()
@@ -327,7 +328,7 @@ func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) e
 	if r.clusters != nil {
 		b = b.Watches(&petriv1.WorkloadCluster{}, handler.EnqueueRequestsFromMapFunc(r.environmentsOfCluster)).
 			Watches(&petriv1.EphemeralEnvironment{}, handler.EnqueueRequestsFromMapFunc(r.environmentLeftCluster), builder.WithPredicates(deletedOnly)).
-			WatchesRawSource(source.Channel(r.clusters.probes(r.Options.ManagementNamespace), handler.EnqueueRequestsFromMapFunc(r.environmentsOfCluster)))
+			WatchesRawSource(source.Channel(r.clusters.Probes(r.Options.ManagementNamespace), handler.EnqueueRequestsFromMapFunc(r.environmentsOfCluster)))
 	}
 	c, err := b.Build(r)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/clusters"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 )
 
@@ -68,8 +69,8 @@ var BindingStaging = bindingStaging
 // each of which starts one watch of Jobs as the controllers' connections
 // do, for the test that reconnects.
 type WatchRegistry struct {
-	reg    *clusterRegistry
-	events *clusterEvents
+	reg    *clusters.Registry
+	events *clusters.Events
 	last   *startedSource
 }
 
@@ -106,18 +107,18 @@ func (s *startedSource) WaitForSync(ctx context.Context) error {
 
 // NewWatchRegistry starts a registry until ctx ends.
 func NewWatchRegistry(ctx context.Context) *WatchRegistry {
-	w := &WatchRegistry{reg: newClusterRegistry(DefaultOptions()), events: newClusterEvents("test")}
+	w := &WatchRegistry{reg: newClusterRegistry(DefaultOptions()), events: clusters.NewEvents("test")}
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 	context.AfterFunc(ctx, q.ShutDown)
 	_ = w.events.Start(ctx, q)
-	w.reg.onConnect = func(c *clusterConn) error {
-		w.last = &startedSource{started: make(chan struct{}), conn: c.ctx, SyncingSource: source.Kind[client.Object](c.cluster.GetCache(), &batchv1.Job{},
+	w.reg.OnConnect = func(c *clusters.Conn) error {
+		w.last = &startedSource{started: make(chan struct{}), conn: c.Context(), SyncingSource: source.Kind[client.Object](c.Cluster.GetCache(), &batchv1.Job{},
 			handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request { return nil }))}
-		w.events.add(c.ctx, c.name, w.last)
+		w.events.Add(c.Context(), c.Name, w.last)
 		return nil
 	}
 	go func() { _ = w.reg.Start(ctx) }()
-	for !w.reg.started() {
+	for !w.reg.Started() {
 		runtime.Gosched()
 	}
 	return w
@@ -127,11 +128,11 @@ func NewWatchRegistry(ctx context.Context) *WatchRegistry {
 // wait for its watch to end: WaitForSync answers once the watch synced or
 // gave up, ctx's error while it still waits.
 func (w *WatchRegistry) Connect(name, credentials string, cfg *rest.Config) (ended func(context.Context) error, err error) {
-	if _, err := w.reg.connect(name, credentials, cfg); err != nil {
+	if _, err := w.reg.Connect(name, credentials, cfg); err != nil {
 		return nil, err
 	}
 	return w.last.WaitForSync, nil
 }
 
 // Disconnect stops the named cluster's connection.
-func (w *WatchRegistry) Disconnect(name string) { w.reg.disconnect(name) }
+func (w *WatchRegistry) Disconnect(name string) { w.reg.Disconnect(name) }

@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/clusters"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/releasebusy"
@@ -401,8 +402,8 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := indexEnvironments(mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
-	apiReader := routedReader{Reader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), pickReader: func(t *target) client.Reader { return t.apiReader }}
-	namespaceCache := routedReader{Reader: mgr.GetCache(), scheme: mgr.GetScheme(), pickReader: func(t *target) client.Reader { return t.namespaceCache }}
+	apiReader := routedReader{Reader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), pickReader: func(t *clusters.Target) client.Reader { return t.APIReader }}
+	namespaceCache := routedReader{Reader: mgr.GetCache(), scheme: mgr.GetScheme(), pickReader: func(t *clusters.Target) client.Reader { return t.NamespaceCache }}
 	shared := &SharedWorkloadReconciler{
 		Client:         routedClient{mgr.GetClient()},
 		APIReader:      apiReader,
@@ -457,18 +458,18 @@ func setupWorkloadClusters(mgr ctrl.Manager, environments *EphemeralEnvironmentR
 	if !o.WorkloadClusters {
 		return nil
 	}
-	clusters := newClusterRegistry(o)
-	clusters.onConnect = func(c *clusterConn) error {
+	registry := newClusterRegistry(o)
+	registry.OnConnect = func(c *clusters.Conn) error {
 		if err := environments.watchCluster(c); err != nil {
 			return err
 		}
 		return shared.watchCluster(c)
 	}
-	environments.clusters, shared.clusters = clusters, clusters
-	if err := mgr.Add(clusters); err != nil {
+	environments.clusters, shared.clusters = registry, registry
+	if err := mgr.Add(registry); err != nil {
 		return err
 	}
-	if err := (&WorkloadClusterReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: o, clusters: clusters}).SetupWithManager(mgr); err != nil {
+	if err := (&WorkloadClusterReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: o, clusters: registry}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up WorkloadCluster controller: %w", err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/clusters"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 )
 
@@ -126,8 +127,8 @@ func (r *EphemeralEnvironmentReconciler) reserveNamespace(ctx context.Context, e
 	base := env.DeepCopy()
 	if t := targetOf(ctx); t != nil && env.Status.Cluster == "" {
 		// The placement is committed with the name, in the same write.
-		env.Status.Cluster = t.name
-		setCondition(env, petriv1.ConditionClusterPlaced, metav1.ConditionTrue, petriv1.ReasonClusterPlaced, "placed in workload cluster "+t.name)
+		env.Status.Cluster = t.Name
+		setCondition(env, petriv1.ConditionClusterPlaced, metav1.ConditionTrue, petriv1.ReasonClusterPlaced, "placed in workload cluster "+t.Name)
 	}
 	env.Status.TargetNamespace = name
 	env.Status.NamespaceNonce = nonce
@@ -157,10 +158,10 @@ func (r *EphemeralEnvironmentReconciler) placeAndReserve(ctx context.Context, en
 	if err != nil || cluster == "" {
 		// A cluster connecting answers within moments: its first probe
 		// is looked for sooner than one that is down or full.
-		p.requeueAfter(clusterPendingPoll)
+		p.requeueAfter(clusters.PendingPoll)
 		return err
 	}
-	t, why, _ := r.clusters.state(cluster)
+	t, why, _ := r.clusters.State(cluster)
 	if t == nil {
 		setCondition(env, petriv1.ConditionClusterPlaced, metav1.ConditionFalse, petriv1.ReasonClusterUnreachable, why)
 		p.requeueAfter(clusterAwayPoll)

@@ -217,7 +217,7 @@ func (r *EphemeralEnvironmentReconciler) candidates(ctx context.Context, env *pe
 		}
 		// Not heard from yet: since the operator started, or since the
 		// cluster was registered (no probe has said anything of it).
-		t, _, pending := r.clusters.state(wc.Name)
+		t, _, pending := r.clusters.State(wc.Name)
 		unprobed := apimeta.FindStatusCondition(wc.Status.Conditions, petriv1.ConditionReachable) == nil
 		c := candidate{cluster: wc, reachable: t != nil, connecting: pending || (t == nil && unprobed)}
 		seen := map[types.UID]bool{}

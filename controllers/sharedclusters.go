@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/clusters"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 )
 
@@ -87,7 +88,7 @@ func (r *SharedWorkloadReconciler) inCluster(ctx context.Context, cluster string
 	if r.clusters == nil {
 		return ctx, fmt.Sprintf("workload cluster %s: this operator runs without workload clusters", cluster), false
 	}
-	t, why, pending := r.clusters.state(cluster)
+	t, why, pending := r.clusters.State(cluster)
 	if t == nil {
 		return ctx, why, pending
 	}
@@ -221,14 +222,14 @@ func deleteRemote(ctx context.Context, c client.Client, namespace string, labels
 
 // watchCluster hears the Jobs of the shared workloads' copies in a newly
 // connected workload cluster.
-func (r *SharedWorkloadReconciler) watchCluster(conn *clusterConn) error {
+func (r *SharedWorkloadReconciler) watchCluster(conn *clusters.Conn) error {
 	if r.clusterEvents == nil {
 		return nil
 	}
 	toCopy := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
-		return r.copyOfLabels(ctx, conn.name, obj)
+		return r.copyOfLabels(ctx, conn.Name, obj)
 	})
-	r.clusterEvents.add(conn.ctx, conn.name, source.Kind[client.Object](conn.cluster.GetCache(), &batchv1.Job{}, toCopy, jobwatch.OutcomeChanged))
+	r.clusterEvents.Add(conn.Context(), conn.Name, source.Kind[client.Object](conn.Cluster.GetCache(), &batchv1.Job{}, toCopy, jobwatch.OutcomeChanged))
 	return nil
 }
 

@@ -29,6 +29,7 @@ import (
 
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/clusters"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
@@ -58,10 +59,10 @@ type SharedWorkloadReconciler struct {
 	// clusters are the workload clusters' connections (nil without
 	// workload clusters); a copy of a shared workload is reconciled in
 	// its cluster (sharedclusters.go).
-	clusters *clusterRegistry
+	clusters *clusters.Registry
 	// clusterEvents is how the controller hears the workload clusters
 	// connected later (clusterevents.go).
-	clusterEvents *clusterEvents
+	clusterEvents *clusters.Events
 }
 
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=sharedworkloads,verbs=get;list;watch;create;update;patch;delete
@@ -102,7 +103,7 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 		var why string
 		var pending bool
 		if ctx, why, pending = r.inCluster(ctx, cluster); pending {
-			return reconcile.Result{RequeueAfter: clusterPendingPoll}, nil
+			return reconcile.Result{RequeueAfter: clusters.PendingPoll}, nil
 		} else if why != "" {
 			return r.clusterAway(ctx, sw, why)
 		}
@@ -437,13 +438,13 @@ func (r *SharedWorkloadReconciler) SetupWithManager(mgr manager.Manager) error {
 		Named("sharedworkload")
 	if r.clusters != nil {
 		b = b.Watches(&petriv1.WorkloadCluster{}, handler.EnqueueRequestsFromMapFunc(r.sharedWorkloadsOfCluster)).
-			WatchesRawSource(source.Channel(r.clusters.probes(r.Options.ManagementNamespace), handler.EnqueueRequestsFromMapFunc(r.sharedWorkloadsOfCluster)))
+			WatchesRawSource(source.Channel(r.clusters.Probes(r.Options.ManagementNamespace), handler.EnqueueRequestsFromMapFunc(r.sharedWorkloadsOfCluster)))
 	}
 	c, err := b.Build(r)
 	if err != nil {
 		return err
 	}
-	r.clusterEvents = newClusterEvents("sharedworkload")
+	r.clusterEvents = clusters.NewEvents("sharedworkload")
 	return c.Watch(r.clusterEvents)
 }
 

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/clusters"
 )
 
 // A pass over an environment placed in a workload cluster works in two
@@ -21,24 +22,11 @@ import (
 // (withTarget); a context without one is the management cluster's. The
 // code of a pass is the same in both cases.
 
-// target is the cluster an environment's workloads live in.
-type target struct {
-	// name is the WorkloadCluster's name; empty for the management cluster.
-	name string
-	// client writes to the cluster and reads from its cache (namespaces,
-	// RoleBindings read from its API server, as in the management cluster).
-	client client.Client
-	// apiReader reads from its API server.
-	apiReader client.Reader
-	// namespaceCache reads its label-selected cache of namespaces.
-	namespaceCache client.Reader
-}
-
 type targetKey struct{}
 
 // withTarget is ctx for a pass over an environment of cluster t; nil is the
 // management cluster.
-func withTarget(ctx context.Context, t *target) context.Context {
+func withTarget(ctx context.Context, t *clusters.Target) context.Context {
 	if t == nil {
 		return ctx
 	}
@@ -46,15 +34,15 @@ func withTarget(ctx context.Context, t *target) context.Context {
 }
 
 // targetOf is the workload cluster of the pass, or nil.
-func targetOf(ctx context.Context) *target {
-	t, _ := ctx.Value(targetKey{}).(*target)
+func targetOf(ctx context.Context) *clusters.Target {
+	t, _ := ctx.Value(targetKey{}).(*clusters.Target)
 	return t
 }
 
 // clusterOf names the pass's cluster for messages and logs.
 func clusterOf(ctx context.Context) string {
 	if t := targetOf(ctx); t != nil {
-		return t.name
+		return t.Name
 	}
 	return ""
 }
@@ -81,7 +69,7 @@ type routedClient struct {
 
 func (c routedClient) pick(ctx context.Context, obj runtime.Object) client.Client {
 	if t := targetOf(ctx); t != nil && !ownObject(c.Scheme(), obj) {
-		return t.client
+		return t.Client
 	}
 	return c.Client
 }
@@ -144,7 +132,7 @@ func (s routedStatus) Apply(ctx context.Context, obj runtime.ApplyConfiguration,
 type routedReader struct {
 	client.Reader
 	scheme     *runtime.Scheme
-	pickReader func(*target) client.Reader
+	pickReader func(*clusters.Target) client.Reader
 }
 
 func (r routedReader) pick(ctx context.Context, obj runtime.Object) client.Reader {

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/clusters"
 	"github.com/petri-dev/petri/controllers/internal/kubeconfig"
 )
 
@@ -39,7 +40,7 @@ type WorkloadClusterReconciler struct {
 	// labelled as the operator's, so not in the cache.
 	APIReader client.Reader
 	Options   Options
-	clusters  *clusterRegistry
+	clusters  *clusters.Registry
 }
 
 // Reconcile connects to, probes and counts one workload cluster.
@@ -47,11 +48,11 @@ func (r *WorkloadClusterReconciler) Reconcile(ctx context.Context, req reconcile
 	wc := &petriv1.WorkloadCluster{}
 	if err := r.Get(ctx, req.NamespacedName, wc); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.clusters.disconnect(req.Name)
+			r.clusters.Disconnect(req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if !r.clusters.started() {
+	if !r.clusters.Started() {
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
 	base := wc.DeepCopy()
@@ -94,7 +95,7 @@ func (r *WorkloadClusterReconciler) connectAndProbe(ctx context.Context, wc *pet
 	ref := fmt.Sprintf("Secret %s/%s", wc.Namespace, wc.Spec.Credentials.Name)
 	secret := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: wc.Namespace, Name: wc.Spec.Credentials.Name}, secret); err != nil {
-		r.clusters.disconnect(wc.Name)
+		r.clusters.Disconnect(wc.Name)
 		if apierrors.IsNotFound(err) {
 			return false, petriv1.ReasonCredentialsMissing, ref + " not found"
 		}
@@ -102,26 +103,26 @@ func (r *WorkloadClusterReconciler) connectAndProbe(ctx context.Context, wc *pet
 	}
 	data, ok := secret.Data[key]
 	if !ok {
-		r.clusters.disconnect(wc.Name)
+		r.clusters.Disconnect(wc.Name)
 		return false, petriv1.ReasonCredentialsMissing, fmt.Sprintf("%s has no key %s", ref, key)
 	}
 	cfg, err := kubeconfig.RESTConfig(data)
 	if err != nil {
-		r.clusters.disconnect(wc.Name)
+		r.clusters.Disconnect(wc.Name)
 		var unsafe *kubeconfig.UnsafeError
 		if errors.As(err, &unsafe) {
 			return false, petriv1.ReasonCredentialsUnsafe, fmt.Sprintf("%s key %s: %v", ref, key, err)
 		}
 		return false, petriv1.ReasonCredentialsInvalid, fmt.Sprintf("%s key %s: %v", ref, key, err)
 	}
-	conn, err := r.clusters.connect(wc.Name, string(secret.UID)+"/"+secret.ResourceVersion+"/"+key, cfg)
+	conn, err := r.clusters.Connect(wc.Name, string(secret.UID)+"/"+secret.ResourceVersion+"/"+key, cfg)
 	if err != nil {
 		return false, petriv1.ReasonClusterUnreachable, err.Error()
 	}
-	first := !conn.wasProbed()
-	reachable, reason, message := conn.probe(ctx, r.Options)
+	first := !conn.WasProbed()
+	reachable, reason, message := probeCluster(ctx, conn, r.Options)
 	if first {
-		r.clusters.probedFirst(wc.Name)
+		r.clusters.ProbedFirst(wc.Name)
 	}
 	return reachable, reason, message
 }
