@@ -164,3 +164,11 @@ func (r *EphemeralEnvironmentReconciler) forCluster(ctx context.Context, env *pe
 	}
 	return log.IntoContext(withTarget(ctx, t), log.FromContext(ctx).WithValues("cluster", t.Name)), "", false
 }
+
+// probeInterval is how often each workload cluster is probed.
+func (o Options) probeInterval() time.Duration {
+	if o.ClusterProbeInterval > 0 {
+		return o.ClusterProbeInterval
+	}
+	return 30 * time.Second
+}

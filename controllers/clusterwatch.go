@@ -90,8 +90,8 @@ func (r *EphemeralEnvironmentReconciler) environmentOfLabels(ctx context.Context
 // concerns: those placed in it (its answering or not changes their
 // passes) and those waiting for a placement (it may have room now).
 func (r *EphemeralEnvironmentReconciler) environmentsOfCluster(ctx context.Context, obj client.Object) []reconcile.Request {
-	return append(r.environmentsIndexed(ctx, obj.GetNamespace(), indexPlacement, obj.GetName()),
-		r.environmentsIndexed(ctx, obj.GetNamespace(), indexPlacement, unplaced)...)
+	return append(r.environmentsIndexed(ctx, obj.GetNamespace(), clusters.PlacementIndex, obj.GetName()),
+		r.environmentsIndexed(ctx, obj.GetNamespace(), clusters.PlacementIndex, clusters.Unplaced)...)
 }
 
 // environmentLeftCluster wakes the environments waiting for a placement
@@ -100,7 +100,7 @@ func (r *EphemeralEnvironmentReconciler) environmentLeftCluster(ctx context.Cont
 	if obj.(*petriv1.EphemeralEnvironment).Status.Cluster == "" {
 		return nil
 	}
-	return r.environmentsIndexed(ctx, obj.GetNamespace(), indexPlacement, unplaced)
+	return r.environmentsIndexed(ctx, obj.GetNamespace(), clusters.PlacementIndex, clusters.Unplaced)
 }
 
 // environmentsIndexed are the requests of the cached environments of

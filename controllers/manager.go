@@ -30,6 +30,7 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/releasebusy"
+	"github.com/petri-dev/petri/controllers/workloadcluster"
 )
 
 // Options are the operator's settings; cmd/petri-operator fills them from
@@ -445,7 +446,7 @@ func indexEnvironments(indexer client.FieldIndexer) error {
 	}); err != nil {
 		return fmt.Errorf("index environments by UID: %w", err)
 	}
-	if err := indexer.IndexField(ctx, &petriv1.EphemeralEnvironment{}, indexPlacement, placementKey); err != nil {
+	if err := indexer.IndexField(ctx, &petriv1.EphemeralEnvironment{}, clusters.PlacementIndex, clusters.PlacementKey); err != nil {
 		return fmt.Errorf("index environments by cluster: %w", err)
 	}
 	return nil
@@ -469,7 +470,14 @@ func setupWorkloadClusters(mgr ctrl.Manager, environments *EphemeralEnvironmentR
 	if err := mgr.Add(registry); err != nil {
 		return err
 	}
-	if err := (&WorkloadClusterReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Options: o, clusters: registry}).SetupWithManager(mgr); err != nil {
+	wc := &workloadcluster.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clusters: registry,
+		Probe: func(ctx context.Context, c *clusters.Conn) (bool, string, string) {
+			return probeCluster(ctx, c, o)
+		},
+		ProbeInterval: o.probeInterval(), Clock: o.clock(),
+	}
+	if err := wc.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up WorkloadCluster controller: %w", err)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/clusters"
 )
 
 // placements serialises the operator's placement decisions and remembers
@@ -40,7 +41,7 @@ type candidate struct {
 	// connecting says the operator has not heard from the cluster since it
 	// started (it is not reachable yet, and not known to be unreachable).
 	connecting bool
-	load       load
+	load       clusters.Load
 	// sameApp is how many of the environment's application's environments
 	// it has (Spread).
 	sameApp int
@@ -60,7 +61,7 @@ type choice struct {
 // selector's best by strategy; none when none has room (ClusterAtCapacity),
 // none matches (ClusterNotFound), or the only ones with room do not answer
 // (ClusterUnreachable). Pure: the decision is tested on its own.
-func choose(p *petriv1.Placement, requests load, candidates []candidate) choice {
+func choose(p *petriv1.Placement, requests clusters.Load, candidates []candidate) choice {
 	var fits []candidate
 	var full, down []string
 	matched, connecting := 0, 0
@@ -110,17 +111,17 @@ func placementMatches(p *petriv1.Placement, wc *petriv1.WorkloadCluster) bool {
 }
 
 // room says which cap of c the environment would pass, or "".
-func room(c candidate, requests load) string {
+func room(c candidate, requests clusters.Load) string {
 	spec := c.cluster.Spec
 	switch {
 	case spec.Cordoned:
 		return "cordoned"
-	case c.load.environments+1 > int(spec.Capacity.Environments):
-		return fmt.Sprintf("%d of %d environments", c.load.environments, spec.Capacity.Environments)
-	case exceeds(c.load.cpu, requests.cpu, spec.Capacity.CPU):
-		return fmt.Sprintf("cpu %s of %s requested", c.load.cpu.String(), spec.Capacity.CPU.String())
-	case exceeds(c.load.memory, requests.memory, spec.Capacity.Memory):
-		return fmt.Sprintf("memory %s of %s requested", c.load.memory.String(), spec.Capacity.Memory.String())
+	case c.load.Environments+1 > int(spec.Capacity.Environments):
+		return fmt.Sprintf("%d of %d environments", c.load.Environments, spec.Capacity.Environments)
+	case exceeds(c.load.CPU, requests.CPU, spec.Capacity.CPU):
+		return fmt.Sprintf("cpu %s of %s requested", c.load.CPU.String(), spec.Capacity.CPU.String())
+	case exceeds(c.load.Memory, requests.Memory, spec.Capacity.Memory):
+		return fmt.Sprintf("memory %s of %s requested", c.load.Memory.String(), spec.Capacity.Memory.String())
 	}
 	return ""
 }
@@ -135,9 +136,9 @@ func exceeds(used, more resource.Quantity, capacity *resource.Quantity) bool {
 
 // fill is how full c would be with the environment: its fullest cap, as a
 // fraction.
-func fill(c candidate, requests load) float64 {
+func fill(c candidate, requests clusters.Load) float64 {
 	spec := c.cluster.Spec
-	f := float64(c.load.environments+1) / float64(spec.Capacity.Environments)
+	f := float64(c.load.Environments+1) / float64(spec.Capacity.Environments)
 	frac := func(used, more resource.Quantity, capacity *resource.Quantity) float64 {
 		if capacity == nil || capacity.IsZero() {
 			return 0
@@ -145,13 +146,13 @@ func fill(c candidate, requests load) float64 {
 		used.Add(more)
 		return used.AsApproximateFloat64() / capacity.AsApproximateFloat64()
 	}
-	return max(f, frac(c.load.cpu, requests.cpu, spec.Capacity.CPU), frac(c.load.memory, requests.memory, spec.Capacity.Memory))
+	return max(f, frac(c.load.CPU, requests.CPU, spec.Capacity.CPU), frac(c.load.Memory, requests.Memory, spec.Capacity.Memory))
 }
 
 // better reports whether a is a better place than b: Spread prefers fewer
 // environments of the same application, then (and LeastLoaded only) the
 // emptier cluster; the name breaks ties, so the choice is deterministic.
-func better(strategy petriv1.PlacementStrategy, a, b candidate, requests load) bool {
+func better(strategy petriv1.PlacementStrategy, a, b candidate, requests clusters.Load) bool {
 	if strategy == petriv1.PlacementSpread && a.sameApp != b.sameApp {
 		return a.sameApp < b.sameApp
 	}
@@ -183,9 +184,9 @@ func (r *EphemeralEnvironmentReconciler) place(ctx context.Context, env *petriv1
 	if err != nil {
 		return "", release, err
 	}
-	var requests load
-	requests.add(env)
-	requests.environments = 0
+	var requests clusters.Load
+	requests.Add(env)
+	requests.Environments = 0
 	ch := choose(env.Spec.Placement, requests, candidates)
 	if ch.connecting {
 		log.FromContext(ctx).V(1).Info("Waiting for the workload clusters' first probes before placing")
@@ -212,7 +213,7 @@ func (r *EphemeralEnvironmentReconciler) candidates(ctx context.Context, env *pe
 	for i := range list.Items {
 		wc := &list.Items[i]
 		var placed petriv1.EphemeralEnvironmentList
-		if err := r.List(ctx, &placed, client.InNamespace(env.Namespace), client.MatchingFields{indexPlacement: wc.Name}); err != nil {
+		if err := r.List(ctx, &placed, client.InNamespace(env.Namespace), client.MatchingFields{clusters.PlacementIndex: wc.Name}); err != nil {
 			return nil, fmt.Errorf("list environments placed in %s: %w", wc.Name, err)
 		}
 		// Not heard from yet: since the operator started, or since the
@@ -224,14 +225,14 @@ func (r *EphemeralEnvironmentReconciler) candidates(ctx context.Context, env *pe
 		for j := range placed.Items {
 			e := &placed.Items[j]
 			seen[e.UID] = true
-			c.load.add(e)
+			c.load.Add(e)
 			if app != "" && e.Labels[petriv1.LabelApplication] == app {
 				c.sameApp++
 			}
 		}
 		for uid, p := range r.placements.recentIn(wc.Name) {
 			if !seen[uid] {
-				c.load.add(p)
+				c.load.Add(p)
 				if app != "" && p.Labels[petriv1.LabelApplication] == app {
 					c.sameApp++
 				}

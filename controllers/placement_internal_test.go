@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/clusters"
 )
 
 func wc(name string, capacity int32, labels map[string]string) *petriv1.WorkloadCluster {
@@ -31,7 +32,7 @@ func TestChoosePlacement(t *testing.T) {
 	cases := []struct {
 		name       string
 		placement  petriv1.Placement
-		requests   load
+		requests   clusters.Load
 		candidates []candidate
 		want       choice
 	}{
@@ -50,7 +51,7 @@ func TestChoosePlacement(t *testing.T) {
 		{
 			name:       "named cluster full",
 			placement:  petriv1.Placement{Cluster: "east"},
-			candidates: []candidate{{cluster: wc("east", 2, nil), reachable: true, load: load{environments: 2}}},
+			candidates: []candidate{{cluster: wc("east", 2, nil), reachable: true, load: clusters.Load{Environments: 2}}},
 			want:       choice{reason: petriv1.ReasonClusterAtCapacity, message: "waiting for room: east (2 of 2 environments)"},
 		},
 		{
@@ -69,8 +70,8 @@ func TestChoosePlacement(t *testing.T) {
 			name:      "least loaded by fraction of its cap, not by count",
 			placement: petriv1.Placement{Selector: euSelector, Strategy: petriv1.PlacementLeastLoaded},
 			candidates: []candidate{
-				{cluster: wc("big", 100, eu), reachable: true, load: load{environments: 10}},
-				{cluster: wc("small", 4, eu), reachable: true, load: load{environments: 1}},
+				{cluster: wc("big", 100, eu), reachable: true, load: clusters.Load{Environments: 10}},
+				{cluster: wc("small", 4, eu), reachable: true, load: clusters.Load{Environments: 1}},
 			},
 			want: choice{cluster: "big"},
 		},
@@ -78,8 +79,8 @@ func TestChoosePlacement(t *testing.T) {
 			name:      "spread prefers fewer of the same application, then the least loaded",
 			placement: petriv1.Placement{Selector: euSelector, Strategy: petriv1.PlacementSpread},
 			candidates: []candidate{
-				{cluster: wc("a", 100, eu), reachable: true, load: load{environments: 1}, sameApp: 1},
-				{cluster: wc("b", 100, eu), reachable: true, load: load{environments: 50}, sameApp: 0},
+				{cluster: wc("a", 100, eu), reachable: true, load: clusters.Load{Environments: 1}, sameApp: 1},
+				{cluster: wc("b", 100, eu), reachable: true, load: clusters.Load{Environments: 50}, sameApp: 0},
 			},
 			want: choice{cluster: "b"},
 		},
@@ -95,12 +96,12 @@ func TestChoosePlacement(t *testing.T) {
 		{
 			name:      "the cpu cap counts the requests; a cordoned cluster takes none; one not answering is skipped",
 			placement: petriv1.Placement{Selector: euSelector},
-			requests:  load{cpu: resource.MustParse("1500m")},
+			requests:  clusters.Load{CPU: resource.MustParse("1500m")},
 			candidates: []candidate{
-				{cluster: withCPU, reachable: true, load: load{environments: 1, cpu: resource.MustParse("1")}},
+				{cluster: withCPU, reachable: true, load: clusters.Load{Environments: 1, CPU: resource.MustParse("1")}},
 				{cluster: cordoned, reachable: true},
 				{cluster: wc("down", 10, eu)},
-				{cluster: wc("ok", 10, eu), reachable: true, load: load{environments: 9}},
+				{cluster: wc("ok", 10, eu), reachable: true, load: clusters.Load{Environments: 9}},
 			},
 			want: choice{cluster: "ok"},
 		},
@@ -122,9 +123,9 @@ func TestChoosePlacement(t *testing.T) {
 		{
 			name:      "all full",
 			placement: petriv1.Placement{Selector: euSelector},
-			requests:  load{cpu: resource.MustParse("1500m")},
+			requests:  clusters.Load{CPU: resource.MustParse("1500m")},
 			candidates: []candidate{
-				{cluster: withCPU, reachable: true, load: load{environments: 1, cpu: resource.MustParse("1")}},
+				{cluster: withCPU, reachable: true, load: clusters.Load{Environments: 1, CPU: resource.MustParse("1")}},
 				{cluster: cordoned, reachable: true},
 			},
 			want: choice{reason: petriv1.ReasonClusterAtCapacity, message: "waiting for room: cpu (cpu 1 of 2 requested), cordoned (cordoned)"},

@@ -1,4 +1,8 @@
-package controllers
+// Package workloadcluster holds the WorkloadCluster controller: it connects
+// to each registered workload cluster with the credentials of its Secret,
+// probes it, and writes what it found and how much is placed there to the
+// WorkloadCluster's status, the only writer of that status.
+package workloadcluster
 
 import (
 	"context"
@@ -13,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,28 +36,36 @@ import (
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=workloadclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=workloadclusters/status,verbs=get;update;patch
 
-// WorkloadClusterReconciler connects to each registered workload cluster
-// with the credentials of its Secret, probes it every ProbeInterval, and
-// writes what it found and how much is placed there to its status.
-type WorkloadClusterReconciler struct {
+// Reconciler connects to each registered workload cluster with the
+// credentials of its Secret, probes it every ProbeInterval, and writes what
+// it found and how much is placed there to its status.
+type Reconciler struct {
 	client.Client
 	// APIReader reads the credentials' Secret: it is the installer's, not
 	// labelled as the operator's, so not in the cache.
 	APIReader client.Reader
-	Options   Options
-	clusters  *clusters.Registry
+	// Clusters are the connections it keeps.
+	Clusters *clusters.Registry
+	// Probe asks a connected cluster whether Petri may act there (who its
+	// credentials are, whether its fences hold), records the finding on
+	// the connection and returns it.
+	Probe func(context.Context, *clusters.Conn) (reachable bool, reason, message string)
+	// ProbeInterval is how often each cluster is probed.
+	ProbeInterval time.Duration
+	// Clock is the controller's time (the conditions' transitions).
+	Clock clock.PassiveClock
 }
 
 // Reconcile connects to, probes and counts one workload cluster.
-func (r *WorkloadClusterReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	wc := &petriv1.WorkloadCluster{}
 	if err := r.Get(ctx, req.NamespacedName, wc); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.clusters.Disconnect(req.Name)
+			r.Clusters.Disconnect(req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if !r.clusters.Started() {
+	if !r.Clusters.Started() {
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
 	base := wc.DeepCopy()
@@ -63,14 +76,14 @@ func (r *WorkloadClusterReconciler) Reconcile(ctx context.Context, req reconcile
 	}
 	apimeta.SetStatusCondition(&wc.Status.Conditions, metav1.Condition{
 		Type: petriv1.ConditionReachable, Status: status, Reason: reason, Message: msg,
-		ObservedGeneration: wc.Generation, LastTransitionTime: r.Options.metaNow(),
+		ObservedGeneration: wc.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
 	})
-	load, err := placedIn(ctx, r.Client, wc.Namespace, wc.Name)
+	load, err := clusters.PlacedIn(ctx, r.Client, wc.Namespace, wc.Name)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	wc.Status.Environments = int32(load.environments)
-	wc.Status.RequestedCPU, wc.Status.RequestedMemory = nonZero(load.cpu), nonZero(load.memory)
+	wc.Status.Environments = int32(load.Environments)
+	wc.Status.RequestedCPU, wc.Status.RequestedMemory = nonZero(load.CPU), nonZero(load.Memory)
 	wc.Status.ObservedGeneration = wc.Generation
 	if !equality.Semantic.DeepEqual(base.Status, wc.Status) {
 		if err := r.Status().Patch(ctx, wc, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
@@ -80,14 +93,14 @@ func (r *WorkloadClusterReconciler) Reconcile(ctx context.Context, req reconcile
 	if was := apimeta.FindStatusCondition(base.Status.Conditions, petriv1.ConditionReachable); was == nil || was.Status != status {
 		log.FromContext(ctx).Info("Workload cluster probed", "reachable", reachable, "reason", reason, "message", msg)
 	}
-	return reconcile.Result{RequeueAfter: r.Options.probeInterval()}, nil
+	return reconcile.Result{RequeueAfter: r.ProbeInterval}, nil
 }
 
 // connectAndProbe reads the cluster's credentials, refuses a kubeconfig that
 // is not only inline credentials before connecting, (re)connects when they
 // changed, and probes it. Nothing of the Secret's content goes into a
 // message.
-func (r *WorkloadClusterReconciler) connectAndProbe(ctx context.Context, wc *petriv1.WorkloadCluster) (bool, string, string) {
+func (r *Reconciler) connectAndProbe(ctx context.Context, wc *petriv1.WorkloadCluster) (bool, string, string) {
 	key := wc.Spec.Credentials.Key
 	if key == "" {
 		key = petriv1.DefaultClusterCredentialsKey
@@ -95,7 +108,7 @@ func (r *WorkloadClusterReconciler) connectAndProbe(ctx context.Context, wc *pet
 	ref := fmt.Sprintf("Secret %s/%s", wc.Namespace, wc.Spec.Credentials.Name)
 	secret := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: wc.Namespace, Name: wc.Spec.Credentials.Name}, secret); err != nil {
-		r.clusters.Disconnect(wc.Name)
+		r.Clusters.Disconnect(wc.Name)
 		if apierrors.IsNotFound(err) {
 			return false, petriv1.ReasonCredentialsMissing, ref + " not found"
 		}
@@ -103,60 +116,28 @@ func (r *WorkloadClusterReconciler) connectAndProbe(ctx context.Context, wc *pet
 	}
 	data, ok := secret.Data[key]
 	if !ok {
-		r.clusters.Disconnect(wc.Name)
+		r.Clusters.Disconnect(wc.Name)
 		return false, petriv1.ReasonCredentialsMissing, fmt.Sprintf("%s has no key %s", ref, key)
 	}
 	cfg, err := kubeconfig.RESTConfig(data)
 	if err != nil {
-		r.clusters.Disconnect(wc.Name)
+		r.Clusters.Disconnect(wc.Name)
 		var unsafe *kubeconfig.UnsafeError
 		if errors.As(err, &unsafe) {
 			return false, petriv1.ReasonCredentialsUnsafe, fmt.Sprintf("%s key %s: %v", ref, key, err)
 		}
 		return false, petriv1.ReasonCredentialsInvalid, fmt.Sprintf("%s key %s: %v", ref, key, err)
 	}
-	conn, err := r.clusters.Connect(wc.Name, string(secret.UID)+"/"+secret.ResourceVersion+"/"+key, cfg)
+	conn, err := r.Clusters.Connect(wc.Name, string(secret.UID)+"/"+secret.ResourceVersion+"/"+key, cfg)
 	if err != nil {
 		return false, petriv1.ReasonClusterUnreachable, err.Error()
 	}
 	first := !conn.WasProbed()
-	reachable, reason, message := probeCluster(ctx, conn, r.Options)
+	reachable, reason, message := r.Probe(ctx, conn)
 	if first {
-		r.clusters.ProbedFirst(wc.Name)
+		r.Clusters.ProbedFirst(wc.Name)
 	}
 	return reachable, reason, message
-}
-
-// load is what is placed in one cluster.
-type load struct {
-	environments int
-	cpu, memory  resource.Quantity
-}
-
-// placedIn counts the environments placed in the named cluster, from the
-// cache, with their requests.
-func placedIn(ctx context.Context, c client.Reader, namespace, name string) (load, error) {
-	var list petriv1.EphemeralEnvironmentList
-	if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexPlacement: name}); err != nil {
-		return load{}, fmt.Errorf("list environments placed in %s: %w", name, err)
-	}
-	var l load
-	for i := range list.Items {
-		l.add(&list.Items[i])
-	}
-	return l, nil
-}
-
-func (l *load) add(env *petriv1.EphemeralEnvironment) {
-	l.environments++
-	if p := env.Spec.Placement; p != nil && p.Requests != nil {
-		if p.Requests.CPU != nil {
-			l.cpu.Add(*p.Requests.CPU)
-		}
-		if p.Requests.Memory != nil {
-			l.memory.Add(*p.Requests.Memory)
-		}
-	}
 }
 
 func nonZero(q resource.Quantity) *resource.Quantity {
@@ -166,35 +147,9 @@ func nonZero(q resource.Quantity) *resource.Quantity {
 	return &q
 }
 
-// indexPlacement indexes environments by the cluster they are placed in;
-// those with a placement still to be decided under unplaced.
-const (
-	indexPlacement = "placement"
-	unplaced       = "\x00unplaced"
-)
-
-func placementKey(obj client.Object) []string {
-	env := obj.(*petriv1.EphemeralEnvironment)
-	switch {
-	case env.Status.Cluster != "":
-		return []string{env.Status.Cluster}
-	case env.Spec.Placement != nil && env.Status.TargetNamespace == "" && env.DeletionTimestamp.IsZero():
-		return []string{unplaced}
-	}
-	return nil
-}
-
-// probeInterval is how often each workload cluster is probed.
-func (o Options) probeInterval() time.Duration {
-	if o.ClusterProbeInterval > 0 {
-		return o.ClusterProbeInterval
-	}
-	return 30 * time.Second
-}
-
 // SetupWithManager watches WorkloadClusters, and the environments placed
 // in them (their count is the cluster's status).
-func (r *WorkloadClusterReconciler) SetupWithManager(mgr manager.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&petriv1.WorkloadCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&petriv1.EphemeralEnvironment{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
