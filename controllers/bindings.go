@@ -251,7 +251,7 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 	if err := r.createStepJob(ctx, env, sw, name, contract.ActionProvision, sw.Spec.Provision, jobs.BindingEpoch(bs)); err != nil {
 		return err
 	}
-	now := r.Options.metaNow()
+	now := r.Options.MetaNow()
 	bs.Job, bs.Attempt, bs.StartedAt, bs.Message = name, 1, &now, "provisioning"
 	log.FromContext(ctx).Info("Started provision job", "sharedWorkload", releaseName(sw), "job", name)
 	return nil
@@ -285,7 +285,7 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 	if err := r.createJob(ctx, env, name, labels, args, staged); err != nil {
 		return err
 	}
-	now := r.Options.metaNow()
+	now := r.Options.MetaNow()
 	bs.Phase, bs.Job, bs.Secret, bs.Attempt, bs.StartedAt, bs.Message = petriv1.ComponentDeploying, name, bindingSecretName(releaseName(sw)), 1, &now, "writing the binding Secret"
 	return nil
 }

@@ -45,5 +45,5 @@ func TestTimeComesFromTheClock(t *testing.T) {
 	assert.Equal(t, petriv1.ComponentPending, cs.Phase, "due: the next attempt starts")
 	assert.Equal(t, int32(2), cs.Attempt)
 
-	assert.Equal(t, failedAt.Add(time.Second).Sub(clk.Now()), r.Options.stepRetryIn(1, &failedAt), "a step's backoff counts from its failure")
+	assert.Equal(t, failedAt.Add(time.Second).Sub(clk.Now()), stepRetryIn(r.Options, 1, &failedAt), "a step's backoff counts from its failure")
 }

@@ -118,7 +118,7 @@ func unreachableMessage(err error) string {
 // newClusterRegistry is the registry of the operator's connections to its
 // workload clusters, each built by newWorkloadCluster.
 func newClusterRegistry(o Options) *clusters.Registry {
-	return clusters.NewRegistry(o.now, func(ctx context.Context, cfg *rest.Config) (cluster.Cluster, error) {
+	return clusters.NewRegistry(o.Now, func(ctx context.Context, cfg *rest.Config) (cluster.Cluster, error) {
 		return newWorkloadCluster(ctx, cfg, o)
 	})
 }
@@ -163,12 +163,4 @@ func (r *EphemeralEnvironmentReconciler) forCluster(ctx context.Context, env *pe
 		return ctx, why, pending
 	}
 	return log.IntoContext(withTarget(ctx, t), log.FromContext(ctx).WithValues("cluster", t.Name)), "", false
-}
-
-// probeInterval is how often each workload cluster is probed.
-func (o Options) probeInterval() time.Duration {
-	if o.ClusterProbeInterval > 0 {
-		return o.ClusterProbeInterval
-	}
-	return 30 * time.Second
 }

@@ -395,7 +395,7 @@ func (r *EphemeralEnvironmentReconciler) launchDeploy(ctx context.Context, env *
 		"--termination-log", jobs.TerminationLogPath,
 	}
 	args = append(args, releaseArgs(r.Options, c.Chart, c.Release)...)
-	l.at = r.Options.metaNow()
+	l.at = r.Options.MetaNow()
 	if err := r.createJobWithin(ctx, env, l.job, labels, args, secretName, jobs.ReleaseDeadline(c.Release)); err != nil {
 		if !apierrors.IsForbidden(err) && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsInternalError(err) && !apierrors.IsTooManyRequests(err) && !apierrors.IsServiceUnavailable(err) {
 			l.err = err
@@ -428,7 +428,7 @@ func (r *EphemeralEnvironmentReconciler) recordLaunch(ctx context.Context, env *
 		cs.LastError = jobs.OneLine(string(contract.ReasonKubernetesRefused) + ": " + l.refused.Error())
 		r.scheduleRetry(env, cs, true)
 		if cs.NextRetryAt != nil {
-			p.requeueAfter(r.Options.until(cs.NextRetryAt.Time))
+			p.requeueAfter(r.Options.Until(cs.NextRetryAt.Time))
 		}
 		return false, nil
 	}

@@ -90,7 +90,7 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 	if err := r.createStepJob(ctx, env, sw, name, contract.ActionDeprovision, sw.Spec.Deprovision, jobs.BindingEpoch(bs)); err != nil {
 		return false, err
 	}
-	now := r.Options.metaNow()
+	now := r.Options.MetaNow()
 	bs.Phase, bs.Job, bs.Attempt, bs.StartedAt, bs.FinishedAt, bs.LastError, bs.Message = petriv1.ComponentUndeploying, name, attempt, &now, nil, "", "deprovisioning"
 	log.FromContext(ctx).Info("Started deprovision job", "sharedWorkload", bs.Name, "job", name, "attempt", attempt)
 	return false, nil

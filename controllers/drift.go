@@ -184,10 +184,10 @@ func (r *EphemeralEnvironmentReconciler) checkDeployerAccess(ctx context.Context
 	if !ok {
 		// Asked again after a wait that grows from the loss's finding;
 		// past the timeout the environment is Stalled until it is.
-		wait, overdue := r.Options.authorizationWait(c.LastTransitionTime.Time)
+		wait, overdue := authorizationWait(r.Options, c.LastTransitionTime.Time)
 		if overdue {
 			rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.DeployerRoleBinding}}
-			p.stalled(petriv1.ReasonDeployerNotAuthorized, r.Options.notAuthorizedMessage(rb))
+			p.stalled(petriv1.ReasonDeployerNotAuthorized, notAuthorizedMessage(r.Options, rb))
 		}
 		p.requeueAfter(wait)
 		return nil

@@ -246,9 +246,9 @@ func (r *EphemeralEnvironmentReconciler) deployerIdentity(ctx context.Context, s
 	// Checked only until the first Job starts; no watch tells when the
 	// authorizer honours the binding, so it is asked again after a wait
 	// that grows with the time waited.
-	wait, overdue := r.Options.authorizationWait(rb.CreationTimestamp.Time)
+	wait, overdue := authorizationWait(r.Options, rb.CreationTimestamp.Time)
 	if overdue {
-		p.stalled(petriv1.ReasonDeployerNotAuthorized, r.Options.notAuthorizedMessage(rb))
+		p.stalled(petriv1.ReasonDeployerNotAuthorized, notAuthorizedMessage(r.Options, rb))
 		return haltWith(reconcile.Result{RequeueAfter: wait}), nil
 	}
 	setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployProgressing, "waiting for the deployer's RoleBinding to take effect")
@@ -264,7 +264,7 @@ func (r *EphemeralEnvironmentReconciler) redeployPhase(ctx context.Context, s *s
 // controller's status.sleep holds it, and finds whether the current
 // generation's deploy had started before this pass.
 func (r *EphemeralEnvironmentReconciler) sleepFirst(_ context.Context, s *scope) (step, error) {
-	s.deployStartedBefore = trackDeployStart(s.env, true, r.Options.microNow())
+	s.deployStartedBefore = trackDeployStart(s.env, true, r.Options.MicroNow())
 	if sleepHolds(s.env) {
 		return halt, nil
 	}
@@ -279,7 +279,7 @@ func (r *EphemeralEnvironmentReconciler) finishRecoveryPhase(_ context.Context, 
 // sleepLast records the start of a deploy the graph just began (a sleep
 // request older than it is stale).
 func (r *EphemeralEnvironmentReconciler) sleepLast(_ context.Context, s *scope) (step, error) {
-	trackDeployStart(s.env, s.deployStartedBefore, r.Options.microNow())
+	trackDeployStart(s.env, s.deployStartedBefore, r.Options.MicroNow())
 	return proceed, nil
 }
 
@@ -308,7 +308,7 @@ func (r *EphemeralEnvironmentReconciler) expiry(env *petriv1.EphemeralEnvironmen
 	at := env.CreationTimestamp.Add(env.Spec.TTL.Duration)
 	t := metaTime(at)
 	env.Status.ExpiresAt = &t
-	left := r.Options.until(at)
+	left := r.Options.Until(at)
 	return left <= 0, left
 }
 

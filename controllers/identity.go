@@ -158,8 +158,8 @@ const authorizationPollMax = 30 * time.Second
 // quarter of the timeout when that is less): a binding the authorizer
 // honours within a moment is seen at once, one it never honours costs a
 // question every 30 s rather than five API calls every 200 ms.
-func (o Options) authorizationWait(since time.Time) (time.Duration, bool) {
-	waited := max(o.now().Sub(since), 0)
+func authorizationWait(o Options, since time.Time) (time.Duration, bool) {
+	waited := max(o.Now().Sub(since), 0)
 	limit := max(min(authorizationPollMax, o.DeployerAuthorizationTimeout/4), 200*time.Millisecond)
 	return min(max(waited/2, 200*time.Millisecond), limit), waited >= o.DeployerAuthorizationTimeout
 }
@@ -167,8 +167,8 @@ func (o Options) authorizationWait(since time.Time) (time.Duration, bool) {
 // notAuthorizedMessage says what a Stalled DeployerNotAuthorized means and
 // what a person can do. It does not change from one check to the next, so a
 // stalled environment costs no status write per check.
-func (o Options) notAuthorizedMessage(rb *rbacv1.RoleBinding) string {
-	poll, _ := o.authorizationWait(time.Time{})
+func notAuthorizedMessage(o Options, rb *rbacv1.RoleBinding) string {
+	poll, _ := authorizationWait(o, time.Time{})
 	return fmt.Sprintf("the API server's authorizer has not honoured rolebinding %s/%s (ClusterRole %s) within %s: the deployer may not create Secrets there, so no Job starts; check the %s ClusterRole (its aggregated rules) and any authorization webhook. Checked again every %s",
 		rb.Namespace, rb.Name, adminClusterRole, o.DeployerAuthorizationTimeout, adminClusterRole, poll)
 }

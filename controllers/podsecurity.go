@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/petri-dev/petri/controllers/internal/options"
 )
 
 // Pod Security of the namespaces Petri places workloads in.
@@ -32,20 +33,17 @@ const (
 )
 
 // PodSecurityLevels are the levels --workload-pod-security takes.
-var PodSecurityLevels = []string{"privileged", "baseline", "restricted"}
+var PodSecurityLevels = options.PodSecurityLevels
 
 // DefaultWorkloadPodSecurity is the level of an installation that names
-// none; the fences assume it too when their ConfigMap has no
-// workload-pod-security.
-const DefaultWorkloadPodSecurity = "baseline"
+// none (options.DefaultWorkloadPodSecurity).
+const DefaultWorkloadPodSecurity = options.DefaultWorkloadPodSecurity
 
 // podSecurityLabels put a namespace at level, for the latest version of
 // the standards the API server knows.
 func podSecurityLabels(level string) map[string]string {
 	return map[string]string{LabelPodSecurityEnforce: level, LabelPodSecurityEnforceVersion: "latest"}
 }
-
-func validPodSecurityLevel(level string) bool { return slices.Contains(PodSecurityLevels, level) }
 
 // withPodSecurity adds the labels of level to a namespace about to be
 // created.

@@ -34,7 +34,7 @@ func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *p
 	w, err := releasebusy.Check(ctx, releasebusy.Release{
 		Cache: r.Client, API: r.APIReader,
 		Namespace: r.Options.ManagementNamespace, Key: releasebusy.Key(string(env.UID), naming.LabelValue(component)),
-		Job: job, Candidates: candidates, Now: r.Options.now(),
+		Job: job, Candidates: candidates, Now: r.Options.Now(),
 	})
 	switch {
 	case err != nil:
@@ -59,7 +59,7 @@ func (r *SharedWorkloadReconciler) sharedReleaseBusy(ctx context.Context, sw *pe
 		return releasebusy.Wait{}, fmt.Errorf("get job %s: %w", job, err)
 	}
 	jobExists := err == nil
-	held := releasebusy.Holds{Cache: r.Client, Nodes: r.APIReader, Now: r.Options.now()}
+	held := releasebusy.Holds{Cache: r.Client, Nodes: r.APIReader, Now: r.Options.Now()}
 	w, err := held.RunningPod(ctx, r.Options.ManagementNamespace, releasebusy.SharedKey(naming.LabelValue(sw.Name)), job, jobExists)
 	switch {
 	case err != nil:

@@ -82,12 +82,12 @@ const stepMaxBackoff = 5 * time.Minute
 // stepRetryIn is how long until the next attempt of a step (not a deploy)
 // whose given attempt failed at finishedAt: the teardown backoff, counted
 // from the failure; the whole backoff when the failure time is unknown.
-func (o Options) stepRetryIn(attempt int32, finishedAt *metav1.Time) time.Duration {
+func stepRetryIn(o Options, attempt int32, finishedAt *metav1.Time) time.Duration {
 	d := backoff(o.TeardownBackoff, stepMaxBackoff, attempt)
 	if finishedAt == nil {
 		return d
 	}
-	return o.until(finishedAt.Add(d))
+	return o.Until(finishedAt.Add(d))
 }
 
 // scheduleRetry decides, for a component whose deploy attempt just failed
@@ -107,7 +107,7 @@ func (r *EphemeralEnvironmentReconciler) scheduleRetry(env *petriv1.EphemeralEnv
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonDeployFailed, "Deploy", "component %s failed after %d attempts: %s", cs.Name, attempt, cs.LastError)
 		return
 	}
-	at := r.Options.retryAt(p, attempt, cs.FinishedAt)
+	at := retryAt(r.Options, p, attempt, cs.FinishedAt)
 	cs.NextRetryAt = &at
 	cs.Message = fmt.Sprintf("attempt %d of %d failed; attempt %d starts at %s", attempt, p.attempts, attempt+1, at.UTC().Format(time.RFC3339))
 	r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonDeployRetrying, "Deploy", "component %s failed (attempt %d of %d): %s; retrying at %s",
@@ -117,8 +117,8 @@ func (r *EphemeralEnvironmentReconciler) scheduleRetry(env *petriv1.EphemeralEnv
 // retryAt is when the next attempt after the given failed one starts: the
 // policy's delay after the failure (now, when that is unknown or later),
 // on the next whole second.
-func (o Options) retryAt(p retryPolicy, attempt int32, finishedAt *metav1.Time) metav1.Time {
-	from := o.now()
+func retryAt(o Options, p retryPolicy, attempt int32, finishedAt *metav1.Time) metav1.Time {
+	from := o.Now()
 	if finishedAt != nil && finishedAt.Time.Before(from) {
 		from = finishedAt.Time
 	}
@@ -134,7 +134,7 @@ func (r *EphemeralEnvironmentReconciler) retryDue(ctx context.Context, env *petr
 		if cs.Phase != petriv1.ComponentFailed || cs.NextRetryAt == nil || cs.Generation != env.Generation {
 			continue
 		}
-		if wait := r.Options.until(cs.NextRetryAt.Time); wait > 0 {
+		if wait := r.Options.Until(cs.NextRetryAt.Time); wait > 0 {
 			p.requeueAfter(wait)
 			continue
 		}

@@ -71,8 +71,8 @@ func TestRetryPolicy(t *testing.T) {
 // A shared workload retries by a component's default policy; the option
 // shortens its first wait only.
 func TestSharedRetryPolicy(t *testing.T) {
-	assert.Equal(t, policyOf(nil), Options{}.sharedRetryPolicy())
-	p := Options{SharedWorkloadRetryBackoff: 500 * time.Millisecond}.sharedRetryPolicy()
+	assert.Equal(t, policyOf(nil), sharedRetryPolicy(Options{}))
+	p := sharedRetryPolicy(Options{SharedWorkloadRetryBackoff: 500 * time.Millisecond})
 	assert.Equal(t, int32(3), p.attempts)
 	assert.Equal(t, []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}, []time.Duration{p.delay(1), p.delay(2), p.delay(3)})
 }
@@ -127,9 +127,9 @@ func TestBackoff(t *testing.T) {
 
 	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	o := Options{TeardownBackoff: 2 * time.Second, Clock: clocktesting.NewFakePassiveClock(now)}
-	assert.Equal(t, 4*time.Second, o.stepRetryIn(2, nil), "no failure time: the whole backoff")
+	assert.Equal(t, 4*time.Second, stepRetryIn(o, 2, nil), "no failure time: the whole backoff")
 	failed := metav1.NewTime(now.Add(-time.Second))
-	assert.Equal(t, 3*time.Second, o.stepRetryIn(2, &failed), "counted from the failure")
+	assert.Equal(t, 3*time.Second, stepRetryIn(o, 2, &failed), "counted from the failure")
 	o.Clock.(*clocktesting.FakePassiveClock).SetTime(now.Add(10 * time.Second))
-	assert.Negative(t, o.stepRetryIn(2, &failed), "due")
+	assert.Negative(t, stepRetryIn(o, 2, &failed), "due")
 }

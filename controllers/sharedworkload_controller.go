@@ -79,7 +79,7 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 		if retErr != nil && !errors.Is(retErr, reconcile.TerminalError(nil)) {
 			setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonProgressing, "retrying: "+retErr.Error())
 		}
-		stampTransitions(before.Status.Conditions, sw.Status.Conditions, r.Options.metaNow())
+		stampTransitions(before.Status.Conditions, sw.Status.Conditions, r.Options.MetaNow())
 		if !equality.Semantic.DeepEqual(before.Status, sw.Status) {
 			if err := r.Status().Patch(ctx, sw, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
 				retErr = errors.Join(retErr, fmt.Errorf("patch status: %w", err))
@@ -340,7 +340,7 @@ func (r *SharedWorkloadReconciler) followUndeploy(ctx context.Context, sw *petri
 				rel.LastError, rel.FinishedAt = jobs.OneLine(st.Message), st.Finished
 				recordJob(contract.ActionUndeploy, st)
 			}
-			if wait := r.Options.stepRetryIn(rel.Attempt, rel.FinishedAt); wait > 0 {
+			if wait := stepRetryIn(r.Options, rel.Attempt, rel.FinishedAt); wait > 0 {
 				msg := fmt.Sprintf("undeploy failed (attempt %d): %s; retrying in %s", rel.Attempt, rel.LastError, wait.Round(time.Second))
 				setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownFailed, msg)
 				setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownFailed, msg)
@@ -377,7 +377,7 @@ func (r *SharedWorkloadReconciler) startUndeploy(ctx context.Context, sw *petriv
 	if err := r.createJob(ctx, sw, name, contract.ActionUndeploy, gen, args, ""); err != nil {
 		return reconcile.Result{}, err
 	}
-	now := r.Options.metaNow()
+	now := r.Options.MetaNow()
 	lastError := rel.LastError
 	rel.Phase, rel.Job, rel.Attempt, rel.Generation, rel.StartedAt, rel.FinishedAt, rel.LastError = petriv1.ComponentUndeploying, name, attempt, gen, &now, nil, ""
 	msg := "undeploying"

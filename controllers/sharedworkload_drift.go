@@ -84,14 +84,14 @@ func (r *SharedWorkloadReconciler) verifyRelease(ctx context.Context, sw *petriv
 		since = v.StartedAt
 	}
 	if since != nil {
-		if wait := r.Options.until(since.Add(r.Options.VerifyInterval)); wait > 0 {
+		if wait := r.Options.Until(since.Add(r.Options.VerifyInterval)); wait > 0 {
 			return "", reconcile.Result{RequeueAfter: wait}, nil
 		}
 	}
 	period := max(r.Options.VerifyInterval, time.Second)
 	key := jobs.SharedKey(sw, contract.ActionVerify, sw.Generation)
 	key.Recovery = sw.Status.Recoveries
-	key.Verify = &naming.VerifyCause{Trigger: verifyTriggerPeriodic, Key: strconv.FormatInt(r.Options.now().UnixNano()/int64(period), 10)}
+	key.Verify = &naming.VerifyCause{Trigger: verifyTriggerPeriodic, Key: strconv.FormatInt(r.Options.Now().UnixNano()/int64(period), 10)}
 	name := key.Name()
 	if v != nil && v.Job != "" && v.Job != name {
 		// The previous one failed and was kept for its log until now.
@@ -107,7 +107,7 @@ func (r *SharedWorkloadReconciler) verifyRelease(ctx context.Context, sw *petriv
 	if err := r.createJob(ctx, sw, name, contract.ActionVerify, sw.Generation, args, ""); err != nil {
 		return "", reconcile.Result{}, err
 	}
-	now := r.Options.metaNow()
+	now := r.Options.MetaNow()
 	sw.Status.Verification = &petriv1.VerificationStatus{Job: name, Trigger: verifyTriggerPeriodic, StartedAt: &now}
 	log.FromContext(ctx).Info("Started shared workload verify job", "job", name)
 	return "", reconcile.Result{}, nil
@@ -121,7 +121,7 @@ func (r *SharedWorkloadReconciler) observeReleaseVerification(ctx context.Contex
 	if err != nil {
 		return "", reconcile.Result{}, err
 	}
-	now := r.Options.metaNow()
+	now := r.Options.MetaNow()
 	switch {
 	case !st.Exists:
 		v.FinishedAt, v.Result = &now, fmt.Sprintf("job %s is gone before its outcome was seen", v.Job)

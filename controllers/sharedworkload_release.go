@@ -79,7 +79,7 @@ func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.Share
 			r.summarize(sw, petriv1.ReasonDeployFailed, rel.LastError)
 			return reconcile.Result{}, nil
 		}
-		if wait := r.Options.until(rel.NextRetryAt.Time); wait > 0 {
+		if wait := r.Options.Until(rel.NextRetryAt.Time); wait > 0 {
 			r.summarize(sw, petriv1.ReasonDeployRetrying, rel.LastError+"; "+rel.Message)
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
@@ -128,7 +128,7 @@ func (r *SharedWorkloadReconciler) observeRelease(ctx context.Context, sw *petri
 
 // sharedRetryPolicy is a shared workload's retry policy: a component's
 // default, from Options.SharedWorkloadRetryBackoff when it is set.
-func (o Options) sharedRetryPolicy() retryPolicy {
+func sharedRetryPolicy(o Options) retryPolicy {
 	p := policyOf(nil)
 	if o.SharedWorkloadRetryBackoff > 0 {
 		p.backoff = o.SharedWorkloadRetryBackoff
@@ -139,7 +139,7 @@ func (o Options) sharedRetryPolicy() retryPolicy {
 // scheduleRetry decides whether the failed deploy attempt of the release is
 // followed by another, and when (sharedRetryPolicy).
 func (r *SharedWorkloadReconciler) scheduleRetry(sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus, retryable bool) {
-	p := r.Options.sharedRetryPolicy()
+	p := sharedRetryPolicy(r.Options)
 	attempt := max(rel.Attempt, 1)
 	rel.NextRetryAt = nil
 	if !retryable || attempt >= p.attempts {
@@ -150,7 +150,7 @@ func (r *SharedWorkloadReconciler) scheduleRetry(sw *petriv1.SharedWorkload, rel
 		r.Recorder.Eventf(sw, nil, corev1.EventTypeWarning, petriv1.ReasonDeployFailed, "Deploy", "shared workload %s %s: %s", sw.Name, rel.Message, rel.LastError)
 		return
 	}
-	at := r.Options.retryAt(p, attempt, rel.FinishedAt)
+	at := retryAt(r.Options, p, attempt, rel.FinishedAt)
 	rel.NextRetryAt = &at
 	rel.Message = fmt.Sprintf("attempt %d of %d failed; attempt %d starts at %s", attempt, p.attempts, attempt+1, at.UTC().Format(time.RFC3339))
 	r.Recorder.Eventf(sw, nil, corev1.EventTypeWarning, petriv1.ReasonDeployRetrying, "Deploy", "shared workload %s: %s: %s", sw.Name, rel.Message, rel.LastError)
@@ -220,7 +220,7 @@ func (r *SharedWorkloadReconciler) startRelease(ctx context.Context, sw *petriv1
 	if err := r.createJob(ctx, sw, name, contract.ActionDeploy, gen, args, secretName); err != nil {
 		return reconcile.Result{}, err
 	}
-	now := r.Options.metaNow()
+	now := r.Options.MetaNow()
 	rel.Phase, rel.Job, rel.StartedAt, rel.FinishedAt, rel.LastError, rel.Attempt = petriv1.ComponentDeploying, name, &now, nil, "", attempt
 	log.FromContext(ctx).Info("Started shared workload deploy job", "job", name, "attempt", attempt)
 	msg := "deploy job " + name + " is running"

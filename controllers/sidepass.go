@@ -63,7 +63,7 @@ func (r *EphemeralEnvironmentReconciler) runSidePass(ctx context.Context, key ty
 	err := sp.body(ctx, env, p)
 	if !equality.Semantic.DeepEqual(before.Status, env.Status) {
 		if sp.conditions {
-			stampTransitions(before.Status.Conditions, env.Status.Conditions, r.Options.metaNow())
+			stampTransitions(before.Status.Conditions, env.Status.Conditions, r.Options.MetaNow())
 		}
 		if perr := r.Status().Patch(ctx, env, client.MergeFrom(before)); perr != nil && !apierrors.IsNotFound(perr) {
 			err = errors.Join(err, fmt.Errorf("patch status: %w", perr))

@@ -171,7 +171,7 @@ func (r *SleepReconciler) observeSleepJob(ctx context.Context, env *petriv1.Ephe
 	if s.Action == petriv1.SleepActionWake {
 		reason, failed = petriv1.ReasonWaking, petriv1.ReasonWakeFailed
 	}
-	now := r.Options.metaNow()
+	now := r.Options.MetaNow()
 	switch {
 	case !st.Exists:
 		// Deleted by hand, or removed by its TTL while the operator was
@@ -231,7 +231,7 @@ func (r *SleepReconciler) startSleepJob(ctx context.Context, env *petriv1.Epheme
 	if s.Action == action && s.SleepRequested == sleepRequested && s.WakeRequested == wakeRequested && s.Job != "" {
 		// The same request again: a failed (or lost) attempt.
 		attempt = s.Attempt + 1
-		if wait := r.Options.stepRetryIn(s.Attempt, s.FinishedAt); wait > 0 {
+		if wait := stepRetryIn(r.Options, s.Attempt, s.FinishedAt); wait > 0 {
 			p.requeueAfter(wait)
 			return nil
 		}
@@ -266,7 +266,7 @@ func (r *SleepReconciler) startSleepJob(ctx context.Context, env *petriv1.Epheme
 	if err := r.createJob(ctx, env, name, l, args, ""); err != nil {
 		return err
 	}
-	now := r.Options.metaNow()
+	now := r.Options.MetaNow()
 	*s = petriv1.SleepStatus{
 		Asleep: s.Asleep, Since: s.Since,
 		SleepRequested: sleepRequested, WakeRequested: wakeRequested,

@@ -105,7 +105,7 @@ func (r *EphemeralEnvironmentReconciler) summarize(env *petriv1.EphemeralEnviron
 // transitions by the operator's clock.
 func (r *EphemeralEnvironmentReconciler) finishStatus(before, env *petriv1.EphemeralEnvironment, p *pass, err error) {
 	r.summarize(env, p, err)
-	stampTransitions(before.Status.Conditions, env.Status.Conditions, r.Options.metaNow())
+	stampTransitions(before.Status.Conditions, env.Status.Conditions, r.Options.MetaNow())
 }
 
 // stampTransitions dates a pass's conditions by the operator's clock: one

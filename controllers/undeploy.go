@@ -184,7 +184,7 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 		return false, err
 	}
 	r.releaseJobs.Add(env, cs.Name, jobName)
-	now := r.Options.metaNow()
+	now := r.Options.MetaNow()
 	cs.Phase, cs.Job, cs.Attempt, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.LastError = petriv1.ComponentUndeploying, jobName, attempt, gen, &now, nil, ""
 	cs.Message = wait.PassedOver()
 	if cs.Message != "" {
@@ -228,7 +228,7 @@ func (r *EphemeralEnvironmentReconciler) observeRetried(ctx context.Context, env
 		recordJob(action, st)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownFailed, action, "%s of %s failed (attempt %d): %s", action, subject, attempt, *lastError)
 	}
-	if wait := r.Options.stepRetryIn(attempt, *finishedAt); wait > 0 {
+	if wait := stepRetryIn(r.Options, attempt, *finishedAt); wait > 0 {
 		return false, false, &retryLater{after: wait, msg: fmt.Sprintf("%s: %s failed (attempt %d): %s; retrying in %s", subject, action, attempt, *lastError, wait.Round(time.Second))}
 	}
 	return false, false, nil

@@ -72,7 +72,7 @@ func (r *VerifyReconciler) verify(ctx context.Context, env *petriv1.EphemeralEnv
 	if v := env.Status.Verification; v != nil && v.StartedAt != nil && v.StartedAt.After(since) {
 		since = v.StartedAt.Time
 	}
-	if wait := r.Options.until(since.Add(r.Options.VerifyInterval)); wait > 0 {
+	if wait := r.Options.Until(since.Add(r.Options.VerifyInterval)); wait > 0 {
 		p.requeueAfter(wait)
 		return nil
 	}
@@ -100,7 +100,7 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 	switch trigger {
 	case verifyTriggerPeriodic:
 		period := max(r.Options.VerifyInterval, time.Second)
-		cause.Key = strconv.FormatInt(r.Options.now().UnixNano()/int64(period), 10)
+		cause.Key = strconv.FormatInt(r.Options.Now().UnixNano()/int64(period), 10)
 	default:
 		c := apimeta.FindStatusCondition(env.Status.Conditions, petriv1.ConditionWorkloadsIntact)
 		if c != nil {
@@ -109,7 +109,7 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 		if v := env.Status.Verification; v != nil && v.Trigger == trigger && v.FinishedAt != nil && !v.FinishedAt.Before(&c.LastTransitionTime) {
 			// The check after this loss ran and could not tell: the next
 			// one follows after the backoff.
-			if wait := r.Options.stepRetryIn(1, v.FinishedAt); wait > 0 {
+			if wait := stepRetryIn(r.Options, 1, v.FinishedAt); wait > 0 {
 				p.requeueAfter(wait)
 				return nil
 			}
@@ -145,7 +145,7 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 	if err := r.createJob(ctx, env, name, r.jobLabels(env, verifySubject, contract.ActionVerify, env.Generation), args, ""); err != nil {
 		return err
 	}
-	now := r.Options.metaNow()
+	now := r.Options.MetaNow()
 	env.Status.Verification = &petriv1.VerificationStatus{Job: name, Trigger: trigger, StartedAt: &now}
 	log.FromContext(ctx).Info("Started verify job", "job", name, "trigger", trigger)
 	return nil
@@ -159,7 +159,7 @@ func (r *VerifyReconciler) observeVerification(ctx context.Context, env *petriv1
 	if err != nil {
 		return err
 	}
-	now := r.Options.metaNow()
+	now := r.Options.MetaNow()
 	switch {
 	case !st.Exists:
 		// Deleted, or removed by its TTL while the operator was down: the
@@ -203,7 +203,7 @@ func (r *VerifyReconciler) observeVerification(ctx context.Context, env *petriv1
 		// is retried after the backoff.
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonVerifyFailed, "Verify", "verify job %s failed: %s", v.Job, v.Result)
 		if v.Trigger == verifyTriggerAccess {
-			p.requeueAfter(r.Options.stepRetryIn(1, v.FinishedAt))
+			p.requeueAfter(stepRetryIn(r.Options, 1, v.FinishedAt))
 		}
 		return nil
 	}

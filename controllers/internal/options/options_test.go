@@ -1,4 +1,4 @@
-package controllers
+package options
 
 import (
 	"flag"
@@ -12,7 +12,7 @@ import (
 )
 
 func parseOptions(args ...string) (Options, error) {
-	o := DefaultOptions()
+	o := Default()
 	fs := flag.NewFlagSet("petri-operator", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o.BindFlags(fs)
@@ -38,7 +38,7 @@ func TestJobResourcesFlags(t *testing.T) {
 	_, hasMemory := o.JobResources.Requests[corev1.ResourceMemory]
 	assert.False(t, hasMemory, "0 removes the request")
 	assert.Equal(t, "1Gi", o.JobResources.Limits.Memory().String())
-	defaults := DefaultOptions().JobResources.Requests
+	defaults := Default().JobResources.Requests
 	assert.Equal(t, "100m", defaults.Cpu().String(), "the defaults are not changed by parsing")
 
 	_, err = parseOptions("--job-cpu-request=lots")
