@@ -20,6 +20,7 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/binding"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/objects"
 )
 
 // A binding is staged once per environment and shared workload: the
@@ -382,7 +383,7 @@ func (r *EphemeralEnvironmentReconciler) createStepJob(ctx context.Context, env 
 		{Name: "PETRI_SHARED_WORKLOAD", Value: releaseName(sw)},
 		{Name: "PETRI_ACTION", Value: action},
 	}, tmpl.Env...)
-	return createJob(ctx, r.Client, r.Options, jobs.Spec{
+	return objects.CreateJob(ctx, r.Client, r.Options, jobs.Spec{
 		Name:           name,
 		Labels:         r.jobLabels(env, releaseName(sw), action, epoch),
 		Owner:          *metav1.NewControllerRef(env, petriv1.GroupVersion.WithKind("EphemeralEnvironment")),

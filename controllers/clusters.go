@@ -17,6 +17,7 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/clusters"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/releasebusy"
+	"github.com/petri-dev/petri/controllers/internal/route"
 )
 
 // probeTimeout bounds one probe of a workload cluster.
@@ -162,5 +163,5 @@ func (r *EphemeralEnvironmentReconciler) forCluster(ctx context.Context, env *pe
 	if t == nil {
 		return ctx, why, pending
 	}
-	return log.IntoContext(withTarget(ctx, t), log.FromContext(ctx).WithValues("cluster", t.Name)), "", false
+	return log.IntoContext(route.With(ctx, t), log.FromContext(ctx).WithValues("cluster", t.Name)), "", false
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/graph"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/objects"
 	"github.com/petri-dev/petri/controllers/internal/releasebusy"
 	"github.com/petri-dev/petri/controllers/internal/summary"
 	"github.com/petri-dev/petri/controllers/internal/values"
@@ -477,7 +478,7 @@ func ptrTo[T any](v T) *T { return &v }
 // the garbage collector (the Secrets are the environment's).
 func (r *EphemeralEnvironmentReconciler) pruneComponentValues(ctx context.Context, env *petriv1.EphemeralEnvironment, cs *petriv1.ComponentStatus) {
 	match := client.MatchingLabels{petriv1.LabelEnvironmentUID: string(env.UID), contract.LabelComponent: naming.LabelValue(cs.Name)}
-	if err := pruneOlderValues(ctx, r.Client, r.Options.ManagementNamespace, match, cs.Generation); err != nil {
+	if err := objects.PruneOlderValues(ctx, r.Client, r.Options.ManagementNamespace, match, cs.Generation); err != nil {
 		log.FromContext(ctx).Info("Values secrets of older generations not deleted", "component", cs.Name, "error", err.Error())
 	}
 }

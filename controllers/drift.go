@@ -17,6 +17,7 @@ import (
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/objects"
 	"github.com/petri-dev/petri/controllers/internal/summary"
 )
 
@@ -142,7 +143,7 @@ func (r *EphemeralEnvironmentReconciler) checkDeployerAccess(ctx context.Context
 		lost = fmt.Sprintf("rolebinding %s in %s was removed", naming.DeployerRoleBinding, ns)
 	case err != nil:
 		return fmt.Errorf("get rolebinding %s/%s: %w", ns, naming.DeployerRoleBinding, err)
-	case rb.RoleRef.Kind != "ClusterRole" || rb.RoleRef.Name != adminClusterRole || len(rb.Subjects) != 1 ||
+	case rb.RoleRef.Kind != "ClusterRole" || rb.RoleRef.Name != objects.AdminClusterRole || len(rb.Subjects) != 1 ||
 		rb.Subjects[0].Kind != rbacv1.ServiceAccountKind || rb.Subjects[0].Namespace != env.Namespace || rb.Subjects[0].Name != sa:
 		// Not what the operator wrote: it goes, so that no one else holds
 		// admin through it, and the operator's own takes its place.
@@ -164,7 +165,7 @@ func (r *EphemeralEnvironmentReconciler) checkDeployerAccess(ctx context.Context
 		}
 	}
 	if lost != "" {
-		if _, err := ensureAdminBinding(ctx, r.Client, ns, env.Namespace, sa, ownedLabels(env)); err != nil {
+		if _, err := objects.EnsureAdminBinding(ctx, r.Client, ns, env.Namespace, sa, ownedLabels(env)); err != nil {
 			return err
 		}
 		msg := lost + "; created it again, verifying the releases once it takes effect"

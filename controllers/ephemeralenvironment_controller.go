@@ -32,6 +32,7 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/clusters"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
+	"github.com/petri-dev/petri/controllers/internal/objects"
 	"github.com/petri-dev/petri/controllers/internal/releasebusy"
 	"github.com/petri-dev/petri/internal/cacheguard"
 )
@@ -184,7 +185,7 @@ func (r *EphemeralEnvironmentReconciler) ensureFinalizer(ctx context.Context, s 
 	if controllerutil.ContainsFinalizer(env, petriv1.Finalizer) {
 		return proceed, nil
 	}
-	if err := setFinalizer(ctx, r.Client, env, true); err != nil {
+	if err := objects.SetFinalizer(ctx, r.Client, env, true); err != nil {
 		return haltWith(reconcile.Result{}), fmt.Errorf("add finalizer: %w", err)
 	}
 	return proceed, nil

@@ -17,6 +17,7 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/clusters"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
+	"github.com/petri-dev/petri/controllers/internal/objects"
 )
 
 // RequestKind is requestKind, for the table test.
@@ -31,8 +32,8 @@ var (
 	IndexPodsByJob = jobwatch.IndexPodsByJob
 )
 
-// SetFinalizer is setFinalizer, for its test against the API server.
-var SetFinalizer = setFinalizer
+// SetFinalizer is objects.SetFinalizer, for its test against the API server.
+var SetFinalizer = objects.SetFinalizer
 
 // JobOutcome is what observeJobLive read of a Job, for its test against
 // the API server.
@@ -55,11 +56,11 @@ func ObserveJobLive(ctx context.Context, cache, api client.Reader, namespace, na
 // and EnsureAdminBinding the RoleBinding it makes and restores there: the
 // fences' test makes both as the operator.
 func OperatorNamespace(env *petriv1.EphemeralEnvironment, key []byte, level string) *corev1.Namespace {
-	return withPodSecurity(newOwnedNamespace(env, key), level)
+	return objects.WithPodSecurity(newOwnedNamespace(env, key), level)
 }
 
-// EnsureAdminBinding is ensureAdminBinding.
-var EnsureAdminBinding = ensureAdminBinding
+// EnsureAdminBinding is objects.EnsureAdminBinding.
+var EnsureAdminBinding = objects.EnsureAdminBinding
 
 // BindingStaging is the staged binding's name, for the test that stages one
 // as an earlier version did.

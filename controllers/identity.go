@@ -18,15 +18,13 @@ import (
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/objects"
+	"github.com/petri-dev/petri/controllers/internal/route"
 )
 
 // indexDeployerServiceAccount indexes environments by the name of their
 // deployer ServiceAccount.
 const indexDeployerServiceAccount = "deployerServiceAccount"
-
-// adminClusterRole is what the deployer identity holds, inside the workload
-// namespace only.
-const adminClusterRole = "admin"
 
 // ensureDeployerIdentity creates the environment's deployer ServiceAccount in
 // the management namespace and, in the workload namespace, the one object the
@@ -60,7 +58,7 @@ func (r *EphemeralEnvironmentReconciler) ensureDeployerIdentity(ctx context.Cont
 	} else if err != nil {
 		return nil, fmt.Errorf("create deployer serviceaccount %s: %w", sa.Name, err)
 	}
-	return ensureAdminBinding(ctx, r.Client, env.Status.TargetNamespace, sa.Namespace, sa.Name, ownedLabels(env))
+	return objects.EnsureAdminBinding(ctx, r.Client, env.Status.TargetNamespace, sa.Namespace, sa.Name, ownedLabels(env))
 }
 
 // restoreDeployerIdentity makes the deployer ServiceAccount again when it
@@ -94,7 +92,7 @@ func (e *identityNotOwnedError) Error() string { return e.msg }
 // operator before the annotations existed carries both as well.
 func identityOwnershipProblem(ctx context.Context, sa *corev1.ServiceAccount, env *petriv1.EphemeralEnvironment) string {
 	var problems []string
-	if !controlledBy(ctx, sa, env) {
+	if !route.ControlledBy(ctx, sa, env) {
 		problems = append(problems, "not controlled by the environment")
 	}
 	if got := sa.Labels[petriv1.LabelEnvironmentUID]; got != string(env.UID) {
@@ -121,32 +119,6 @@ func (r *EphemeralEnvironmentReconciler) deployerAuthorized(ctx context.Context,
 	return sar.Status.Allowed, nil
 }
 
-// ensureAdminBinding binds a ServiceAccount to the admin ClusterRole in one
-// namespace and returns the binding, made now or found. An existing binding
-// with another subject is an error, never overwritten.
-func ensureAdminBinding(ctx context.Context, c client.Client, namespace, saNamespace, saName string, labels map[string]string) (*rbacv1.RoleBinding, error) {
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: naming.DeployerRoleBinding, Labels: labels},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: adminClusterRole},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: saNamespace, Name: saName}},
-	}
-	err := c.Create(ctx, rb)
-	if err == nil {
-		return rb, nil
-	}
-	if !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("bind deployer %s/%s to %s in %s: %w", saNamespace, saName, adminClusterRole, namespace, err)
-	}
-	existing := &rbacv1.RoleBinding{}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(rb), existing); err != nil {
-		return nil, fmt.Errorf("get rolebinding %s/%s: %w", namespace, rb.Name, err)
-	}
-	if existing.RoleRef != rb.RoleRef || len(existing.Subjects) != 1 || existing.Subjects[0] != rb.Subjects[0] {
-		return nil, fmt.Errorf("rolebinding %s/%s exists with another role or subject; refusing to change it", namespace, rb.Name)
-	}
-	return existing, nil
-}
-
 // authorizationPollMax bounds the wait between two questions to the
 // authorizer about a deployer's rights.
 const authorizationPollMax = 30 * time.Second
@@ -170,7 +142,7 @@ func authorizationWait(o Options, since time.Time) (time.Duration, bool) {
 func notAuthorizedMessage(o Options, rb *rbacv1.RoleBinding) string {
 	poll, _ := authorizationWait(o, time.Time{})
 	return fmt.Sprintf("the API server's authorizer has not honoured rolebinding %s/%s (ClusterRole %s) within %s: the deployer may not create Secrets there, so no Job starts; check the %s ClusterRole (its aggregated rules) and any authorization webhook. Checked again every %s",
-		rb.Namespace, rb.Name, adminClusterRole, o.DeployerAuthorizationTimeout, adminClusterRole, poll)
+		rb.Namespace, rb.Name, objects.AdminClusterRole, o.DeployerAuthorizationTimeout, objects.AdminClusterRole, poll)
 }
 
 // ownerAnnotations name the environment an object belongs to, as on its
@@ -202,7 +174,7 @@ func (r *EphemeralEnvironmentReconciler) deleteDeployerIdentity(ctx context.Cont
 	if err != nil {
 		return fmt.Errorf("get deployer serviceaccount: %w", err)
 	}
-	if !controlledBy(ctx, sa, env) {
+	if !route.ControlledBy(ctx, sa, env) {
 		return nil
 	}
 	uid := sa.UID

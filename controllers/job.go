@@ -2,19 +2,17 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/objects"
 )
 
 // uncachedPoll is how often a running Job that only the API server knows is
@@ -52,7 +50,7 @@ func (r *EphemeralEnvironmentReconciler) createJob(ctx context.Context, env *pet
 // createJobWithin is createJob for a Helm operation that may take as long
 // as deadline (jobs.ReleaseDeadline); the Job's deadline is never shorter.
 func (r *EphemeralEnvironmentReconciler) createJobWithin(ctx context.Context, env *petriv1.EphemeralEnvironment, name string, labels map[string]string, args []string, valuesSecret string, deadline time.Duration) error {
-	return createJob(ctx, r.Client, r.Options, jobs.Spec{
+	return objects.CreateJob(ctx, r.Client, r.Options, jobs.Spec{
 		Name: name, Labels: labels, ActiveDeadline: deadline,
 		Owner:          *metav1.NewControllerRef(env, petriv1.GroupVersion.WithKind("EphemeralEnvironment")),
 		ServiceAccount: naming.DeployerServiceAccount(env.Name),
@@ -62,19 +60,4 @@ func (r *EphemeralEnvironmentReconciler) createJobWithin(ctx context.Context, en
 		ValuesSecret:   valuesSecret,
 		CASecret:       r.Options.ChartCASecret,
 	})
-}
-
-// createJob fills in the Job settings common to every Petri Job and creates
-// it in the management namespace; an existing Job of that name is the same
-// work, adopted.
-func createJob(ctx context.Context, c client.Client, o Options, spec jobs.Spec) error {
-	spec.Namespace = o.ManagementNamespace
-	spec.BackoffLimit = o.JobBackoffLimit
-	spec.ActiveDeadline = max(spec.ActiveDeadline, o.JobActiveDeadline)
-	spec.TTLAfterFinished = o.JobTTLAfterFinished
-	spec.Resources = o.JobResources
-	if err := c.Create(ctx, jobs.Build(spec)); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create job %s: %w", spec.Name, err)
-	}
-	return nil
 }

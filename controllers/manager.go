@@ -26,6 +26,7 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/options"
 	"github.com/petri-dev/petri/controllers/internal/releasebusy"
+	"github.com/petri-dev/petri/controllers/internal/route"
 	"github.com/petri-dev/petri/controllers/workloadcluster"
 )
 
@@ -152,17 +153,17 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := indexEnvironments(mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
-	apiReader := routedReader{Reader: mgr.GetAPIReader(), scheme: mgr.GetScheme(), pickReader: func(t *clusters.Target) client.Reader { return t.APIReader }}
-	namespaceCache := routedReader{Reader: mgr.GetCache(), scheme: mgr.GetScheme(), pickReader: func(t *clusters.Target) client.Reader { return t.NamespaceCache }}
+	apiReader := route.Reader{Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Pick: func(t *clusters.Target) client.Reader { return t.APIReader }}
+	namespaceCache := route.Reader{Reader: mgr.GetCache(), Scheme: mgr.GetScheme(), Pick: func(t *clusters.Target) client.Reader { return t.NamespaceCache }}
 	shared := &SharedWorkloadReconciler{
-		Client:         routedClient{mgr.GetClient()},
+		Client:         route.Client{Client: mgr.GetClient()},
 		APIReader:      apiReader,
 		NamespaceCache: namespaceCache,
 		Recorder:       mgr.GetEventRecorder("petri-operator"),
 		Options:        o,
 	}
 	environments := &EphemeralEnvironmentReconciler{
-		Client:         routedClient{mgr.GetClient()},
+		Client:         route.Client{Client: mgr.GetClient()},
 		APIReader:      apiReader,
 		NamespaceCache: namespaceCache,
 		Recorder:       mgr.GetEventRecorder("petri-operator"),

@@ -16,6 +16,8 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/clusters"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/objects"
+	"github.com/petri-dev/petri/controllers/internal/route"
 )
 
 // bindNamespace gives the environment its workload namespace. The name is
@@ -47,7 +49,7 @@ func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env 
 		reserved = true
 	}
 	if ns, ok := r.boundInCache(ctx, env); ok {
-		if err := ensurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
+		if err := objects.EnsurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
 			return err
 		}
 		return r.noticeNamespace(ctx, env, ns)
@@ -89,7 +91,7 @@ func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env 
 		p.stop = true
 		return nil
 	}
-	if err := ensurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
+	if err := objects.EnsurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
 		return err
 	}
 	if !apimeta.IsStatusConditionTrue(env.Status.Conditions, petriv1.ConditionNamespaceBound) || conditionGeneration(env, petriv1.ConditionNamespaceBound) != env.Generation {
@@ -125,7 +127,7 @@ func (r *EphemeralEnvironmentReconciler) reserveNamespace(ctx context.Context, e
 		return err
 	}
 	base := env.DeepCopy()
-	if t := targetOf(ctx); t != nil && env.Status.Cluster == "" {
+	if t := route.Of(ctx); t != nil && env.Status.Cluster == "" {
 		// The placement is committed with the name, in the same write.
 		env.Status.Cluster = t.Name
 		setCondition(env, petriv1.ConditionClusterPlaced, metav1.ConditionTrue, petriv1.ReasonClusterPlaced, "placed in workload cluster "+t.Name)
@@ -167,7 +169,7 @@ func (r *EphemeralEnvironmentReconciler) placeAndReserve(ctx context.Context, en
 		p.requeueAfter(clusterAwayPoll)
 		return nil
 	}
-	if err := r.reserveNamespace(withTarget(ctx, t), env, ""); err != nil {
+	if err := r.reserveNamespace(route.With(ctx, t), env, ""); err != nil {
 		return err
 	}
 	committed = true
@@ -216,7 +218,7 @@ func (r *EphemeralEnvironmentReconciler) getOrCreateNamespace(ctx context.Contex
 			return nil, err
 		}
 	}
-	ns = withPodSecurity(newOwnedNamespace(env, key), r.Options.WorkloadPodSecurity)
+	ns = objects.WithPodSecurity(newOwnedNamespace(env, key), r.Options.WorkloadPodSecurity)
 	err = r.Create(ctx, ns)
 	switch {
 	case err == nil:
@@ -289,7 +291,7 @@ func (r *EphemeralEnvironmentReconciler) chooseNamespace(ctx context.Context, en
 // ownership marks of ownedNamespace, the annotation naming the deployer
 // identity that the admission fences allow to be bound to admin there, and
 // the ownership proof made with key. Its Pod Security level is added where
-// it is created (withPodSecurity).
+// it is created (objects.WithPodSecurity).
 func newOwnedNamespace(env *petriv1.EphemeralEnvironment, key []byte) *corev1.Namespace {
 	ns := ownedNamespace(env)
 	ns.Annotations[petriv1.AnnotationDeployerServiceAccount] = naming.DeployerServiceAccount(env.Name)

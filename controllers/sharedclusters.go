@@ -22,6 +22,7 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/clusters"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
+	"github.com/petri-dev/petri/controllers/internal/route"
 )
 
 // Shared workloads in workload clusters.
@@ -66,7 +67,7 @@ func releaseName(sw *petriv1.SharedWorkload) string {
 // its owner reference in the management cluster, by the UID label in a
 // workload cluster, where it can have none.
 func sharedControlledBy(ctx context.Context, obj client.Object, sw *petriv1.SharedWorkload) bool {
-	if targetOf(ctx) == nil {
+	if route.Of(ctx) == nil {
 		return metav1.IsControlledBy(obj, sw)
 	}
 	l := obj.GetLabels()
@@ -92,7 +93,7 @@ func (r *SharedWorkloadReconciler) inCluster(ctx context.Context, cluster string
 	if t == nil {
 		return ctx, why, pending
 	}
-	return log.IntoContext(withTarget(ctx, t), log.FromContext(ctx).WithValues("cluster", cluster)), "", false
+	return log.IntoContext(route.With(ctx, t), log.FromContext(ctx).WithValues("cluster", cluster)), "", false
 }
 
 // clustersOfUsers are the workload clusters the environments using the
@@ -191,7 +192,7 @@ func (r *SharedWorkloadReconciler) deleteCopies(ctx context.Context, sw *petriv1
 // owner reference to a resource of the management cluster, so no garbage
 // collector takes them.
 func deleteRemote(ctx context.Context, c client.Client, namespace string, labels client.MatchingLabels) error {
-	if targetOf(ctx) == nil {
+	if route.Of(ctx) == nil {
 		return nil
 	}
 	mine := []client.ListOption{client.InNamespace(namespace), labels}

@@ -33,6 +33,7 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/objects"
 	"github.com/petri-dev/petri/controllers/internal/summary"
 )
 
@@ -122,7 +123,7 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 		return r.teardown(ctx, sw, users)
 	}
 	if !controllerutil.ContainsFinalizer(sw, petriv1.Finalizer) {
-		if err := setFinalizer(ctx, r.Client, sw, true); err != nil {
+		if err := objects.SetFinalizer(ctx, r.Client, sw, true); err != nil {
 			return reconcile.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
@@ -143,7 +144,7 @@ func (r *SharedWorkloadReconciler) clusterAway(ctx context.Context, sw *petriv1.
 			return reconcile.Result{}, nil
 		}
 		log.FromContext(ctx).Info("Force delete: workload cluster does not answer, nothing there is touched", "cluster", sw.Status.Cluster)
-		if err := setFinalizer(ctx, r.Client, sw, false); err != nil && !apierrors.IsNotFound(err) {
+		if err := objects.SetFinalizer(ctx, r.Client, sw, false); err != nil && !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("release finalizer: %w", err)
 		}
 		return reconcile.Result{}, nil
@@ -199,7 +200,7 @@ func (r *SharedWorkloadReconciler) users(ctx context.Context, sw *petriv1.Shared
 // for: its deletion brings the shared workload back.
 func (r *SharedWorkloadReconciler) ensureSharedNamespace(ctx context.Context, sw *petriv1.SharedWorkload) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.Options.SharedNamespace, Labels: map[string]string{petriv1.LabelManagedBy: petriv1.ManagedByOperator}}}
-	err := r.Create(ctx, withPodSecurity(ns, r.Options.WorkloadPodSecurity))
+	err := r.Create(ctx, objects.WithPodSecurity(ns, r.Options.WorkloadPodSecurity))
 	if apierrors.IsAlreadyExists(err) {
 		err = r.Get(ctx, client.ObjectKeyFromObject(ns), ns)
 	}
@@ -209,7 +210,7 @@ func (r *SharedWorkloadReconciler) ensureSharedNamespace(ctx context.Context, sw
 	if !ns.DeletionTimestamp.IsZero() {
 		return fmt.Errorf("shared namespace %s is being deleted; deploying once it is gone", ns.Name)
 	}
-	if err := ensurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
+	if err := objects.EnsurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
 		return err
 	}
 	sw.Status.NamespaceUID = string(ns.UID)
@@ -222,7 +223,7 @@ func (r *SharedWorkloadReconciler) ensureIdentity(ctx context.Context) error {
 	if err := r.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create shared deployer serviceaccount: %w", err)
 	}
-	_, err := ensureAdminBinding(ctx, r.Client, r.Options.SharedNamespace, sa.Namespace, sa.Name, labels)
+	_, err := objects.EnsureAdminBinding(ctx, r.Client, r.Options.SharedNamespace, sa.Namespace, sa.Name, labels)
 	return err
 }
 
@@ -241,7 +242,7 @@ func (r *SharedWorkloadReconciler) jobLabels(sw *petriv1.SharedWorkload, action 
 }
 
 func (r *SharedWorkloadReconciler) createJob(ctx context.Context, sw *petriv1.SharedWorkload, name, action string, gen int64, args []string, valuesSecret string) error {
-	return createJob(ctx, r.Client, r.Options, jobs.Spec{
+	return objects.CreateJob(ctx, r.Client, r.Options, jobs.Spec{
 		Name: name, Labels: r.jobLabels(sw, action, gen), ActiveDeadline: jobs.ReleaseDeadline(sw.Spec.Release),
 		Owner:          *metav1.NewControllerRef(sw, petriv1.GroupVersion.WithKind("SharedWorkload")),
 		ServiceAccount: sharedDeployer,
@@ -292,7 +293,7 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 	if err := deleteRemote(ctx, r.Client, sw.Namespace, client.MatchingLabels{LabelSharedWorkloadUID: string(sw.UID)}); err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := setFinalizer(ctx, r.Client, sw, false); err != nil && !apierrors.IsNotFound(err) {
+	if err := objects.SetFinalizer(ctx, r.Client, sw, false); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("release finalizer: %w", err)
 	}
 	return reconcile.Result{}, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/objects"
 )
 
 // checkRelease looks after a deployed release: it says why the release is
@@ -32,7 +33,7 @@ func (r *SharedWorkloadReconciler) checkRelease(ctx context.Context, sw *petriv1
 		// the release was deployed in: no request on this pass, which
 		// every event of every bound environment brings. Anything else is
 		// decided on the API server's answer.
-		if err := ensurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
+		if err := objects.EnsurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
 			return "", reconcile.Result{}, err
 		}
 		r.summarize(sw, petriv1.ReasonDeploySucceeded, r.deployedIn(sw))
@@ -51,7 +52,7 @@ func (r *SharedWorkloadReconciler) checkRelease(ctx context.Context, sw *petriv1
 		return fmt.Sprintf("shared namespace %s was deleted and created again (uid %s, now %s): the release %s is gone", ns.Name, sw.Status.NamespaceUID, ns.UID, sw.Name), reconcile.Result{}, nil
 	}
 	sw.Status.NamespaceUID = string(ns.UID)
-	if err := ensurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
+	if err := objects.EnsurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
 		return "", reconcile.Result{}, err
 	}
 	r.summarize(sw, petriv1.ReasonDeploySucceeded, r.deployedIn(sw))
@@ -95,7 +96,7 @@ func (r *SharedWorkloadReconciler) verifyRelease(ctx context.Context, sw *petriv
 	name := key.Name()
 	if v != nil && v.Job != "" && v.Job != name {
 		// The previous one failed and was kept for its log until now.
-		if err := deleteKeptJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job); err != nil {
+		if err := objects.DeleteKeptJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job); err != nil {
 			return "", reconcile.Result{}, err
 		}
 	}
@@ -138,7 +139,7 @@ func (r *SharedWorkloadReconciler) observeReleaseVerification(ctx context.Contex
 		v.FinishedAt = st.Finished
 	}
 	if st.Succeeded {
-		return "", reconcile.Result{}, deleteFinishedJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job)
+		return "", reconcile.Result{}, objects.DeleteFinishedJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job)
 	}
 	if st.Typed && st.Result.Outcome == contract.OutcomeDrifted && slices.Contains(st.Result.Drifted, sw.Name) &&
 		(rel.FinishedAt == nil || !rel.FinishedAt.After(v.StartedAt.Time)) {

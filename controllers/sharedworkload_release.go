@@ -19,6 +19,7 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/objects"
 	"github.com/petri-dev/petri/controllers/internal/values"
 )
 
@@ -115,7 +116,7 @@ func (r *SharedWorkloadReconciler) observeRelease(ctx context.Context, sw *petri
 		}
 		rel.Revision = int32(st.Result.Revision)
 		recordJob(contract.ActionDeploy, st)
-		if err := pruneOlderValues(ctx, r.Client, sw.Namespace, client.MatchingLabels{LabelSharedWorkload: naming.LabelValue(sw.Name)}, rel.Generation); err != nil {
+		if err := objects.PruneOlderValues(ctx, r.Client, sw.Namespace, client.MatchingLabels{LabelSharedWorkload: naming.LabelValue(sw.Name)}, rel.Generation); err != nil {
 			log.FromContext(ctx).Info("Values secrets of older generations not deleted", "error", err.Error())
 		}
 	default:

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/objects"
 )
 
 // teardown runs while the finalizer holds the environment: undeploy the
@@ -63,7 +64,7 @@ func (r *EphemeralEnvironmentReconciler) deleteClusterObjects(ctx context.Contex
 }
 
 func (r *EphemeralEnvironmentReconciler) releaseFinalizer(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
-	if err := setFinalizer(ctx, r.Client, env, false); err != nil && !apierrors.IsNotFound(err) {
+	if err := objects.SetFinalizer(ctx, r.Client, env, false); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("release finalizer: %w", err)
 	}
 	log.FromContext(ctx).Info("Teardown complete, finalizer released")

@@ -16,6 +16,7 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/objects"
 )
 
 // Verification of the releases.
@@ -138,7 +139,7 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 	if v := env.Status.Verification; v != nil && v.Job != "" && v.Job != name {
 		// The previous one failed (a verified one is gone already) and was
 		// kept for its log until now.
-		if err := deleteKeptJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job); err != nil {
+		if err := objects.DeleteKeptJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job); err != nil {
 			return err
 		}
 	}
@@ -182,7 +183,7 @@ func (r *VerifyReconciler) observeVerification(ctx context.Context, env *petriv1
 		r.verified(env, v.Trigger, v.Result)
 		// Its outcome is in status.verification now: the Job and its
 		// pod go (prune.go).
-		return deleteFinishedJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job)
+		return objects.DeleteFinishedJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job)
 	}
 	var drifted []string
 	if st.Typed && st.Result.Outcome == contract.OutcomeDrifted {

@@ -1,4 +1,8 @@
-package controllers
+// Package route sends each request of a pass to the cluster it belongs in:
+// the management cluster for Petri's own resources, the pass's workload
+// cluster (carried by the context, With) for everything the environment
+// runs on.
+package route
 
 import (
 	"context"
@@ -19,29 +23,29 @@ import (
 // ServiceAccount, values Secrets, Jobs and their pods) is in the workload
 // cluster. The reconcilers' clients route each request by the object's
 // type and the pass's context, which carries the environment's cluster
-// (withTarget); a context without one is the management cluster's. The
+// (With); a context without one is the management cluster's. The
 // code of a pass is the same in both cases.
 
 type targetKey struct{}
 
-// withTarget is ctx for a pass over an environment of cluster t; nil is the
+// With is ctx for a pass over an environment of cluster t; nil is the
 // management cluster.
-func withTarget(ctx context.Context, t *clusters.Target) context.Context {
+func With(ctx context.Context, t *clusters.Target) context.Context {
 	if t == nil {
 		return ctx
 	}
 	return context.WithValue(ctx, targetKey{}, t)
 }
 
-// targetOf is the workload cluster of the pass, or nil.
-func targetOf(ctx context.Context) *clusters.Target {
+// Of is the workload cluster of the pass, or nil.
+func Of(ctx context.Context) *clusters.Target {
 	t, _ := ctx.Value(targetKey{}).(*clusters.Target)
 	return t
 }
 
-// clusterOf names the pass's cluster for messages and logs.
-func clusterOf(ctx context.Context) string {
-	if t := targetOf(ctx); t != nil {
+// ClusterOf names the pass's cluster for messages and logs.
+func ClusterOf(ctx context.Context) string {
+	if t := Of(ctx); t != nil {
 		return t.Name
 	}
 	return ""
@@ -59,30 +63,30 @@ func ownObject(s *runtime.Scheme, obj runtime.Object) bool {
 	return gvk.Group == petriv1.GroupVersion.Group
 }
 
-// routedClient is a client.Client that sends a request for one of Petri's
+// Client is a client.Client that sends a request for one of Petri's
 // resources, or any request of a pass without a workload cluster, to the
 // management cluster, and every other request of a workload cluster's pass
 // to that cluster.
-type routedClient struct {
+type Client struct {
 	client.Client
 }
 
-func (c routedClient) pick(ctx context.Context, obj runtime.Object) client.Client {
-	if t := targetOf(ctx); t != nil && !ownObject(c.Scheme(), obj) {
+func (c Client) pick(ctx context.Context, obj runtime.Object) client.Client {
+	if t := Of(ctx); t != nil && !ownObject(c.Scheme(), obj) {
 		return t.Client
 	}
 	return c.Client
 }
 
-func (c routedClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+func (c Client) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	return c.pick(ctx, obj).Get(ctx, key, obj, opts...)
 }
 
-func (c routedClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+func (c Client) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	return c.pick(ctx, list).List(ctx, list, opts...)
 }
 
-func (c routedClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+func (c Client) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
 	cl := c.pick(ctx, obj)
 	if cl != c.Client {
 		remoteOwnership(obj)
@@ -90,65 +94,65 @@ func (c routedClient) Create(ctx context.Context, obj client.Object, opts ...cli
 	return cl.Create(ctx, obj, opts...)
 }
 
-func (c routedClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+func (c Client) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	return c.pick(ctx, obj).Delete(ctx, obj, opts...)
 }
 
-func (c routedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+func (c Client) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	return c.pick(ctx, obj).Update(ctx, obj, opts...)
 }
 
-func (c routedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+func (c Client) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 	return c.pick(ctx, obj).Patch(ctx, obj, patch, opts...)
 }
 
-func (c routedClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
+func (c Client) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
 	return c.pick(ctx, obj).DeleteAllOf(ctx, obj, opts...)
 }
 
-func (c routedClient) Status() client.SubResourceWriter { return routedStatus{c} }
+func (c Client) Status() client.SubResourceWriter { return status{c} }
 
-// routedStatus routes status writes as routedClient routes the objects.
-type routedStatus struct{ c routedClient }
+// status routes status writes as Client routes the objects.
+type status struct{ c Client }
 
-func (s routedStatus) Create(ctx context.Context, obj client.Object, sub client.Object, opts ...client.SubResourceCreateOption) error {
+func (s status) Create(ctx context.Context, obj client.Object, sub client.Object, opts ...client.SubResourceCreateOption) error {
 	return s.c.pick(ctx, obj).Status().Create(ctx, obj, sub, opts...)
 }
 
-func (s routedStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+func (s status) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 	return s.c.pick(ctx, obj).Status().Update(ctx, obj, opts...)
 }
 
-func (s routedStatus) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+func (s status) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 	return s.c.pick(ctx, obj).Status().Patch(ctx, obj, patch, opts...)
 }
 
-func (s routedStatus) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
+func (s status) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
 	return s.c.Client.Status().Apply(ctx, obj, opts...)
 }
 
-// routedReader routes reads like routedClient; pickReader chooses which of
+// Reader routes reads like Client; Pick chooses which of
 // the target's readers stands for the management cluster's.
-type routedReader struct {
+type Reader struct {
 	client.Reader
-	scheme     *runtime.Scheme
-	pickReader func(*clusters.Target) client.Reader
+	Scheme *runtime.Scheme
+	Pick   func(*clusters.Target) client.Reader
 }
 
-func (r routedReader) pick(ctx context.Context, obj runtime.Object) client.Reader {
-	if t := targetOf(ctx); t != nil && !ownObject(r.scheme, obj) {
-		if rd := r.pickReader(t); rd != nil {
+func (r Reader) pick(ctx context.Context, obj runtime.Object) client.Reader {
+	if t := Of(ctx); t != nil && !ownObject(r.Scheme, obj) {
+		if rd := r.Pick(t); rd != nil {
 			return rd
 		}
 	}
 	return r.Reader
 }
 
-func (r routedReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+func (r Reader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	return r.pick(ctx, obj).Get(ctx, key, obj, opts...)
 }
 
-func (r routedReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+func (r Reader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	return r.pick(ctx, list).List(ctx, list, opts...)
 }
 
@@ -172,11 +176,11 @@ func remoteOwnership(obj client.Object) {
 	obj.SetOwnerReferences(kept)
 }
 
-// controlledBy reports whether obj is env's: controlled by it in the
+// ControlledBy reports whether obj is env's: controlled by it in the
 // management cluster, or, in a workload cluster (where it cannot have an
 // owner reference to it), labelled with its UID by the operator.
-func controlledBy(ctx context.Context, obj client.Object, env *petriv1.EphemeralEnvironment) bool {
-	if targetOf(ctx) == nil {
+func ControlledBy(ctx context.Context, obj client.Object, env *petriv1.EphemeralEnvironment) bool {
+	if Of(ctx) == nil {
 		return metav1.IsControlledBy(obj, env)
 	}
 	l := obj.GetLabels()

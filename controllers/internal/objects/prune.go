@@ -1,4 +1,4 @@
-package controllers
+package objects
 
 import (
 	"context"
@@ -32,9 +32,9 @@ import (
 // while a new generation's deploy has not succeeded yet), however often it
 // was pushed to.
 
-// deleteFinishedJob deletes a finished Job of the operator's and its pods;
+// DeleteFinishedJob deletes a finished Job of the operator's and its pods;
 // one already gone is fine.
-func deleteFinishedJob(ctx context.Context, c client.Client, namespace, name string) error {
+func DeleteFinishedJob(ctx context.Context, c client.Client, namespace, name string) error {
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	if err := c.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete finished job %s: %w", name, err)
@@ -42,10 +42,10 @@ func deleteFinishedJob(ctx context.Context, c client.Client, namespace, name str
 	return nil
 }
 
-// deleteKeptJob deletes a finished Job that was kept for its log, if the
+// DeleteKeptJob deletes a finished Job that was kept for its log, if the
 // cache still has it: a verified one was deleted already, and its DELETE
 // is not sent twice.
-func deleteKeptJob(ctx context.Context, c client.Client, namespace, name string) error {
+func DeleteKeptJob(ctx context.Context, c client.Client, namespace, name string) error {
 	err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &batchv1.Job{})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -53,13 +53,13 @@ func deleteKeptJob(ctx context.Context, c client.Client, namespace, name string)
 	if err != nil {
 		return fmt.Errorf("get kept job %s: %w", name, err)
 	}
-	return deleteFinishedJob(ctx, c, namespace, name)
+	return DeleteFinishedJob(ctx, c, namespace, name)
 }
 
-// pruneOlderValues deletes the values Secrets, selected by match (one
+// PruneOlderValues deletes the values Secrets, selected by match (one
 // component of one environment, or one shared workload), that deploys of
 // generations before keep wrote.
-func pruneOlderValues(ctx context.Context, c client.Client, namespace string, match client.MatchingLabels, keep int64) error {
+func PruneOlderValues(ctx context.Context, c client.Client, namespace string, match client.MatchingLabels, keep int64) error {
 	var list corev1.SecretList
 	sel := client.MatchingLabels{contract.LabelAction: contract.ActionDeploy}
 	for k, v := range match {
