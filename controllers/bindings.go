@@ -19,6 +19,7 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/binding"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/objects"
 )
@@ -222,13 +223,13 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 	}
 	if !st.Succeeded {
 		bs.Phase, bs.FinishedAt, bs.LastError = petriv1.ComponentFailed, st.Finished, jobs.OneLine(st.Message)
-		recordJob(step, st)
+		jobwatch.Record(step, st)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindFailed, "Bind", "%s of shared workload %s failed: %s", step, releaseName(sw), bs.LastError)
 		return nil
 	}
 	if step == contract.ActionProvision {
 		bs.Phase, bs.FinishedAt, bs.Message = petriv1.ComponentDeployed, st.Finished, ""
-		recordJob(step, st)
+		jobwatch.Record(step, st)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s provisioned by job %s", releaseName(sw), bs.Job)
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/retry"
 )
 
 // Expiry, the deploy retries and a step's backoff read the operator's
@@ -35,7 +36,7 @@ func TestTimeComesFromTheClock(t *testing.T) {
 	env.Status.Components = []petriv1.ComponentStatus{{Name: "web", Phase: petriv1.ComponentFailed, Generation: 1, Attempt: 1, FinishedAt: &failedAt, LastError: "Timeout: not ready"}}
 	cs := &env.Status.Components[0]
 	r.scheduleRetry(env, cs, true)
-	assert.Equal(t, clk.Now().Add(defaultRetryBackoff).Truncate(time.Second).Add(time.Second), cs.NextRetryAt.Time)
+	assert.Equal(t, clk.Now().Add(retry.DefaultBackoff).Truncate(time.Second).Add(time.Second), cs.NextRetryAt.Time)
 	p := &pass{}
 	r.retryDue(context.Background(), env, p)
 	assert.Equal(t, petriv1.ComponentFailed, cs.Phase, "not yet")
@@ -45,5 +46,5 @@ func TestTimeComesFromTheClock(t *testing.T) {
 	assert.Equal(t, petriv1.ComponentPending, cs.Phase, "due: the next attempt starts")
 	assert.Equal(t, int32(2), cs.Attempt)
 
-	assert.Equal(t, failedAt.Add(time.Second).Sub(clk.Now()), stepRetryIn(r.Options, 1, &failedAt), "a step's backoff counts from its failure")
+	assert.Equal(t, failedAt.Add(time.Second).Sub(clk.Now()), retry.StepIn(r.Options, 1, &failedAt), "a step's backoff counts from its failure")
 }

@@ -21,6 +21,7 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/graph"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/objects"
 	"github.com/petri-dev/petri/controllers/internal/releasebusy"
@@ -116,11 +117,11 @@ func (r *EphemeralEnvironmentReconciler) observeDeploys(ctx context.Context, env
 				cs.Message = petriv1.NotWaitedFor
 			}
 			cs.Revision = int32(st.Result.Revision)
-			recordJob(contract.ActionDeploy, st)
+			jobwatch.Record(contract.ActionDeploy, st)
 			r.pruneComponentValues(ctx, env, cs)
 		case st.Done:
 			cs.Phase, cs.FinishedAt, cs.LastError = petriv1.ComponentFailed, st.Finished, jobs.OneLine(st.Message)
-			recordJob(contract.ActionDeploy, st)
+			jobwatch.Record(contract.ActionDeploy, st)
 			r.scheduleRetry(env, cs, st.Retryable())
 		}
 	}
@@ -395,7 +396,7 @@ func (r *EphemeralEnvironmentReconciler) launchDeploy(ctx context.Context, env *
 		"--values", jobs.ValuesFile,
 		"--termination-log", jobs.TerminationLogPath,
 	}
-	args = append(args, releaseArgs(r.Options, c.Chart, c.Release)...)
+	args = append(args, jobs.ReleaseArgs(r.Options, c.Chart, c.Release)...)
 	l.at = r.Options.MetaNow()
 	if err := r.createJobWithin(ctx, env, l.job, labels, args, secretName, jobs.ReleaseDeadline(c.Release)); err != nil {
 		if !apierrors.IsForbidden(err) && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsInternalError(err) && !apierrors.IsTooManyRequests(err) && !apierrors.IsServiceUnavailable(err) {
@@ -420,7 +421,7 @@ func (r *EphemeralEnvironmentReconciler) recordLaunch(ctx context.Context, env *
 		return false, l.err
 	case l.wait.Busy():
 		cs.Message = l.wait.Waiting()
-		p.requeueAfter(uncachedPoll)
+		p.requeueAfter(jobwatch.UncachedPoll)
 		return false, nil
 	case l.refused != nil:
 		// Retried with the component's backoff.
@@ -441,27 +442,6 @@ func (r *EphemeralEnvironmentReconciler) recordLaunch(ctx context.Context, env *
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonReleaseHolderLost, "Deploy", "component %s: %s", l.component, passed)
 	}
 	return true, nil
-}
-
-// releaseArgs are the deployer flags for chart access and Helm options.
-func releaseArgs(o Options, chart petriv1.ChartReference, rel petriv1.ReleaseOptions) []string {
-	var args []string
-	if rel.Waits() {
-		args = append(args, "--wait")
-	}
-	if rel.Timeout != nil {
-		args = append(args, "--timeout", rel.Timeout.Duration.String())
-	}
-	if o.ChartCASecret != "" {
-		args = append(args, "--ca-file", jobs.CAFile)
-	}
-	if host, ok := strings.CutPrefix(chart.Repository, "oci://"); ok {
-		host, _, _ = strings.Cut(host, "/")
-		if slices.Contains(o.PlainHTTPRegistries, host) {
-			args = append(args, "--plain-http")
-		}
-	}
-	return args
 }
 
 func specValues(env *petriv1.EphemeralEnvironment, name string) *apiextensionsv1.JSON {

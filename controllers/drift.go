@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/jobs"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/objects"
 	"github.com/petri-dev/petri/controllers/internal/summary"
@@ -193,7 +194,7 @@ func (r *EphemeralEnvironmentReconciler) checkDeployerAccess(ctx context.Context
 		p.requeueAfter(wait)
 		return nil
 	}
-	return r.startVerification(ctx, env, p, verifyTriggerAccess)
+	return r.startVerification(ctx, env, p, jobs.VerifyTriggerAccess)
 }
 
 // finishRecovery closes a recovery once the deploy it started has an outcome

@@ -15,10 +15,6 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/objects"
 )
 
-// uncachedPoll is how often a running Job that only the API server knows is
-// looked at again: the cache sends no events for it.
-const uncachedPoll = 2 * time.Second
-
 // observeJobLive reads a Job for the reconciler's decisions, which a Job
 // missing from the cache would make wrong (whether it still runs, whether it
 // is gone). The cache has not seen a Job created a moment ago, nor one that no longer
@@ -28,7 +24,7 @@ const uncachedPoll = 2 * time.Second
 func (r *EphemeralEnvironmentReconciler) observeJobLive(ctx context.Context, p *pass, name string) (jobwatch.State, error) {
 	st, uncached, err := jobwatch.ObserveLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, name)
 	if err == nil && uncached && !st.Done {
-		p.requeueAfter(uncachedPoll)
+		p.requeueAfter(jobwatch.UncachedPoll)
 	}
 	return st, err
 }

@@ -6,41 +6,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
-	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 )
 
-var (
-	jobDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "petri_job_duration_seconds",
-		Help:    "Run time of Petri's Jobs by action and outcome.",
-		Buckets: prometheus.ExponentialBuckets(0.5, 2, 12),
-	}, []string{"action", "outcome"})
-	jobFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "petri_job_failures_total",
-		Help: "Petri Jobs that failed, by action.",
-	}, []string{"action"})
-	phaseDesc = prometheus.NewDesc("petri_environments", "EphemeralEnvironments by phase.", []string{"phase"}, nil)
-)
-
-func init() {
-	metrics.Registry.MustRegister(jobDuration, jobFailures)
-}
-
-// recordJob observes a finished Job's duration and counts failures; called
-// once, on the transition that sees the Job finish.
-func recordJob(action string, st jobwatch.State) {
-	outcome := "succeeded"
-	if !st.Succeeded {
-		outcome = "failed"
-		jobFailures.WithLabelValues(action).Inc()
-	}
-	if st.Started != nil && st.Finished != nil {
-		jobDuration.WithLabelValues(action, outcome).Observe(st.Finished.Sub(st.Started.Time).Seconds())
-	}
-}
+var phaseDesc = prometheus.NewDesc("petri_environments", "EphemeralEnvironments by phase.", []string{"phase"}, nil)
 
 // phaseCollector counts environments by phase from the cache at scrape time,
 // so the figure is right after a restart and after deletions.

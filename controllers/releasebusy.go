@@ -19,7 +19,7 @@ import (
 // releaseBusy checks the component's release before a Helm operation
 // (releasebusy.Check): a Job of it other than job that has not finished, or
 // a pod that still runs though its Job is gone, holds it. The caller then
-// starts nothing and looks at the environment again shortly (uncachedPoll).
+// starts nothing and looks at the environment again shortly (jobwatch.UncachedPoll).
 // The Jobs the cache may not show are the one the status names and the last
 // one this operator created. It only reads env: the deploys of one pass run
 // it at once.

@@ -7,13 +7,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 
 	"github.com/petri-dev/petri/api/contract"
-	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
+	"github.com/petri-dev/petri/controllers/internal/retry"
 )
 
 // A failed deploy Job is retried with a new Job unless its result says no
@@ -56,25 +53,13 @@ func TestRetryableFailures(t *testing.T) {
 	}
 }
 
-func TestRetryPolicy(t *testing.T) {
-	p := policyOf(nil)
-	assert.Equal(t, retryPolicy{attempts: 3, backoff: 10 * time.Second, maxBackoff: 5 * time.Minute}, p)
-	assert.Equal(t, []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second}, []time.Duration{p.delay(1), p.delay(2), p.delay(3)})
-	assert.Equal(t, 5*time.Minute, p.delay(10), "capped")
-
-	c := &petriv1.Component{Retry: &petriv1.RetryPolicy{Attempts: ptr.To[int32](5), Backoff: &metav1.Duration{Duration: time.Second}, MaxBackoff: &metav1.Duration{Duration: 3 * time.Second}}}
-	p = policyOf(c)
-	assert.Equal(t, int32(5), p.attempts)
-	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second}, []time.Duration{p.delay(1), p.delay(2), p.delay(3), p.delay(4)})
-}
-
 // A shared workload retries by a component's default policy; the option
 // shortens its first wait only.
 func TestSharedRetryPolicy(t *testing.T) {
-	assert.Equal(t, policyOf(nil), sharedRetryPolicy(Options{}))
+	assert.Equal(t, retry.PolicyOf(nil), sharedRetryPolicy(Options{}))
 	p := sharedRetryPolicy(Options{SharedWorkloadRetryBackoff: 500 * time.Millisecond})
-	assert.Equal(t, int32(3), p.attempts)
-	assert.Equal(t, []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}, []time.Duration{p.delay(1), p.delay(2), p.delay(3)})
+	assert.Equal(t, int32(3), p.Attempts)
+	assert.Equal(t, []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}, []time.Duration{p.Delay(1), p.Delay(2), p.Delay(3)})
 }
 
 // The revision of a deploy and the releases a verification found drifted
@@ -104,32 +89,4 @@ func TestVerificationResults(t *testing.T) {
 	st.SetMessage(contract.Encode(contract.Result{Action: contract.ActionVerify, Outcome: contract.OutcomeFailed, Reason: contract.ReasonKubernetesRefused, Retryable: true, Message: "KubernetesRefused: secrets is forbidden"}))
 	assert.Empty(t, st.Result.Drifted)
 	assert.Equal(t, contract.OutcomeFailed, st.Result.Outcome)
-}
-
-// One backoff for every retried step: doubled per earlier attempt, at most
-// its limit; a step's next attempt is counted from its failure, on the
-// operator's clock.
-func TestBackoff(t *testing.T) {
-	tests := []struct {
-		first, limit time.Duration
-		attempt      int32
-		want         time.Duration
-	}{
-		{time.Second, 5 * time.Minute, 0, time.Second},
-		{time.Second, 5 * time.Minute, 1, time.Second},
-		{time.Second, 5 * time.Minute, 4, 8 * time.Second},
-		{time.Second, 5 * time.Minute, 30, 5 * time.Minute},
-		{10 * time.Second, 15 * time.Second, 2, 15 * time.Second},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, backoff(tt.first, tt.limit, tt.attempt), "%+v", tt)
-	}
-
-	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
-	o := Options{TeardownBackoff: 2 * time.Second, Clock: clocktesting.NewFakePassiveClock(now)}
-	assert.Equal(t, 4*time.Second, stepRetryIn(o, 2, nil), "no failure time: the whole backoff")
-	failed := metav1.NewTime(now.Add(-time.Second))
-	assert.Equal(t, 3*time.Second, stepRetryIn(o, 2, &failed), "counted from the failure")
-	o.Clock.(*clocktesting.FakePassiveClock).SetTime(now.Add(10 * time.Second))
-	assert.Negative(t, stepRetryIn(o, 2, &failed), "due")
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/objects"
+	"github.com/petri-dev/petri/controllers/internal/retry"
 	"github.com/petri-dev/petri/controllers/internal/summary"
 )
 
@@ -80,7 +81,7 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 		if retErr != nil && !errors.Is(retErr, reconcile.TerminalError(nil)) {
 			setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonProgressing, "retrying: "+retErr.Error())
 		}
-		stampTransitions(before.Status.Conditions, sw.Status.Conditions, r.Options.MetaNow())
+		summary.StampTransitions(before.Status.Conditions, sw.Status.Conditions, r.Options.MetaNow())
 		if !equality.Semantic.DeepEqual(before.Status, sw.Status) {
 			if err := r.Status().Patch(ctx, sw, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
 				retErr = errors.Join(retErr, fmt.Errorf("patch status: %w", err))
@@ -313,7 +314,7 @@ func (r *SharedWorkloadReconciler) followUndeploy(ctx context.Context, sw *petri
 		}
 		if st.Exists && !st.Done {
 			if uncached {
-				return reconcile.Result{RequeueAfter: uncachedPoll}, true, nil
+				return reconcile.Result{RequeueAfter: jobwatch.UncachedPoll}, true, nil
 			}
 			return reconcile.Result{}, true, nil
 		}
@@ -326,7 +327,7 @@ func (r *SharedWorkloadReconciler) followUndeploy(ctx context.Context, sw *petri
 		switch {
 		case st.Exists && !st.Done:
 			if uncached {
-				return reconcile.Result{RequeueAfter: uncachedPoll}, true, nil
+				return reconcile.Result{RequeueAfter: jobwatch.UncachedPoll}, true, nil
 			}
 			return reconcile.Result{}, true, nil
 		case !st.Exists:
@@ -335,13 +336,13 @@ func (r *SharedWorkloadReconciler) followUndeploy(ctx context.Context, sw *petri
 			log.FromContext(ctx).Info("Undeploy job is gone before its outcome was seen, starting the next attempt", "job", rel.Job, "attempt", rel.Attempt)
 		case st.Succeeded || forced:
 			rel.Phase, rel.FinishedAt = petriv1.ComponentUndeployed, st.Finished
-			recordJob(contract.ActionUndeploy, st)
+			jobwatch.Record(contract.ActionUndeploy, st)
 		default:
 			if rel.LastError == "" || rel.FinishedAt == nil {
 				rel.LastError, rel.FinishedAt = jobs.OneLine(st.Message), st.Finished
-				recordJob(contract.ActionUndeploy, st)
+				jobwatch.Record(contract.ActionUndeploy, st)
 			}
-			if wait := stepRetryIn(r.Options, rel.Attempt, rel.FinishedAt); wait > 0 {
+			if wait := retry.StepIn(r.Options, rel.Attempt, rel.FinishedAt); wait > 0 {
 				msg := fmt.Sprintf("undeploy failed (attempt %d): %s; retrying in %s", rel.Attempt, rel.LastError, wait.Round(time.Second))
 				setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownFailed, msg)
 				setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownFailed, msg)
@@ -373,7 +374,7 @@ func (r *SharedWorkloadReconciler) startUndeploy(ctx context.Context, sw *petriv
 		msg := "undeploy " + wait.Waiting()
 		setSWCondition(sw, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonTeardownProgressing, msg)
 		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, petriv1.ReasonTeardownProgressing, msg)
-		return reconcile.Result{RequeueAfter: uncachedPoll}, nil
+		return reconcile.Result{RequeueAfter: jobwatch.UncachedPoll}, nil
 	}
 	if err := r.createJob(ctx, sw, name, contract.ActionUndeploy, gen, args, ""); err != nil {
 		return reconcile.Result{}, err

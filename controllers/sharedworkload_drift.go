@@ -92,7 +92,7 @@ func (r *SharedWorkloadReconciler) verifyRelease(ctx context.Context, sw *petriv
 	period := max(r.Options.VerifyInterval, time.Second)
 	key := jobs.SharedKey(sw, contract.ActionVerify, sw.Generation)
 	key.Recovery = sw.Status.Recoveries
-	key.Verify = &naming.VerifyCause{Trigger: verifyTriggerPeriodic, Key: strconv.FormatInt(r.Options.Now().UnixNano()/int64(period), 10)}
+	key.Verify = &naming.VerifyCause{Trigger: jobs.VerifyTriggerPeriodic, Key: strconv.FormatInt(r.Options.Now().UnixNano()/int64(period), 10)}
 	name := key.Name()
 	if v != nil && v.Job != "" && v.Job != name {
 		// The previous one failed and was kept for its log until now.
@@ -109,7 +109,7 @@ func (r *SharedWorkloadReconciler) verifyRelease(ctx context.Context, sw *petriv
 		return "", reconcile.Result{}, err
 	}
 	now := r.Options.MetaNow()
-	sw.Status.Verification = &petriv1.VerificationStatus{Job: name, Trigger: verifyTriggerPeriodic, StartedAt: &now}
+	sw.Status.Verification = &petriv1.VerificationStatus{Job: name, Trigger: jobs.VerifyTriggerPeriodic, StartedAt: &now}
 	log.FromContext(ctx).Info("Started shared workload verify job", "job", name)
 	return "", reconcile.Result{}, nil
 }
@@ -129,11 +129,11 @@ func (r *SharedWorkloadReconciler) observeReleaseVerification(ctx context.Contex
 		return "", reconcile.Result{}, nil
 	case !st.Done:
 		if uncached {
-			return "", reconcile.Result{RequeueAfter: uncachedPoll}, nil
+			return "", reconcile.Result{RequeueAfter: jobwatch.UncachedPoll}, nil
 		}
 		return "", reconcile.Result{}, nil
 	}
-	recordJob(contract.ActionVerify, st)
+	jobwatch.Record(contract.ActionVerify, st)
 	v.FinishedAt, v.Result = &now, jobs.OneLine(st.Message)
 	if st.Finished != nil {
 		v.FinishedAt = st.Finished

@@ -20,6 +20,7 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/objects"
+	"github.com/petri-dev/petri/controllers/internal/retry"
 	"github.com/petri-dev/petri/controllers/internal/values"
 )
 
@@ -104,7 +105,7 @@ func (r *SharedWorkloadReconciler) observeRelease(ctx context.Context, sw *petri
 	case st.Exists && !st.Done:
 		r.summarize(sw, petriv1.ReasonDeployProgressing, "deploy job "+rel.Job+" is running")
 		if uncached {
-			return reconcile.Result{RequeueAfter: uncachedPoll}, true, nil
+			return reconcile.Result{RequeueAfter: jobwatch.UncachedPoll}, true, nil
 		}
 		return reconcile.Result{}, true, nil
 	case !st.Exists:
@@ -115,13 +116,13 @@ func (r *SharedWorkloadReconciler) observeRelease(ctx context.Context, sw *petri
 			rel.Message = petriv1.NotWaitedFor
 		}
 		rel.Revision = int32(st.Result.Revision)
-		recordJob(contract.ActionDeploy, st)
+		jobwatch.Record(contract.ActionDeploy, st)
 		if err := objects.PruneOlderValues(ctx, r.Client, sw.Namespace, client.MatchingLabels{LabelSharedWorkload: naming.LabelValue(sw.Name)}, rel.Generation); err != nil {
 			log.FromContext(ctx).Info("Values secrets of older generations not deleted", "error", err.Error())
 		}
 	default:
 		rel.Phase, rel.FinishedAt, rel.LastError = petriv1.ComponentFailed, st.Finished, jobs.OneLine(st.Message)
-		recordJob(contract.ActionDeploy, st)
+		jobwatch.Record(contract.ActionDeploy, st)
 		r.scheduleRetry(sw, rel, st.Retryable())
 	}
 	return reconcile.Result{}, false, nil
@@ -129,10 +130,10 @@ func (r *SharedWorkloadReconciler) observeRelease(ctx context.Context, sw *petri
 
 // sharedRetryPolicy is a shared workload's retry policy: a component's
 // default, from Options.SharedWorkloadRetryBackoff when it is set.
-func sharedRetryPolicy(o Options) retryPolicy {
-	p := policyOf(nil)
+func sharedRetryPolicy(o Options) retry.Policy {
+	p := retry.PolicyOf(nil)
 	if o.SharedWorkloadRetryBackoff > 0 {
-		p.backoff = o.SharedWorkloadRetryBackoff
+		p.Backoff = o.SharedWorkloadRetryBackoff
 	}
 	return p
 }
@@ -143,7 +144,7 @@ func (r *SharedWorkloadReconciler) scheduleRetry(sw *petriv1.SharedWorkload, rel
 	p := sharedRetryPolicy(r.Options)
 	attempt := max(rel.Attempt, 1)
 	rel.NextRetryAt = nil
-	if !retryable || attempt >= p.attempts {
+	if !retryable || attempt >= p.Attempts {
 		rel.Message = fmt.Sprintf("failed after %d attempts", attempt)
 		if !retryable {
 			rel.Message = "failed; a retry would not change it"
@@ -151,9 +152,9 @@ func (r *SharedWorkloadReconciler) scheduleRetry(sw *petriv1.SharedWorkload, rel
 		r.Recorder.Eventf(sw, nil, corev1.EventTypeWarning, petriv1.ReasonDeployFailed, "Deploy", "shared workload %s %s: %s", sw.Name, rel.Message, rel.LastError)
 		return
 	}
-	at := retryAt(r.Options, p, attempt, rel.FinishedAt)
+	at := retry.At(r.Options, p, attempt, rel.FinishedAt)
 	rel.NextRetryAt = &at
-	rel.Message = fmt.Sprintf("attempt %d of %d failed; attempt %d starts at %s", attempt, p.attempts, attempt+1, at.UTC().Format(time.RFC3339))
+	rel.Message = fmt.Sprintf("attempt %d of %d failed; attempt %d starts at %s", attempt, p.Attempts, attempt+1, at.UTC().Format(time.RFC3339))
 	r.Recorder.Eventf(sw, nil, corev1.EventTypeWarning, petriv1.ReasonDeployRetrying, "Deploy", "shared workload %s: %s: %s", sw.Name, rel.Message, rel.LastError)
 }
 
@@ -203,7 +204,7 @@ func (r *SharedWorkloadReconciler) startRelease(ctx context.Context, sw *petriv1
 		"--values", jobs.ValuesFile,
 		"--termination-log", jobs.TerminationLogPath,
 	}
-	args = append(args, releaseArgs(r.Options, sw.Spec.Chart, sw.Spec.Release)...)
+	args = append(args, jobs.ReleaseArgs(r.Options, sw.Spec.Chart, sw.Spec.Release)...)
 	attempt := max(rel.Attempt, 1)
 	key := jobs.SharedKey(sw, contract.ActionDeploy, gen)
 	key.Recovery = sw.Status.Recoveries
@@ -216,7 +217,7 @@ func (r *SharedWorkloadReconciler) startRelease(ctx context.Context, sw *petriv1
 		return reconcile.Result{}, err
 	} else if wait.Busy() {
 		r.summarize(sw, petriv1.ReasonDeployProgressing, "deploy "+wait.Waiting())
-		return reconcile.Result{RequeueAfter: uncachedPoll}, nil
+		return reconcile.Result{RequeueAfter: jobwatch.UncachedPoll}, nil
 	}
 	if err := r.createJob(ctx, sw, name, contract.ActionDeploy, gen, args, secretName); err != nil {
 		return reconcile.Result{}, err

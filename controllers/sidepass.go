@@ -23,6 +23,7 @@ import (
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
+	"github.com/petri-dev/petri/controllers/internal/summary"
 )
 
 // sidePass is one pass of a side controller (sleep and wake, verify) over
@@ -63,7 +64,7 @@ func (r *EphemeralEnvironmentReconciler) runSidePass(ctx context.Context, key ty
 	err := sp.body(ctx, env, p)
 	if !equality.Semantic.DeepEqual(before.Status, env.Status) {
 		if sp.conditions {
-			stampTransitions(before.Status.Conditions, env.Status.Conditions, r.Options.MetaNow())
+			summary.StampTransitions(before.Status.Conditions, env.Status.Conditions, r.Options.MetaNow())
 		}
 		if perr := r.Status().Patch(ctx, env, client.MergeFrom(before)); perr != nil && !apierrors.IsNotFound(perr) {
 			err = errors.Join(err, fmt.Errorf("patch status: %w", perr))

@@ -17,7 +17,9 @@ import (
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
+	"github.com/petri-dev/petri/controllers/internal/retry"
 	"github.com/petri-dev/petri/controllers/internal/summary"
 )
 
@@ -186,7 +188,7 @@ func (r *SleepReconciler) observeSleepJob(ctx context.Context, env *petriv1.Ephe
 		if finished == nil {
 			finished = &now
 		}
-		recordJob(s.Action, st)
+		jobwatch.Record(s.Action, st)
 		s.FinishedAt, s.LastError = finished, ""
 		if asleep := s.Action == petriv1.SleepActionSleep; asleep != s.Asleep {
 			s.Asleep, s.Since = asleep, finished
@@ -205,7 +207,7 @@ func (r *SleepReconciler) observeSleepJob(ctx context.Context, env *petriv1.Ephe
 		if finished == nil {
 			finished = &now
 		}
-		recordJob(s.Action, st)
+		jobwatch.Record(s.Action, st)
 		s.FinishedAt, s.LastError = finished, jobs.OneLine(st.Message)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, failed, s.Action, "%s failed (attempt %d, job %s): %s", s.Action, s.Attempt, s.Job, s.LastError)
 	}
@@ -231,14 +233,14 @@ func (r *SleepReconciler) startSleepJob(ctx context.Context, env *petriv1.Epheme
 	if s.Action == action && s.SleepRequested == sleepRequested && s.WakeRequested == wakeRequested && s.Job != "" {
 		// The same request again: a failed (or lost) attempt.
 		attempt = s.Attempt + 1
-		if wait := stepRetryIn(r.Options, s.Attempt, s.FinishedAt); wait > 0 {
+		if wait := retry.StepIn(r.Options, s.Attempt, s.FinishedAt); wait > 0 {
 			p.requeueAfter(wait)
 			return nil
 		}
 	}
 	if busy, err := r.helmBusy(ctx, env); err != nil || busy != "" {
 		if busy != "" {
-			p.requeueAfter(uncachedPoll)
+			p.requeueAfter(jobwatch.UncachedPoll)
 		}
 		return err
 	}

@@ -105,22 +105,7 @@ func (r *EphemeralEnvironmentReconciler) summarize(env *petriv1.EphemeralEnviron
 // transitions by the operator's clock.
 func (r *EphemeralEnvironmentReconciler) finishStatus(before, env *petriv1.EphemeralEnvironment, p *pass, err error) {
 	r.summarize(env, p, err)
-	stampTransitions(before.Status.Conditions, env.Status.Conditions, r.Options.MetaNow())
-}
-
-// stampTransitions dates a pass's conditions by the operator's clock: one
-// that is new or whose status changed moved now; one whose status did not
-// keeps the time it last moved, also when the pass removed and set it again
-// (Stalled of a failed generation), so an unchanged status needs no write.
-func stampTransitions(before, after []metav1.Condition, now metav1.Time) {
-	for i := range after {
-		c := &after[i]
-		if old := apimeta.FindStatusCondition(before, c.Type); old != nil && old.Status == c.Status {
-			c.LastTransitionTime = old.LastTransitionTime
-		} else {
-			c.LastTransitionTime = now
-		}
-	}
+	summary.StampTransitions(before.Status.Conditions, env.Status.Conditions, r.Options.MetaNow())
 }
 
 // recordTransitions emits an Event for each condition that changed in a way

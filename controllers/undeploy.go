@@ -17,6 +17,8 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/graph"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
+	"github.com/petri-dev/petri/controllers/internal/retry"
 )
 
 // undeployComponents uninstalls every release in reverse dependency order:
@@ -171,7 +173,7 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 	if err != nil || wait.Busy() {
 		if wait.Busy() {
 			cs.Message = wait.Waiting()
-			p.requeueAfter(uncachedPoll)
+			p.requeueAfter(jobwatch.UncachedPoll)
 		}
 		return false, err
 	}
@@ -219,16 +221,16 @@ func (r *EphemeralEnvironmentReconciler) observeRetried(ctx context.Context, env
 		return false, true, nil
 	case st.Succeeded:
 		*finishedAt, *lastError = st.Finished, ""
-		recordJob(action, st)
+		jobwatch.Record(action, st)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonTeardownProgressing, action, "%s of %s succeeded (job %s)", action, subject, job)
 		return true, false, nil
 	}
 	if *lastError == "" || *finishedAt == nil {
 		*lastError, *finishedAt = jobs.OneLine(st.Message), st.Finished
-		recordJob(action, st)
+		jobwatch.Record(action, st)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownFailed, action, "%s of %s failed (attempt %d): %s", action, subject, attempt, *lastError)
 	}
-	if wait := stepRetryIn(r.Options, attempt, *finishedAt); wait > 0 {
+	if wait := retry.StepIn(r.Options, attempt, *finishedAt); wait > 0 {
 		return false, false, &retryLater{after: wait, msg: fmt.Sprintf("%s: %s failed (attempt %d): %s; retrying in %s", subject, action, attempt, *lastError, wait.Round(time.Second))}
 	}
 	return false, false, nil

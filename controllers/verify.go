@@ -15,8 +15,10 @@ import (
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/jobs"
+	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/objects"
+	"github.com/petri-dev/petri/controllers/internal/retry"
 )
 
 // Verification of the releases.
@@ -34,12 +36,6 @@ import (
 // deployer's RoleBinding was found gone and created again. Its name is fixed
 // by the period (or the event), so a restarted operator adopts it and no
 // environment has more than one per period.
-
-// Triggers of a verification, recorded in status.verification.trigger.
-const (
-	verifyTriggerPeriodic = "Periodic"
-	verifyTriggerAccess   = petriv1.ReasonDeployerAccessLost
-)
 
 // verifySubject stands for the environment's releases in verify Job names.
 const verifySubject = "releases"
@@ -77,7 +73,7 @@ func (r *VerifyReconciler) verify(ctx context.Context, env *petriv1.EphemeralEnv
 		p.requeueAfter(wait)
 		return nil
 	}
-	return r.startVerification(ctx, env, p, verifyTriggerPeriodic)
+	return r.startVerification(ctx, env, p, jobs.VerifyTriggerPeriodic)
 }
 
 // deployedAndSettled reports whether every component of the spec is deployed
@@ -99,7 +95,7 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 	}
 	cause := &naming.VerifyCause{Trigger: trigger}
 	switch trigger {
-	case verifyTriggerPeriodic:
+	case jobs.VerifyTriggerPeriodic:
 		period := max(r.Options.VerifyInterval, time.Second)
 		cause.Key = strconv.FormatInt(r.Options.Now().UnixNano()/int64(period), 10)
 	default:
@@ -110,7 +106,7 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 		if v := env.Status.Verification; v != nil && v.Trigger == trigger && v.FinishedAt != nil && !v.FinishedAt.Before(&c.LastTransitionTime) {
 			// The check after this loss ran and could not tell: the next
 			// one follows after the backoff.
-			if wait := stepRetryIn(r.Options, 1, v.FinishedAt); wait > 0 {
+			if wait := retry.StepIn(r.Options, 1, v.FinishedAt); wait > 0 {
 				p.requeueAfter(wait)
 				return nil
 			}
@@ -170,7 +166,7 @@ func (r *VerifyReconciler) observeVerification(ctx context.Context, env *petriv1
 	case !st.Done:
 		return nil
 	}
-	recordJob(contract.ActionVerify, st)
+	jobwatch.Record(contract.ActionVerify, st)
 	v.FinishedAt = &now
 	if st.Finished != nil {
 		v.FinishedAt = st.Finished
@@ -203,8 +199,8 @@ func (r *VerifyReconciler) observeVerification(ctx context.Context, env *petriv1
 		// a finding. The next period tries again; a check after lost access
 		// is retried after the backoff.
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonVerifyFailed, "Verify", "verify job %s failed: %s", v.Job, v.Result)
-		if v.Trigger == verifyTriggerAccess {
-			p.requeueAfter(stepRetryIn(r.Options, 1, v.FinishedAt))
+		if v.Trigger == jobs.VerifyTriggerAccess {
+			p.requeueAfter(retry.StepIn(r.Options, 1, v.FinishedAt))
 		}
 		return nil
 	}

@@ -1,10 +1,12 @@
 package jobs
 
 import (
+	"slices"
 	"strings"
 	"time"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/options"
 	"github.com/petri-dev/petri/internal/printable"
 )
 
@@ -42,4 +44,25 @@ func OneLine(s string) string {
 		s = s[:1024]
 	}
 	return s
+}
+
+// ReleaseArgs are the deployer flags for chart access and Helm options.
+func ReleaseArgs(o options.Options, chart petriv1.ChartReference, rel petriv1.ReleaseOptions) []string {
+	var args []string
+	if rel.Waits() {
+		args = append(args, "--wait")
+	}
+	if rel.Timeout != nil {
+		args = append(args, "--timeout", rel.Timeout.Duration.String())
+	}
+	if o.ChartCASecret != "" {
+		args = append(args, "--ca-file", CAFile)
+	}
+	if host, ok := strings.CutPrefix(chart.Repository, "oci://"); ok {
+		host, _, _ = strings.Cut(host, "/")
+		if slices.Contains(o.PlainHTTPRegistries, host) {
+			args = append(args, "--plain-http")
+		}
+	}
+	return args
 }

@@ -59,3 +59,9 @@ func SharedKey(sw *petriv1.SharedWorkload, action string, gen int64) naming.JobK
 // Jobs of the earlier binding. Bindings recorded before the epoch existed
 // have generation 0 and the names they always had (epoch 1).
 func BindingEpoch(bs *petriv1.BindingStatus) int64 { return max(bs.Generation, 1) }
+
+// Triggers of a verification, recorded in status.verification.trigger.
+const (
+	VerifyTriggerPeriodic = "Periodic"
+	VerifyTriggerAccess   = petriv1.ReasonDeployerAccessLost
+)

@@ -7,6 +7,7 @@ package jobwatch
 import (
 	"context"
 	"fmt"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -180,3 +181,7 @@ func Pods(ctx context.Context, r client.Reader, job *batchv1.Job) ([]corev1.Pod,
 	}
 	return pods.Items, nil
 }
+
+// UncachedPoll is how often a running Job that only the API server knows is
+// looked at again: the cache sends no events for it.
+const UncachedPoll = 2 * time.Second
