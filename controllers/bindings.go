@@ -22,6 +22,7 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/objects"
+	"github.com/petri-dev/petri/controllers/internal/shared"
 )
 
 // A binding is staged once per environment and shared workload: the
@@ -68,20 +69,6 @@ func bindingStatus(env *petriv1.EphemeralEnvironment, name string) *petriv1.Bind
 	}
 	env.Status.SharedWorkloads = append(env.Status.SharedWorkloads, petriv1.BindingStatus{Name: name, Phase: petriv1.ComponentPending, Generation: env.Generation})
 	return &env.Status.SharedWorkloads[len(env.Status.SharedWorkloads)-1]
-}
-
-// boundSharedWorkloads are the shared workloads an environment uses: those
-// it lists, and those whose binding it still holds (removed from the spec,
-// not yet deprovisioned). Both count as users of the shared workload and
-// hold its deletion.
-func boundSharedWorkloads(env *petriv1.EphemeralEnvironment) []string {
-	out := slices.Clone(env.Spec.SharedWorkloads)
-	for _, bs := range env.Status.SharedWorkloads {
-		if bs.Phase != petriv1.ComponentUndeployed && !slices.Contains(out, bs.Name) {
-			out = append(out, bs.Name)
-		}
-	}
-	return out
 }
 
 // bindingBlocker names what keeps a component from starting because of the
@@ -206,8 +193,8 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 		// it, so the step runs again. Both are idempotent: the binding
 		// Secret is written once, provision steps must tolerate a database
 		// that exists.
-		log.FromContext(ctx).Info("Job is gone before its outcome was seen, running the step again", "job", bs.Job, "sharedWorkload", releaseName(sw), "step", step)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindProgressing, "Bind", "%s of shared workload %s: job %s is gone before its outcome was seen; running it again", step, releaseName(sw), bs.Job)
+		log.FromContext(ctx).Info("Job is gone before its outcome was seen, running the step again", "job", bs.Job, "sharedWorkload", shared.ReleaseName(sw), "step", step)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindProgressing, "Bind", "%s of shared workload %s: job %s is gone before its outcome was seen; running it again", step, shared.ReleaseName(sw), bs.Job)
 		switch {
 		case step == contract.ActionBind:
 			return r.startBind(ctx, env, sw, bs, p)
@@ -224,28 +211,28 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 	if !st.Succeeded {
 		bs.Phase, bs.FinishedAt, bs.LastError = petriv1.ComponentFailed, st.Finished, jobs.OneLine(st.Message)
 		jobwatch.Record(step, st)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindFailed, "Bind", "%s of shared workload %s failed: %s", step, releaseName(sw), bs.LastError)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindFailed, "Bind", "%s of shared workload %s failed: %s", step, shared.ReleaseName(sw), bs.LastError)
 		return nil
 	}
 	if step == contract.ActionProvision {
 		bs.Phase, bs.FinishedAt, bs.Message = petriv1.ComponentDeployed, st.Finished, ""
 		jobwatch.Record(step, st)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s provisioned by job %s", releaseName(sw), bs.Job)
+		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s provisioned by job %s", shared.ReleaseName(sw), bs.Job)
 		return nil
 	}
 	if sw.Spec.Provision == nil {
 		bs.Phase, bs.FinishedAt, bs.Message = petriv1.ComponentDeployed, st.Finished, ""
-		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s bound", releaseName(sw))
+		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s bound", shared.ReleaseName(sw))
 		return nil
 	}
 	if !apimeta.IsStatusConditionTrue(sw.Status.Conditions, petriv1.ConditionReady) {
 		if c := apimeta.FindStatusCondition(sw.Status.Conditions, petriv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
 			// Its deploy is final: nothing changes until its spec does
 			// (its watch brings the environment back then).
-			p.stalled(petriv1.ReasonBindFailed, fmt.Sprintf("shared workload %s is %s and not retried: %s", releaseName(sw), c.Reason, c.Message))
+			p.stalled(petriv1.ReasonBindFailed, fmt.Sprintf("shared workload %s is %s and not retried: %s", shared.ReleaseName(sw), c.Reason, c.Message))
 			return nil
 		}
-		bs.Message = "waiting for shared workload " + releaseName(sw) + " to be ready before provisioning"
+		bs.Message = "waiting for shared workload " + shared.ReleaseName(sw) + " to be ready before provisioning"
 		return nil
 	}
 	bs.SharedRecovery = sw.Status.Recoveries
@@ -255,7 +242,7 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 	}
 	now := r.Options.MetaNow()
 	bs.Job, bs.Attempt, bs.StartedAt, bs.Message = name, 1, &now, "provisioning"
-	log.FromContext(ctx).Info("Started provision job", "sharedWorkload", releaseName(sw), "job", name)
+	log.FromContext(ctx).Info("Started provision job", "sharedWorkload", shared.ReleaseName(sw), "job", name)
 	return nil
 }
 
@@ -269,10 +256,10 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 		Hash:            naming.UIDHash(env.UID)[:8],
 	})
 	if err != nil {
-		p.stalled(petriv1.ReasonInvalidSpec, fmt.Sprintf("shared workload %s: %v", releaseName(sw), err))
+		p.stalled(petriv1.ReasonInvalidSpec, fmt.Sprintf("shared workload %s: %v", shared.ReleaseName(sw), err))
 		return nil
 	}
-	labels := r.jobLabels(env, releaseName(sw), contract.ActionBind, jobs.BindingEpoch(bs))
+	labels := r.jobLabels(env, shared.ReleaseName(sw), contract.ActionBind, jobs.BindingEpoch(bs))
 	staged, err := r.stageBinding(ctx, env, sw, rendered, labels)
 	if err != nil {
 		return err
@@ -280,7 +267,7 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 	name := bindJob(env, bs)
 	args := []string{"write-secret",
 		"--namespace", env.Status.TargetNamespace,
-		"--name", bindingSecretName(releaseName(sw)),
+		"--name", bindingSecretName(shared.ReleaseName(sw)),
 		"--from-dir", jobs.ValuesDir,
 		"--termination-log", jobs.TerminationLogPath,
 	}
@@ -288,7 +275,7 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 		return err
 	}
 	now := r.Options.MetaNow()
-	bs.Phase, bs.Job, bs.Secret, bs.Attempt, bs.StartedAt, bs.Message = petriv1.ComponentDeploying, name, bindingSecretName(releaseName(sw)), 1, &now, "writing the binding Secret"
+	bs.Phase, bs.Job, bs.Secret, bs.Attempt, bs.StartedAt, bs.Message = petriv1.ComponentDeploying, name, bindingSecretName(shared.ReleaseName(sw)), 1, &now, "writing the binding Secret"
 	return nil
 }
 
@@ -301,7 +288,7 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 // version (with the instance keys) or lacking a key the spec lists now is
 // replaced, keeping the values it has. It returns the Secret's name.
 func (r *EphemeralEnvironmentReconciler) stageBinding(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, rendered map[string]string, labels map[string]string) (string, error) {
-	key := client.ObjectKey{Namespace: env.Namespace, Name: bindingStaging(env, releaseName(sw))}
+	key := client.ObjectKey{Namespace: env.Namespace, Name: bindingStaging(env, shared.ReleaseName(sw))}
 	var generated []string
 	length := 32
 	if g := sw.Spec.BindingSecret; g != nil {
@@ -317,7 +304,7 @@ func (r *EphemeralEnvironmentReconciler) stageBinding(ctx context.Context, env *
 	case apierrors.IsNotFound(err):
 		cur = nil
 	case err != nil:
-		return "", fmt.Errorf("get staged binding of %s: %w", releaseName(sw), err)
+		return "", fmt.Errorf("get staged binding of %s: %w", shared.ReleaseName(sw), err)
 	default:
 		existing = cur.Data
 		if existing == nil {
@@ -326,7 +313,7 @@ func (r *EphemeralEnvironmentReconciler) stageBinding(ctx context.Context, env *
 	}
 	data, changed, err := binding.Stage(existing, rendered, generated, length)
 	if err != nil {
-		return "", fmt.Errorf("stage binding of %s: %w", releaseName(sw), err)
+		return "", fmt.Errorf("stage binding of %s: %w", shared.ReleaseName(sw), err)
 	}
 	if !changed {
 		return key.Name, nil
@@ -334,10 +321,10 @@ func (r *EphemeralEnvironmentReconciler) stageBinding(ctx context.Context, env *
 	if cur != nil {
 		// Immutable: replaced by a new Secret. Only the key names are
 		// logged, never a value.
-		log.FromContext(ctx).Info("Staging the binding again without the keys that are not the environment's own", "sharedWorkload", releaseName(sw), "secret", key.Name, "keys", slices.Sorted(maps.Keys(data)))
+		log.FromContext(ctx).Info("Staging the binding again without the keys that are not the environment's own", "sharedWorkload", shared.ReleaseName(sw), "secret", key.Name, "keys", slices.Sorted(maps.Keys(data)))
 		err := r.Delete(ctx, cur, client.Preconditions{UID: &cur.UID, ResourceVersion: &cur.ResourceVersion})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("replace staged binding of %s: %w", releaseName(sw), err)
+			return "", fmt.Errorf("replace staged binding of %s: %w", shared.ReleaseName(sw), err)
 		}
 	}
 	staged := &corev1.Secret{
@@ -354,7 +341,7 @@ func (r *EphemeralEnvironmentReconciler) stageBinding(ctx context.Context, env *
 		if apierrors.IsAlreadyExists(err) && cur == nil {
 			return r.stageBinding(ctx, env, sw, rendered, labels)
 		}
-		return "", fmt.Errorf("stage binding of %s: %w", releaseName(sw), err)
+		return "", fmt.Errorf("stage binding of %s: %w", shared.ReleaseName(sw), err)
 	}
 	return key.Name, nil
 }
@@ -367,26 +354,26 @@ func (r *EphemeralEnvironmentReconciler) stageBinding(ctx context.Context, env *
 // namespace; the bind Job copies the staged binding alone. A binding's key
 // wins over an instance key of the same name.
 func (r *EphemeralEnvironmentReconciler) createStepJob(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, name, action string, tmpl *petriv1.ContainerTemplate, epoch int64) error {
-	staged := bindingStaging(env, releaseName(sw))
+	staged := bindingStaging(env, shared.ReleaseName(sw))
 	var instance string
 	var envFrom []corev1.EnvFromSource
 	if sw.Spec.InstanceSecret != nil {
-		if _, err := ensureInstanceSecret(ctx, r.Client, r.APIReader, r.Scheme(), sw); err != nil {
-			return fmt.Errorf("shared workload %s: %w", releaseName(sw), err)
+		if _, err := shared.EnsureInstanceSecret(ctx, r.Client, r.APIReader, r.Scheme(), sw); err != nil {
+			return fmt.Errorf("shared workload %s: %w", shared.ReleaseName(sw), err)
 		}
-		instance = instanceSecretName(sw)
+		instance = shared.InstanceSecretName(sw)
 		envFrom = append(envFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: instance}}})
 	}
 	envFrom = append(envFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: staged}}})
 	envVars := append([]corev1.EnvVar{
 		{Name: "PETRI_ENVIRONMENT", Value: env.Name},
 		{Name: "PETRI_NAMESPACE", Value: env.Status.TargetNamespace},
-		{Name: "PETRI_SHARED_WORKLOAD", Value: releaseName(sw)},
+		{Name: "PETRI_SHARED_WORKLOAD", Value: shared.ReleaseName(sw)},
 		{Name: "PETRI_ACTION", Value: action},
 	}, tmpl.Env...)
 	return objects.CreateJob(ctx, r.Client, r.Options, jobs.Spec{
 		Name:           name,
-		Labels:         r.jobLabels(env, releaseName(sw), action, epoch),
+		Labels:         r.jobLabels(env, shared.ReleaseName(sw), action, epoch),
 		Owner:          *metav1.NewControllerRef(env, petriv1.GroupVersion.WithKind("EphemeralEnvironment")),
 		ServiceAccount: naming.DeployerServiceAccount(env.Name),
 		Image:          tmpl.Image,
@@ -413,7 +400,7 @@ func (r *EphemeralEnvironmentReconciler) reprovisionDue(ctx context.Context, env
 	if sw.Spec.Provision == nil || sw.Status.Recoveries <= bs.SharedRecovery {
 		return false
 	}
-	log.FromContext(ctx).Info("Shared workload was deployed again, provisioning the binding again", "sharedWorkload", releaseName(sw), "recoveries", sw.Status.Recoveries)
+	log.FromContext(ctx).Info("Shared workload was deployed again, provisioning the binding again", "sharedWorkload", shared.ReleaseName(sw), "recoveries", sw.Status.Recoveries)
 	bs.Phase, bs.Job, bs.Message = petriv1.ComponentDeploying, bindJob(env, bs), "shared workload deployed again; provisioning again"
 	return true
 }

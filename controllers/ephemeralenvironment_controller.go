@@ -34,6 +34,7 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/objects"
 	"github.com/petri-dev/petri/controllers/internal/releasebusy"
+	"github.com/petri-dev/petri/controllers/internal/shared"
 	"github.com/petri-dev/petri/internal/cacheguard"
 )
 
@@ -322,7 +323,7 @@ func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) e
 		Owns(&batchv1.Job{}, builder.WithPredicates(jobwatch.OutcomeChanged, jobwatch.NotToldByItsPod(mgr.GetClient()))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfPod), builder.WithPredicates(jobwatch.PodSucceededNow)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(namespaceOwner)).
-		Watches(&petriv1.SharedWorkload{}, handler.EnqueueRequestsFromMapFunc(r.environmentsUsing), builder.WithPredicates(sharedWorkloadChanged)).
+		Watches(&petriv1.SharedWorkload{}, handler.EnqueueRequestsFromMapFunc(r.environmentsUsing), builder.WithPredicates(shared.Changed)).
 		Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfIdentity)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Named("ephemeralenvironment")
@@ -370,12 +371,12 @@ func (r *EphemeralEnvironmentReconciler) environmentOfPod(ctx context.Context, o
 // (a copy for a workload cluster: those of them placed there),
 // so a binding waiting for its shared workload moves when it changes.
 func (r *EphemeralEnvironmentReconciler) environmentsUsing(ctx context.Context, obj client.Object) []reconcile.Request {
-	cluster, name, isCopy := copyOf(obj.(*petriv1.SharedWorkload))
+	cluster, name, isCopy := shared.CopyOf(obj.(*petriv1.SharedWorkload))
 	if !isCopy {
 		name = obj.GetName()
 	}
 	var list petriv1.EphemeralEnvironmentList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{indexSharedWorkloads: name}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{shared.UsersIndex: name}); err != nil {
 		log.FromContext(ctx).Error(err, "List environments using a shared workload", "sharedWorkload", obj.GetName())
 		return nil
 	}

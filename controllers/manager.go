@@ -27,6 +27,8 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/options"
 	"github.com/petri-dev/petri/controllers/internal/releasebusy"
 	"github.com/petri-dev/petri/controllers/internal/route"
+	"github.com/petri-dev/petri/controllers/internal/shared"
+	"github.com/petri-dev/petri/controllers/sharedworkload"
 	"github.com/petri-dev/petri/controllers/workloadcluster"
 )
 
@@ -140,8 +142,8 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := jobwatch.IndexPodsByJob(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, fmt.Errorf("index pods by job: %w", err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &petriv1.EphemeralEnvironment{}, indexSharedWorkloads, func(obj client.Object) []string {
-		return boundSharedWorkloads(obj.(*petriv1.EphemeralEnvironment))
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &petriv1.EphemeralEnvironment{}, shared.UsersIndex, func(obj client.Object) []string {
+		return shared.UsedBy(obj.(*petriv1.EphemeralEnvironment))
 	}); err != nil {
 		return nil, fmt.Errorf("index environments by shared workload: %w", err)
 	}
@@ -155,7 +157,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	apiReader := route.Reader{Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Pick: func(t *clusters.Target) client.Reader { return t.APIReader }}
 	namespaceCache := route.Reader{Reader: mgr.GetCache(), Scheme: mgr.GetScheme(), Pick: func(t *clusters.Target) client.Reader { return t.NamespaceCache }}
-	shared := &SharedWorkloadReconciler{
+	sharedWorkloads := &sharedworkload.Reconciler{
 		Client:         route.Client{Client: mgr.GetClient()},
 		APIReader:      apiReader,
 		NamespaceCache: namespaceCache,
@@ -169,10 +171,10 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		Recorder:       mgr.GetEventRecorder("petri-operator"),
 		Options:        o,
 	}
-	if err := setupWorkloadClusters(mgr, environments, shared, o); err != nil {
+	if err := setupWorkloadClusters(mgr, environments, sharedWorkloads, o); err != nil {
 		return nil, err
 	}
-	if err := shared.SetupWithManager(mgr); err != nil {
+	if err := sharedWorkloads.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up SharedWorkload controller: %w", err)
 	}
 	if err := environments.SetupWithManager(mgr); err != nil {
@@ -205,7 +207,7 @@ func indexEnvironments(indexer client.FieldIndexer) error {
 // setupWorkloadClusters gives the environments their workload clusters'
 // connections, kept by the WorkloadCluster controller; nothing with
 // --workload-clusters=false.
-func setupWorkloadClusters(mgr ctrl.Manager, environments *EphemeralEnvironmentReconciler, shared *SharedWorkloadReconciler, o Options) error {
+func setupWorkloadClusters(mgr ctrl.Manager, environments *EphemeralEnvironmentReconciler, sharedWorkloads *sharedworkload.Reconciler, o Options) error {
 	if !o.WorkloadClusters {
 		return nil
 	}
@@ -214,9 +216,9 @@ func setupWorkloadClusters(mgr ctrl.Manager, environments *EphemeralEnvironmentR
 		if err := environments.watchCluster(c); err != nil {
 			return err
 		}
-		return shared.watchCluster(c)
+		return sharedWorkloads.WatchCluster(c)
 	}
-	environments.clusters, shared.clusters = registry, registry
+	environments.clusters, sharedWorkloads.Clusters = registry, registry
 	if err := mgr.Add(registry); err != nil {
 		return err
 	}

@@ -2,11 +2,7 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 
-	batchv1 "k8s.io/api/batch/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
@@ -43,31 +39,6 @@ func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *p
 		log.FromContext(ctx).Info("Release busy, waiting", "component", component, "job", w.Job, "pod", w.Pod)
 	case len(w.Passed) > 0:
 		log.FromContext(ctx).Info("Release held by pods that will never finish; not waiting for them", "component", component, "passed", w.Passed)
-	}
-	return w, nil
-}
-
-// sharedReleaseBusy finds a Job of the shared workload's release whose pod
-// still runs though the status no longer follows it (RunningPod). The
-// status names the one Job of the release that runs, and a pass waits for
-// it (observeRelease, teardown); a pod of a Job deleted or failed while it
-// ran is seen only here.
-func (r *SharedWorkloadReconciler) sharedReleaseBusy(ctx context.Context, sw *petriv1.SharedWorkload, job string) (releasebusy.Wait, error) {
-	var cur batchv1.Job
-	err := r.Get(ctx, client.ObjectKey{Namespace: r.Options.ManagementNamespace, Name: job}, &cur)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return releasebusy.Wait{}, fmt.Errorf("get job %s: %w", job, err)
-	}
-	jobExists := err == nil
-	held := releasebusy.Holds{Cache: r.Client, Nodes: r.APIReader, Now: r.Options.Now()}
-	w, err := held.RunningPod(ctx, r.Options.ManagementNamespace, releasebusy.SharedKey(naming.LabelValue(sw.Name)), job, jobExists)
-	switch {
-	case err != nil:
-		return releasebusy.Wait{}, err
-	case w.Busy():
-		log.FromContext(ctx).Info("Release busy, waiting", "job", w.Job, "pod", w.Pod)
-	case len(w.Passed) > 0:
-		log.FromContext(ctx).Info("Release held by pods that will never finish; not waiting for them", "passed", w.Passed)
 	}
 	return w, nil
 }

@@ -4,13 +4,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 
 	"github.com/petri-dev/petri/api/contract"
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
-	"github.com/petri-dev/petri/controllers/internal/retry"
 )
 
 // A failed deploy Job is retried with a new Job unless its result says no
@@ -51,15 +49,6 @@ func TestRetryableFailures(t *testing.T) {
 		assert.Equal(t, want, st.Retryable(), msg)
 		assert.Equal(t, msg, st.Message, "the message for people is the result's, %s", detail)
 	}
-}
-
-// A shared workload retries by a component's default policy; the option
-// shortens its first wait only.
-func TestSharedRetryPolicy(t *testing.T) {
-	assert.Equal(t, retry.PolicyOf(nil), sharedRetryPolicy(Options{}))
-	p := sharedRetryPolicy(Options{SharedWorkloadRetryBackoff: 500 * time.Millisecond})
-	assert.Equal(t, int32(3), p.Attempts)
-	assert.Equal(t, []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}, []time.Duration{p.Delay(1), p.Delay(2), p.Delay(3)})
 }
 
 // The revision of a deploy and the releases a verification found drifted

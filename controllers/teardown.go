@@ -13,6 +13,7 @@ import (
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/objects"
+	"github.com/petri-dev/petri/controllers/internal/shared"
 )
 
 // teardown runs while the finalizer holds the environment: undeploy the
@@ -60,7 +61,7 @@ func (r *EphemeralEnvironmentReconciler) teardown(ctx context.Context, env *petr
 // goes, by their owner references; in a workload cluster they have none
 // (the environment is not there), only its UID label.
 func (r *EphemeralEnvironmentReconciler) deleteClusterObjects(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
-	return deleteRemote(ctx, r.Client, env.Namespace, client.MatchingLabels{petriv1.LabelEnvironmentUID: string(env.UID)})
+	return shared.DeleteRemote(ctx, r.Client, env.Namespace, client.MatchingLabels{petriv1.LabelEnvironmentUID: string(env.UID)})
 }
 
 func (r *EphemeralEnvironmentReconciler) releaseFinalizer(ctx context.Context, env *petriv1.EphemeralEnvironment) error {

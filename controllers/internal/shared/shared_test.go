@@ -1,4 +1,4 @@
-package controllers
+package shared
 
 import (
 	"testing"
@@ -40,8 +40,8 @@ func TestSharedWorkloadEventsThatWakeItsEnvironments(t *testing.T) {
 		}), false},
 		"it was deployed again": {sw(func(s *petriv1.SharedWorkload) { s.Status.Recoveries = 1 }), true},
 	} {
-		assert.Equal(t, tt.want, sharedWorkloadChanged.Update(event.UpdateEvent{ObjectOld: base, ObjectNew: tt.new}), name)
+		assert.Equal(t, tt.want, Changed.Update(event.UpdateEvent{ObjectOld: base, ObjectNew: tt.new}), name)
 	}
-	assert.True(t, sharedWorkloadChanged.Create(event.CreateEvent{Object: base}))
-	assert.True(t, sharedWorkloadChanged.Delete(event.DeleteEvent{Object: base}))
+	assert.True(t, Changed.Create(event.CreateEvent{Object: base}))
+	assert.True(t, Changed.Delete(event.DeleteEvent{Object: base}))
 }

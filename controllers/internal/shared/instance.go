@@ -1,4 +1,4 @@
-package controllers
+package shared
 
 import (
 	"context"
@@ -20,19 +20,19 @@ import (
 // LabelSharedWorkload names the SharedWorkload an object belongs to.
 const LabelSharedWorkload = releasebusy.LabelSharedWorkload
 
-// instanceSecretName is the Secret holding a shared workload's generated
+// InstanceSecretName is the Secret holding a shared workload's generated
 // keys, in the management namespace beside it.
-func instanceSecretName(sw *petriv1.SharedWorkload) string {
-	return naming.Bounded(253, releaseName(sw), "instance")
+func InstanceSecretName(sw *petriv1.SharedWorkload) string {
+	return naming.Bounded(253, ReleaseName(sw), "instance")
 }
 
-// ensureInstanceSecret returns the shared workload's generated keys,
+// EnsureInstanceSecret returns the shared workload's generated keys,
 // generating them the first time they are needed. The Secret is written with
 // create-only semantics: a lost race reads the winner's values and never
 // overwrites them, and an existing key is never changed (a key added to the
 // spec later is added, optimistically locked). Reads go to the API server, not
 // a cache, so a Secret created a moment ago by another reconcile is seen.
-func ensureInstanceSecret(ctx context.Context, c client.Client, reader client.Reader, scheme *runtime.Scheme, sw *petriv1.SharedWorkload) (map[string][]byte, error) {
+func EnsureInstanceSecret(ctx context.Context, c client.Client, reader client.Reader, scheme *runtime.Scheme, sw *petriv1.SharedWorkload) (map[string][]byte, error) {
 	if sw.Spec.InstanceSecret == nil {
 		return map[string][]byte{}, nil
 	}
@@ -40,7 +40,7 @@ func ensureInstanceSecret(ctx context.Context, c client.Client, reader client.Re
 	if length == 0 {
 		length = 32
 	}
-	key := client.ObjectKey{Namespace: sw.Namespace, Name: instanceSecretName(sw)}
+	key := client.ObjectKey{Namespace: sw.Namespace, Name: InstanceSecretName(sw)}
 	for attempt := 0; attempt < 5; attempt++ {
 		existing := &corev1.Secret{}
 		err := reader.Get(ctx, key, existing)
@@ -64,8 +64,8 @@ func ensureInstanceSecret(ctx context.Context, c client.Client, reader client.Re
 			if err := controllerutil.SetControllerReference(sw, s, scheme); err != nil {
 				return nil, err
 			}
-			if _, _, ok := copyOf(sw); ok {
-				s.Labels[LabelSharedWorkloadUID] = string(sw.UID)
+			if _, _, ok := CopyOf(sw); ok {
+				s.Labels[LabelUID] = string(sw.UID)
 			}
 			err = c.Create(ctx, s)
 			if err == nil {
@@ -79,7 +79,7 @@ func ensureInstanceSecret(ctx context.Context, c client.Client, reader client.Re
 		case err != nil:
 			return nil, fmt.Errorf("get instance secret %s: %w", key.Name, err)
 		}
-		if !sharedControlledBy(ctx, existing, sw) {
+		if !ControlledBy(ctx, existing, sw) {
 			return nil, fmt.Errorf("secret %s exists but is not controlled by shared workload %s; refusing to use it", key.Name, sw.Name)
 		}
 		var missing []string

@@ -1,4 +1,4 @@
-package controllers
+package sharedworkload
 
 import (
 	"context"
@@ -19,12 +19,13 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/objects"
+	"github.com/petri-dev/petri/controllers/internal/shared"
 )
 
 // checkRelease looks after a deployed release: it says why the release is
 // lost ("" while it is not), and otherwise keeps it Ready and its
 // verification going.
-func (r *SharedWorkloadReconciler) checkRelease(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus) (string, reconcile.Result, error) {
+func (r *Reconciler) checkRelease(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus) (string, reconcile.Result, error) {
 	ns := &corev1.Namespace{}
 	key := client.ObjectKey{Name: r.Options.SharedNamespace}
 	if r.NamespaceCache != nil && sw.Status.NamespaceUID != "" && r.NamespaceCache.Get(ctx, key, ns) == nil &&
@@ -61,7 +62,7 @@ func (r *SharedWorkloadReconciler) checkRelease(ctx context.Context, sw *petriv1
 
 // deployedIn is the message of a deployed shared workload: where, and
 // whether its deploy waited for its workloads.
-func (r *SharedWorkloadReconciler) deployedIn(sw *petriv1.SharedWorkload) string {
+func (r *Reconciler) deployedIn(sw *petriv1.SharedWorkload) string {
 	msg := "deployed in " + r.Options.SharedNamespace
 	if !sw.Spec.Release.Waits() {
 		msg += "; " + petriv1.NotWaitedFor
@@ -72,7 +73,7 @@ func (r *SharedWorkloadReconciler) deployedIn(sw *petriv1.SharedWorkload) string
 // verifyRelease follows the release's verify Job, or starts the periodic
 // one when it is due: the Job, running as the shared deployer, reads the
 // release record and compares its revision with the one the deploy made.
-func (r *SharedWorkloadReconciler) verifyRelease(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus) (string, reconcile.Result, error) {
+func (r *Reconciler) verifyRelease(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus) (string, reconcile.Result, error) {
 	v := sw.Status.Verification
 	if v != nil && v.Job != "" && v.FinishedAt == nil {
 		return r.observeReleaseVerification(ctx, sw, rel, v)
@@ -103,7 +104,7 @@ func (r *SharedWorkloadReconciler) verifyRelease(ctx context.Context, sw *petriv
 	args := []string{"verify",
 		"--namespace", r.Options.SharedNamespace,
 		"--termination-log", jobs.TerminationLogPath,
-		"--expect", fmt.Sprintf("%s=%d", releaseName(sw), rel.Revision),
+		"--expect", fmt.Sprintf("%s=%d", shared.ReleaseName(sw), rel.Revision),
 	}
 	if err := r.createJob(ctx, sw, name, contract.ActionVerify, sw.Generation, args, ""); err != nil {
 		return "", reconcile.Result{}, err
@@ -117,7 +118,7 @@ func (r *SharedWorkloadReconciler) verifyRelease(ctx context.Context, sw *petriv
 // observeReleaseVerification records the outcome of the release's verify
 // Job: verified (the Job goes), lost, or could not tell (kept for its log,
 // the next period tries again).
-func (r *SharedWorkloadReconciler) observeReleaseVerification(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus, v *petriv1.VerificationStatus) (string, reconcile.Result, error) {
+func (r *Reconciler) observeReleaseVerification(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus, v *petriv1.VerificationStatus) (string, reconcile.Result, error) {
 	st, uncached, err := jobwatch.ObserveLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, v.Job)
 	if err != nil {
 		return "", reconcile.Result{}, err

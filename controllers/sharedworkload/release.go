@@ -1,14 +1,16 @@
-package controllers
+package sharedworkload
 
 import (
 	"context"
 	"fmt"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -20,7 +22,10 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/objects"
+	"github.com/petri-dev/petri/controllers/internal/options"
+	"github.com/petri-dev/petri/controllers/internal/releasebusy"
 	"github.com/petri-dev/petri/controllers/internal/retry"
+	"github.com/petri-dev/petri/controllers/internal/shared"
 	"github.com/petri-dev/petri/controllers/internal/values"
 )
 
@@ -33,7 +38,7 @@ import (
 // changes). The environments bound to a shared workload whose deploy is
 // final say so: Stalled, naming it, instead of waiting.
 //
-// A deployed release is looked after as an environment's are (drift.go):
+// A deployed release is looked after as an environment's are (controllers/drift.go):
 // the shared namespace is read on every pass (status.namespaceUID says
 // whether it is still the one the release was deployed in), and a verify Job
 // running as the shared deployer reads the release record every
@@ -55,7 +60,7 @@ func currentRelease(sw *petriv1.SharedWorkload) *petriv1.ComponentStatus {
 
 // deploy moves the release one step: follow its running Job, look after a
 // deployed release, retry a failed one when due, or start the deploy Job.
-func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.SharedWorkload) (reconcile.Result, error) {
+func (r *Reconciler) deploy(ctx context.Context, sw *petriv1.SharedWorkload) (reconcile.Result, error) {
 	rel := currentRelease(sw)
 	if rel.Phase == petriv1.ComponentDeploying {
 		res, running, err := r.observeRelease(ctx, sw, rel)
@@ -96,7 +101,7 @@ func (r *SharedWorkloadReconciler) deploy(ctx context.Context, sw *petriv1.Share
 
 // observeRelease records the outcome of the release's running deploy Job;
 // running says it has none yet.
-func (r *SharedWorkloadReconciler) observeRelease(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus) (reconcile.Result, bool, error) {
+func (r *Reconciler) observeRelease(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus) (reconcile.Result, bool, error) {
 	st, uncached, err := jobwatch.ObserveLive(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace, rel.Job)
 	if err != nil {
 		return reconcile.Result{}, false, err
@@ -117,7 +122,7 @@ func (r *SharedWorkloadReconciler) observeRelease(ctx context.Context, sw *petri
 		}
 		rel.Revision = int32(st.Result.Revision)
 		jobwatch.Record(contract.ActionDeploy, st)
-		if err := objects.PruneOlderValues(ctx, r.Client, sw.Namespace, client.MatchingLabels{LabelSharedWorkload: naming.LabelValue(sw.Name)}, rel.Generation); err != nil {
+		if err := objects.PruneOlderValues(ctx, r.Client, sw.Namespace, client.MatchingLabels{shared.LabelSharedWorkload: naming.LabelValue(sw.Name)}, rel.Generation); err != nil {
 			log.FromContext(ctx).Info("Values secrets of older generations not deleted", "error", err.Error())
 		}
 	default:
@@ -130,7 +135,7 @@ func (r *SharedWorkloadReconciler) observeRelease(ctx context.Context, sw *petri
 
 // sharedRetryPolicy is a shared workload's retry policy: a component's
 // default, from Options.SharedWorkloadRetryBackoff when it is set.
-func sharedRetryPolicy(o Options) retry.Policy {
+func sharedRetryPolicy(o options.Options) retry.Policy {
 	p := retry.PolicyOf(nil)
 	if o.SharedWorkloadRetryBackoff > 0 {
 		p.Backoff = o.SharedWorkloadRetryBackoff
@@ -140,7 +145,7 @@ func sharedRetryPolicy(o Options) retry.Policy {
 
 // scheduleRetry decides whether the failed deploy attempt of the release is
 // followed by another, and when (sharedRetryPolicy).
-func (r *SharedWorkloadReconciler) scheduleRetry(sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus, retryable bool) {
+func (r *Reconciler) scheduleRetry(sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus, retryable bool) {
 	p := sharedRetryPolicy(r.Options)
 	attempt := max(rel.Attempt, 1)
 	rel.NextRetryAt = nil
@@ -161,7 +166,7 @@ func (r *SharedWorkloadReconciler) scheduleRetry(sw *petriv1.SharedWorkload, rel
 // startRelease writes the release's values Secret of this generation and
 // starts its deploy Job, named by the generation, the attempt and the count
 // of recoveries.
-func (r *SharedWorkloadReconciler) startRelease(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus) (reconcile.Result, error) {
+func (r *Reconciler) startRelease(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus) (reconcile.Result, error) {
 	gen := sw.Generation
 	instance, err := r.prepare(ctx, sw)
 	if err != nil {
@@ -186,7 +191,7 @@ func (r *SharedWorkloadReconciler) startRelease(ctx context.Context, sw *petriv1
 	secretName := jobs.SharedKey(sw, jobs.ValuesSubject, gen).Name()
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: sw.Namespace, Name: secretName, Labels: r.jobLabels(sw, contract.ActionDeploy, gen)},
-		Immutable:  ptrTo(true),
+		Immutable:  ptr.To(true),
 		Data:       map[string][]byte{jobs.ValuesKey: data},
 	}
 	if err := controllerutil.SetControllerReference(sw, secret, r.Scheme()); err != nil {
@@ -196,7 +201,7 @@ func (r *SharedWorkloadReconciler) startRelease(ctx context.Context, sw *petriv1
 		return reconcile.Result{}, fmt.Errorf("create values secret: %w", err)
 	}
 	args := []string{"deploy",
-		"--release", releaseName(sw),
+		"--release", shared.ReleaseName(sw),
 		"--namespace", r.Options.SharedNamespace,
 		"--chart-repository", sw.Spec.Chart.Repository,
 		"--chart-name", sw.Spec.Chart.Name,
@@ -236,7 +241,7 @@ func (r *SharedWorkloadReconciler) startRelease(ctx context.Context, sw *petriv1
 
 // summarize writes Deployed, Ready, Reconciling, Stalled and the phase from
 // the release's outcome.
-func (r *SharedWorkloadReconciler) summarize(sw *petriv1.SharedWorkload, reason, msg string) {
+func (r *Reconciler) summarize(sw *petriv1.SharedWorkload, reason, msg string) {
 	apimeta.RemoveStatusCondition(&sw.Status.Conditions, petriv1.ConditionStalled)
 	switch reason {
 	case petriv1.ReasonDeploySucceeded:
@@ -265,4 +270,29 @@ func (r *SharedWorkloadReconciler) summarize(sw *petriv1.SharedWorkload, reason,
 		setSWCondition(sw, petriv1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
 		sw.Status.Phase = petriv1.EnvironmentDeploying
 	}
+}
+
+// sharedReleaseBusy finds a Job of the shared workload's release whose pod
+// still runs though the status no longer follows it (RunningPod). The
+// status names the one Job of the release that runs, and a pass waits for
+// it (observeRelease, teardown); a pod of a Job deleted or failed while it
+// ran is seen only here.
+func (r *Reconciler) sharedReleaseBusy(ctx context.Context, sw *petriv1.SharedWorkload, job string) (releasebusy.Wait, error) {
+	var cur batchv1.Job
+	err := r.Get(ctx, client.ObjectKey{Namespace: r.Options.ManagementNamespace, Name: job}, &cur)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return releasebusy.Wait{}, fmt.Errorf("get job %s: %w", job, err)
+	}
+	jobExists := err == nil
+	held := releasebusy.Holds{Cache: r.Client, Nodes: r.APIReader, Now: r.Options.Now()}
+	w, err := held.RunningPod(ctx, r.Options.ManagementNamespace, releasebusy.SharedKey(naming.LabelValue(sw.Name)), job, jobExists)
+	switch {
+	case err != nil:
+		return releasebusy.Wait{}, err
+	case w.Busy():
+		log.FromContext(ctx).Info("Release busy, waiting", "job", w.Job, "pod", w.Pod)
+	case len(w.Passed) > 0:
+		log.FromContext(ctx).Info("Release held by pods that will never finish; not waiting for them", "passed", w.Passed)
+	}
+	return w, nil
 }

@@ -1,4 +1,10 @@
-package controllers
+// Package sharedworkload holds the SharedWorkload controller: it deploys
+// each shared workload once into the shared namespace (and a copy into each
+// workload cluster whose environments use it), keeps its generated keys,
+// verifies its release and deploys it again when lost, and holds its
+// deletion while environments still use it. It is the only writer of a
+// SharedWorkload's status.
+package sharedworkload
 
 import (
 	"context"
@@ -34,36 +40,34 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/objects"
+	"github.com/petri-dev/petri/controllers/internal/options"
 	"github.com/petri-dev/petri/controllers/internal/retry"
+	"github.com/petri-dev/petri/controllers/internal/shared"
 	"github.com/petri-dev/petri/controllers/internal/summary"
 )
-
-// indexSharedWorkloads indexes environments by the shared workloads they use:
-// those they list and those whose binding they still hold (boundSharedWorkloads).
-const indexSharedWorkloads = "spec.sharedWorkloads"
 
 // sharedDeployer is the identity that deploys shared workloads; it holds admin
 // in the shared namespace only.
 const sharedDeployer = "petri-shared-deployer"
 
-// SharedWorkloadReconciler deploys each shared workload once into the shared
+// Reconciler deploys each shared workload once into the shared
 // namespace, keeps its generated keys, and holds its deletion while
 // environments still use it. The shared namespace is a placement namespace,
 // not a tenant or access boundary.
-type SharedWorkloadReconciler struct {
+type Reconciler struct {
 	client.Client
 	APIReader client.Reader
 	// NamespaceCache reads the namespaces the operator created (the shared
 	// namespace among them) from the manager's cache.
 	NamespaceCache client.Reader
 	Recorder       events.EventRecorder
-	Options        Options
-	// clusters are the workload clusters' connections (nil without
+	Options        options.Options
+	// Clusters are the workload clusters' connections (nil without
 	// workload clusters); a copy of a shared workload is reconciled in
-	// its cluster (sharedclusters.go).
-	clusters *clusters.Registry
+	// its cluster (clusters.go).
+	Clusters *clusters.Registry
 	// clusterEvents is how the controller hears the workload clusters
-	// connected later (clusterevents.go).
+	// connected later (clusters.Events).
 	clusterEvents *clusters.Events
 }
 
@@ -71,7 +75,7 @@ type SharedWorkloadReconciler struct {
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=sharedworkloads/status;sharedworkloads/finalizers,verbs=get;update;patch
 
 // Reconcile moves one shared workload one step towards its spec.
-func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
 	sw := &petriv1.SharedWorkload{}
 	if err := r.Get(ctx, req.NamespacedName, sw); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -99,7 +103,7 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 		}
 	}()
 
-	cluster, _, isCopy := copyOf(sw)
+	cluster, _, isCopy := shared.CopyOf(sw)
 	if isCopy {
 		sw.Status.Cluster = cluster
 		var why string
@@ -139,7 +143,7 @@ func (r *SharedWorkloadReconciler) Reconcile(ctx context.Context, req reconcile.
 // clusterAway is a pass over a copy whose workload cluster does not answer:
 // nothing is changed there. It says so; its deletion waits, and the
 // force-delete annotation ends it without touching that cluster.
-func (r *SharedWorkloadReconciler) clusterAway(ctx context.Context, sw *petriv1.SharedWorkload, why string) (reconcile.Result, error) {
+func (r *Reconciler) clusterAway(ctx context.Context, sw *petriv1.SharedWorkload, why string) (reconcile.Result, error) {
 	if !sw.DeletionTimestamp.IsZero() && sw.Annotations[petriv1.AnnotationForceDelete] == "true" {
 		if !controllerutil.ContainsFinalizer(sw, petriv1.Finalizer) {
 			return reconcile.Result{}, nil
@@ -157,19 +161,19 @@ func (r *SharedWorkloadReconciler) clusterAway(ctx context.Context, sw *petriv1.
 
 // prepare makes what a deploy Job of the shared workload needs: the shared
 // namespace, the shared deployer identity and the instance keys.
-func (r *SharedWorkloadReconciler) prepare(ctx context.Context, sw *petriv1.SharedWorkload) (map[string][]byte, error) {
+func (r *Reconciler) prepare(ctx context.Context, sw *petriv1.SharedWorkload) (map[string][]byte, error) {
 	if err := r.ensureSharedNamespace(ctx, sw); err != nil {
 		return nil, err
 	}
 	if err := r.ensureIdentity(ctx); err != nil {
 		return nil, err
 	}
-	instance, err := ensureInstanceSecret(ctx, r.Client, r.APIReader, r.Scheme(), sw)
+	instance, err := shared.EnsureInstanceSecret(ctx, r.Client, r.APIReader, r.Scheme(), sw)
 	if err != nil {
 		return nil, err
 	}
 	if sw.Spec.InstanceSecret != nil {
-		sw.Status.InstanceSecret = instanceSecretName(sw)
+		sw.Status.InstanceSecret = shared.InstanceSecretName(sw)
 	}
 	return instance, nil
 }
@@ -177,13 +181,13 @@ func (r *SharedWorkloadReconciler) prepare(ctx context.Context, sw *petriv1.Shar
 // users lists the environments that use the shared workload: that list it,
 // or still hold a binding to it that is not deprovisioned yet; for a copy,
 // those of them placed in its cluster.
-func (r *SharedWorkloadReconciler) users(ctx context.Context, sw *petriv1.SharedWorkload) ([]petriv1.EphemeralEnvironment, error) {
-	cluster, original, isCopy := copyOf(sw)
+func (r *Reconciler) users(ctx context.Context, sw *petriv1.SharedWorkload) ([]petriv1.EphemeralEnvironment, error) {
+	cluster, original, isCopy := shared.CopyOf(sw)
 	if !isCopy {
 		original = sw.Name
 	}
 	var list petriv1.EphemeralEnvironmentList
-	if err := r.List(ctx, &list, client.InNamespace(sw.Namespace), client.MatchingFields{indexSharedWorkloads: original}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(sw.Namespace), client.MatchingFields{shared.UsersIndex: original}); err != nil {
 		return nil, fmt.Errorf("list environments using %s: %w", original, err)
 	}
 	out := list.Items[:0]
@@ -199,7 +203,7 @@ func (r *SharedWorkloadReconciler) users(ctx context.Context, sw *petriv1.Shared
 // ensureSharedNamespace creates the shared namespace, or finds it, and
 // records which one the release is deployed in. One being deleted is waited
 // for: its deletion brings the shared workload back.
-func (r *SharedWorkloadReconciler) ensureSharedNamespace(ctx context.Context, sw *petriv1.SharedWorkload) error {
+func (r *Reconciler) ensureSharedNamespace(ctx context.Context, sw *petriv1.SharedWorkload) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.Options.SharedNamespace, Labels: map[string]string{petriv1.LabelManagedBy: petriv1.ManagedByOperator}}}
 	err := r.Create(ctx, objects.WithPodSecurity(ns, r.Options.WorkloadPodSecurity))
 	if apierrors.IsAlreadyExists(err) {
@@ -218,7 +222,7 @@ func (r *SharedWorkloadReconciler) ensureSharedNamespace(ctx context.Context, sw
 	return nil
 }
 
-func (r *SharedWorkloadReconciler) ensureIdentity(ctx context.Context) error {
+func (r *Reconciler) ensureIdentity(ctx context.Context) error {
 	labels := map[string]string{petriv1.LabelManagedBy: petriv1.ManagedByOperator}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.ManagementNamespace, Name: sharedDeployer, Labels: labels}}
 	if err := r.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -228,21 +232,21 @@ func (r *SharedWorkloadReconciler) ensureIdentity(ctx context.Context) error {
 	return err
 }
 
-func (r *SharedWorkloadReconciler) jobLabels(sw *petriv1.SharedWorkload, action string, gen int64) map[string]string {
+func (r *Reconciler) jobLabels(sw *petriv1.SharedWorkload, action string, gen int64) map[string]string {
 	l := map[string]string{
-		petriv1.LabelManagedBy:   petriv1.ManagedByOperator,
-		LabelSharedWorkload:      naming.LabelValue(sw.Name),
-		contract.LabelComponent:  naming.LabelValue(sw.Name),
-		contract.LabelAction:     action,
-		contract.LabelGeneration: fmt.Sprint(gen),
+		petriv1.LabelManagedBy:     petriv1.ManagedByOperator,
+		shared.LabelSharedWorkload: naming.LabelValue(sw.Name),
+		contract.LabelComponent:    naming.LabelValue(sw.Name),
+		contract.LabelAction:       action,
+		contract.LabelGeneration:   fmt.Sprint(gen),
 	}
-	if _, _, ok := copyOf(sw); ok {
-		l[LabelSharedWorkloadUID] = string(sw.UID)
+	if _, _, ok := shared.CopyOf(sw); ok {
+		l[shared.LabelUID] = string(sw.UID)
 	}
 	return l
 }
 
-func (r *SharedWorkloadReconciler) createJob(ctx context.Context, sw *petriv1.SharedWorkload, name, action string, gen int64, args []string, valuesSecret string) error {
+func (r *Reconciler) createJob(ctx context.Context, sw *petriv1.SharedWorkload, name, action string, gen int64, args []string, valuesSecret string) error {
 	return objects.CreateJob(ctx, r.Client, r.Options, jobs.Spec{
 		Name: name, Labels: r.jobLabels(sw, action, gen), ActiveDeadline: jobs.ReleaseDeadline(sw.Spec.Release),
 		Owner:          *metav1.NewControllerRef(sw, petriv1.GroupVersion.WithKind("SharedWorkload")),
@@ -264,7 +268,7 @@ func setSWCondition(sw *petriv1.SharedWorkload, typ string, status metav1.Condit
 // goes with it (owner reference). A failed undeploy is retried with backoff,
 // one Job per attempt, and reported; an undeploy Job that is gone before its
 // outcome was seen is followed by the next attempt at once.
-func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.SharedWorkload, users []string) (reconcile.Result, error) {
+func (r *Reconciler) teardown(ctx context.Context, sw *petriv1.SharedWorkload, users []string) (reconcile.Result, error) {
 	if !controllerutil.ContainsFinalizer(sw, petriv1.Finalizer) {
 		return reconcile.Result{}, nil
 	}
@@ -291,7 +295,7 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 	if rel != nil && rel.Phase != petriv1.ComponentUndeployed {
 		return r.startUndeploy(ctx, sw, rel)
 	}
-	if err := deleteRemote(ctx, r.Client, sw.Namespace, client.MatchingLabels{LabelSharedWorkloadUID: string(sw.UID)}); err != nil {
+	if err := shared.DeleteRemote(ctx, r.Client, sw.Namespace, client.MatchingLabels{shared.LabelUID: string(sw.UID)}); err != nil {
 		return reconcile.Result{}, err
 	}
 	if err := objects.SetFinalizer(ctx, r.Client, sw, false); err != nil && !apierrors.IsNotFound(err) {
@@ -304,7 +308,7 @@ func (r *SharedWorkloadReconciler) teardown(ctx context.Context, sw *petriv1.Sha
 // a deploy still running finishes first, and an undeploy's outcome is
 // recorded (a failure waits its retry). waiting reports that the teardown
 // goes no further on this pass.
-func (r *SharedWorkloadReconciler) followUndeploy(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus, forced bool) (res reconcile.Result, waiting bool, err error) {
+func (r *Reconciler) followUndeploy(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus, forced bool) (res reconcile.Result, waiting bool, err error) {
 	if rel != nil && rel.Phase == petriv1.ComponentDeploying {
 		// A deploy still running finishes first: two Helm operations on
 		// one release never overlap.
@@ -355,7 +359,7 @@ func (r *SharedWorkloadReconciler) followUndeploy(ctx context.Context, sw *petri
 
 // startUndeploy starts the release's undeploy Job: the first attempt, or
 // the next one after a failure or a lost Job, once the release is free.
-func (r *SharedWorkloadReconciler) startUndeploy(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus) (reconcile.Result, error) {
+func (r *Reconciler) startUndeploy(ctx context.Context, sw *petriv1.SharedWorkload, rel *petriv1.ComponentStatus) (reconcile.Result, error) {
 	attempt, gen := rel.Attempt+1, rel.Generation
 	if rel.Phase != petriv1.ComponentUndeploying {
 		attempt, gen = 1, sw.Generation
@@ -366,7 +370,7 @@ func (r *SharedWorkloadReconciler) startUndeploy(ctx context.Context, sw *petriv
 	key := jobs.SharedKey(sw, contract.ActionUndeploy, gen)
 	key.Attempt = attempt
 	name := key.Name()
-	args := []string{"undeploy", "--release", releaseName(sw), "--namespace", r.Options.SharedNamespace, "--termination-log", jobs.TerminationLogPath}
+	args := []string{"undeploy", "--release", shared.ReleaseName(sw), "--namespace", r.Options.SharedNamespace, "--termination-log", jobs.TerminationLogPath}
 	wait, err := r.sharedReleaseBusy(ctx, sw, name)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -401,7 +405,7 @@ func (r *SharedWorkloadReconciler) startUndeploy(ctx context.Context, sw *petriv
 // finalizer sees the Job it deleted gone, and must not start another
 // (in a workload cluster nothing would ever delete it). The next event
 // brings the current object.
-func (r *SharedWorkloadReconciler) staleCopy(ctx context.Context, sw *petriv1.SharedWorkload) (bool, error) {
+func (r *Reconciler) staleCopy(ctx context.Context, sw *petriv1.SharedWorkload) (bool, error) {
 	fresh := &petriv1.SharedWorkload{}
 	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sw), fresh)
 	switch {
@@ -415,7 +419,7 @@ func (r *SharedWorkloadReconciler) staleCopy(ctx context.Context, sw *petriv1.Sh
 
 // SetupWithManager watches shared workloads, their Jobs, and the environments
 // that use them (for the bound count and the deletion hold).
-func (r *SharedWorkloadReconciler) SetupWithManager(mgr manager.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&petriv1.SharedWorkload{}).
 		Owns(&petriv1.SharedWorkload{}).
@@ -425,12 +429,12 @@ func (r *SharedWorkloadReconciler) SetupWithManager(mgr manager.Manager) error {
 			if !ok {
 				return nil
 			}
-			names := boundSharedWorkloads(e)
+			names := shared.UsedBy(e)
 			out := make([]reconcile.Request, 0, 2*len(names))
 			for _, name := range names {
 				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: name}})
 				if e.Status.Cluster != "" {
-					out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: copyName(name, e.Status.Cluster)}})
+					out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: e.Namespace, Name: shared.CopyName(name, e.Status.Cluster)}})
 				}
 			}
 			return out
@@ -438,9 +442,9 @@ func (r *SharedWorkloadReconciler) SetupWithManager(mgr manager.Manager) error {
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSharedNamespace)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Options.Concurrency/2)}).
 		Named("sharedworkload")
-	if r.clusters != nil {
+	if r.Clusters != nil {
 		b = b.Watches(&petriv1.WorkloadCluster{}, handler.EnqueueRequestsFromMapFunc(r.sharedWorkloadsOfCluster)).
-			WatchesRawSource(source.Channel(r.clusters.Probes(r.Options.ManagementNamespace), handler.EnqueueRequestsFromMapFunc(r.sharedWorkloadsOfCluster)))
+			WatchesRawSource(source.Channel(r.Clusters.Probes(r.Options.ManagementNamespace), handler.EnqueueRequestsFromMapFunc(r.sharedWorkloadsOfCluster)))
 	}
 	c, err := b.Build(r)
 	if err != nil {
@@ -452,7 +456,7 @@ func (r *SharedWorkloadReconciler) SetupWithManager(mgr manager.Manager) error {
 
 // usersOfSharedNamespace wakes every shared workload when the shared
 // namespace changes (its deletion above all: the releases in it are gone).
-func (r *SharedWorkloadReconciler) usersOfSharedNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *Reconciler) usersOfSharedNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
 	if obj.GetName() != r.Options.SharedNamespace {
 		return nil
 	}
