@@ -11,7 +11,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/util/retry"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/petri-dev/petri/api/contract"
@@ -65,6 +67,7 @@ func TestReadyEnvironmentWhoseWorkloadStopsIsDegraded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newEnv("stops", app("web", nil))
+	f := followHealth(t, "EphemeralEnvironmentList", e.Name)
 	require.NoError(t, env.Client.Create(ctx, e))
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
 	e = waitFor(t, e.Name, "Ready", ready)
@@ -92,6 +95,16 @@ func TestReadyEnvironmentWhoseWorkloadStopsIsDegraded(t *testing.T) {
 	})
 	assert.Equal(t, job, componentNamed(e, "web").Job, "nothing is deployed for it")
 	assert.Equal(t, "environment is deployed in "+ns, findCondition(e, petriv1.ConditionReady).Message)
+
+	// kstatus and Argo CD's health check read every version the API
+	// server stored: InProgress and Degraded while a workload is down.
+	wasDegraded := false
+	f.until("Ready after Degraded", func(u *unstructured.Unstructured) bool {
+		phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+		wasDegraded = wasDegraded || phase == string(petriv1.EnvironmentDegraded)
+		return wasDegraded && phase == string(petriv1.EnvironmentReady)
+	})
+	assert.Positive(t, f.seen[string(petriv1.EnvironmentDegraded)+"/"+string(kstatus.InProgressStatus)])
 }
 
 // A workload scaled to zero by someone else runs nothing, and kstatus
