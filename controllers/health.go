@@ -136,10 +136,16 @@ func (r *EphemeralEnvironmentReconciler) environmentIfHealthMoved(ctx context.Co
 	if err := r.workloads.Get(ctx, reqs[0].NamespacedName, env); err != nil {
 		return nil
 	}
-	if env.Status.TargetNamespace != obj.GetNamespace() || !healthMoved(env, r.unhealthyWorkloads(ctx, env)) {
+	if env.Status.TargetNamespace != obj.GetNamespace() || !judged(env) || !healthMoved(env, r.unhealthyWorkloads(ctx, env)) {
 		return nil
 	}
 	return reqs
+}
+
+// judged: the environment's status speaks of its workloads' health (Ready
+// or Degraded); any other is moving already, and its own passes judge them.
+func judged(env *petriv1.EphemeralEnvironment) bool {
+	return env.Status.Phase == petriv1.EnvironmentReady || env.Status.Phase == petriv1.EnvironmentDegraded
 }
 
 // healthMoved reports whether unhealthy (health.Verdict's message) says
