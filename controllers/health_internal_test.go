@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -92,4 +93,29 @@ func TestHealthMoved(t *testing.T) {
 			assert.Equal(t, tc.want, judged(tc.env) && healthMoved(tc.env, tc.unhealthy))
 		})
 	}
+}
+
+// --workload-health=false leaves the workloads out of the operator's
+// cache: nothing of them is listed or watched. On, each kind is cached in
+// every namespace, the objects of a release only.
+func TestWorkloadHealthFlagScopesTheCache(t *testing.T) {
+	kinds := func(o Options) map[string]string {
+		out := map[string]string{}
+		for obj, by := range cacheOptions(o).ByObject {
+			switch obj.(type) {
+			case *appsv1.Deployment, *appsv1.StatefulSet, *appsv1.DaemonSet:
+				_, all := by.Namespaces[""]
+				assert.True(t, all, "%T in every namespace", obj)
+				out[fmt.Sprintf("%T", obj)] = by.Label.String()
+			}
+		}
+		return out
+	}
+	on, err := parseOptions()
+	require.NoError(t, err)
+	assert.True(t, on.WorkloadHealth, "on by default")
+	assert.Equal(t, map[string]string{"*v1.DaemonSet": contract.LabelRelease, "*v1.Deployment": contract.LabelRelease, "*v1.StatefulSet": contract.LabelRelease}, kinds(on))
+	off, err := parseOptions("--workload-health=false")
+	require.NoError(t, err)
+	assert.Empty(t, kinds(off))
 }
