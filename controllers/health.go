@@ -136,9 +136,14 @@ func (r *EphemeralEnvironmentReconciler) environmentIfHealthMoved(ctx context.Co
 	if err := r.workloads.Get(ctx, reqs[0].NamespacedName, env); err != nil {
 		return nil
 	}
-	if env.Status.TargetNamespace != obj.GetNamespace() || !judged(env) || !healthMoved(env, r.unhealthyWorkloads(ctx, env)) {
+	if env.Status.TargetNamespace != obj.GetNamespace() || !judged(env) {
 		return nil
 	}
+	unhealthy := r.unhealthyWorkloads(ctx, env)
+	if !healthMoved(env, unhealthy) {
+		return nil
+	}
+	log.FromContext(ctx).V(1).Info("Workloads say something else than the status", "environment", reqs[0].NamespacedName, "phase", env.Status.Phase, "unhealthy", unhealthy, "object", obj.GetName(), "resourceVersion", obj.GetResourceVersion())
 	return reqs
 }
 

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -127,4 +128,36 @@ func TestWorkloadScaledToZeroIsDegraded(t *testing.T) {
 	waitWithin(t, e.Name, "Ready again", healthWithin, func(e *petriv1.EphemeralEnvironment) bool {
 		return ready(e) && e.Status.Phase == petriv1.EnvironmentReady
 	})
+}
+
+// A workload's event wakes its environment only when its health says
+// something else than the environment's status: ten changes of a running
+// Deployment (an annotation someone adds, which moves a Deployment's
+// generation: each read as in progress until kube-controller-manager
+// observed it, and woke a pass, 8 RoleBinding reads in all) cost no pass,
+// and the change that stops it costs the passes that write Degraded. Each
+// pass reads the environment's RoleBinding from the API server, so a wake
+// per event would be a read per event.
+func TestWorkloadEventsThatChangeNoHealthWakeNoPass(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv("quiet", app("web", nil))
+	require.NoError(t, env.Client.Create(ctx, e))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
+	e = waitFor(t, e.Name, "Ready", ready)
+	ns := e.Status.TargetNamespace
+	waitPassAfterLastWrite(t, e.Name, ns)
+	before := roleBindingReadsIn(ns)
+
+	for i := range 10 {
+		changeDeployment(t, ns, "web", func(d *appsv1.Deployment) {
+			d.Annotations["test.petri.dev/poke"] = fmt.Sprint(i)
+		})
+	}
+	// The same informer delivers the scale after the annotations: once
+	// the environment is Degraded, every one of them was heard.
+	changeDeployment(t, ns, "web", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(0)) })
+	waitWithin(t, e.Name, "Degraded", healthWithin, degraded)
+	waitPassAfterLastWrite(t, e.Name, ns)
+	assert.LessOrEqual(t, roleBindingReadsIn(ns)-before, 3, "passes: Degraded's, one for the scale-down's later events heard before its write showed, and the one its write brings; none for the ten annotations")
 }

@@ -110,6 +110,15 @@ func judge(obj client.Object, kind string) (string, bool) {
 	// reads an object by them.
 	u.SetAPIVersion(appsv1.SchemeGroupVersion.String())
 	u.SetKind(kind)
+	if observed, found, _ := unstructured.NestedInt64(content, "status", "observedGeneration"); found && observed < obj.GetGeneration() {
+		// A change its controller has not observed yet says nothing of
+		// what runs: kstatus would read it as in progress, and a
+		// Deployment's generation moves with its annotations too (they
+		// are copied to its ReplicaSets), so that an annotation added
+		// by anyone would read as a stopped workload for a moment. What
+		// its status says is what runs until the controller speaks.
+		_ = unstructured.SetNestedField(content, obj.GetGeneration(), "status", "observedGeneration")
+	}
 	res, err := kstatus.Compute(u)
 	if err != nil {
 		return "cannot be read: " + err.Error(), false

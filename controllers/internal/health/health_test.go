@@ -68,6 +68,8 @@ func TestJudge(t *testing.T) {
 	deadline.Status.Conditions[0] = appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}
 	unobserved := deployment("web", 1, 1, nil)
 	unobserved.Generation = 2
+	unobservedDown := deployment("web", 1, 0, nil)
+	unobservedDown.Generation = 2
 	deleting := deployment("web", 1, 1, nil)
 	deleting.DeletionTimestamp = ptr.To(metav1.Now())
 	scaledSet := statefulSet("db", 0, 0)
@@ -84,8 +86,9 @@ func TestJudge(t *testing.T) {
 			want: "Deployment web: Available: 0/1"},
 		{name: "progress deadline exceeded", objs: []client.Object{deadline},
 			want: "Deployment web: Progress deadline exceeded"},
-		{name: "someone else's change not observed yet", objs: []client.Object{unobserved},
-			want: "Deployment web: Deployment generation is 2, but latest observed generation is 1"},
+		{name: "a change not observed yet is judged by what runs", objs: []client.Object{unobserved}},
+		{name: "a change not observed yet, while it does not run", objs: []client.Object{unobservedDown},
+			want: "Deployment web: Available: 0/1"},
 		{name: "being deleted", objs: []client.Object{deleting}, want: "Deployment web: being deleted"},
 		{name: "scaled to zero by someone else", objs: []client.Object{deployment("web", 0, 0, asked("2"))},
 			want: "Deployment web: scaled to 0 replicas; its release asks for 2"},
