@@ -69,6 +69,9 @@ type EphemeralEnvironmentReconciler struct {
 	// watchers are the controllers that hear a workload cluster's events
 	// once it is connected.
 	watchers []clusterWatcher
+	// workloads reads the health watch's cache (health.go); nil with
+	// --workload-health=false.
+	workloads client.Reader
 }
 
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=ephemeralenvironments,verbs=get;list;watch;update;patch;delete
@@ -327,6 +330,7 @@ func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) e
 		Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfIdentity)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Named("ephemeralenvironment")
+	b = r.watchWorkloads(mgr, b)
 	if r.clusters != nil {
 		b = b.Watches(&petriv1.WorkloadCluster{}, handler.EnqueueRequestsFromMapFunc(r.environmentsOfCluster)).
 			Watches(&petriv1.EphemeralEnvironment{}, handler.EnqueueRequestsFromMapFunc(r.environmentLeftCluster), builder.WithPredicates(deletedOnly)).

@@ -46,6 +46,8 @@ func expectedKStatus(u *unstructured.Unstructured) (kstatus.Status, bool) {
 	case petriv1.EnvironmentFailed, petriv1.EnvironmentStalled:
 		return kstatus.FailedStatus, true
 	default:
+		// Degraded too: Reconciling stays True while the operator waits
+		// for the workload to run again, so kstatus reads InProgress.
 		// Sleeping too: Ready is False while asleep (it serves nothing), so
 		// kstatus reads InProgress, never Failed.
 		return kstatus.InProgressStatus, true
@@ -176,6 +178,10 @@ func (f *healthFollower) check(u *unstructured.Unstructured) {
 	wantArgo := argoHealth[want]
 	if phase == string(petriv1.EnvironmentSleeping) && !reconciling(u) {
 		wantArgo = "Suspended"
+	}
+	if phase == string(petriv1.EnvironmentDegraded) && want == kstatus.InProgressStatus {
+		// Deployed, a workload stopped: Argo CD's own word for it.
+		wantArgo = "Degraded"
 	}
 	assert.Equal(t, wantArgo, argo, "Argo CD health check reads %s: %s (%s)", argo, msg, where)
 	f.seen[phase+"/"+string(res.Status)]++

@@ -56,15 +56,17 @@ func DefaultJobResources() corev1.ResourceRequirements { return options.DefaultJ
 func cacheOptions(o Options) cache.Options {
 	owned := labels.SelectorFromSet(labels.Set{petriv1.LabelManagedBy: petriv1.ManagedByOperator})
 	strip, slimJobs, slimPods := cacheTransforms()
+	byObject := map[client.Object]cache.ByObject{
+		&corev1.Namespace{}: {Label: owned},
+		&corev1.Secret{}:    {Label: owned},
+		&batchv1.Job{}:      {Label: owned, Transform: slimJobs},
+		&corev1.Pod{}:       {Label: owned, Transform: slimPods},
+	}
+	workloadCaches(o, byObject)
 	return cache.Options{
 		DefaultNamespaces: map[string]cache.Config{o.ManagementNamespace: {}},
 		DefaultTransform:  strip,
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Namespace{}: {Label: owned},
-			&corev1.Secret{}:    {Label: owned},
-			&batchv1.Job{}:      {Label: owned, Transform: slimJobs},
-			&corev1.Pod{}:       {Label: owned, Transform: slimPods},
-		},
+		ByObject:          byObject,
 	}
 }
 

@@ -31,7 +31,7 @@ func (c phaseCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	counts := map[petriv1.EnvironmentPhase]float64{}
-	for _, p := range []petriv1.EnvironmentPhase{petriv1.EnvironmentPending, petriv1.EnvironmentDeploying, petriv1.EnvironmentReady, petriv1.EnvironmentFailed, petriv1.EnvironmentStalled, petriv1.EnvironmentDeleting, petriv1.EnvironmentSleeping} {
+	for _, p := range []petriv1.EnvironmentPhase{petriv1.EnvironmentPending, petriv1.EnvironmentDeploying, petriv1.EnvironmentReady, petriv1.EnvironmentDegraded, petriv1.EnvironmentFailed, petriv1.EnvironmentStalled, petriv1.EnvironmentDeleting, petriv1.EnvironmentSleeping} {
 		counts[p] = 0
 	}
 	for _, e := range list.Items {

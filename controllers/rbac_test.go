@@ -72,6 +72,14 @@ func TestLeastPrivilege(t *testing.T) {
 		{"create", "batch", "jobs", a, false},
 		{"create", "", "secrets", "default", false},
 		{"create", "rbac.authorization.k8s.io", "clusterrolebindings", "", false},
+		// The health watch reads the releases' workloads, and writes none.
+		{"list", "apps", "deployments", "", true},
+		{"watch", "apps", "statefulsets", "", true},
+		{"watch", "apps", "daemonsets", "", true},
+		{"patch", "apps", "deployments", a, false},
+		{"update", "apps", "statefulsets", a, false},
+		{"delete", "apps", "daemonsets", a, false},
+		{"list", "", "pods", a, false},
 	})
 	deployer := "system:serviceaccount:" + mgmtNS + ":" + naming.DeployerServiceAccount("rbac-a")
 	checkAccess(t, deployer, []access{

@@ -85,6 +85,7 @@ func (s *scope) run(ctx context.Context, phases []phase) (reconcile.Result, erro
 // changed, remembers the write for the cache guard, records the transitions
 // as Events, and logs a failure that is retried.
 func (s *scope) close(ctx context.Context, err error) error {
+	s.pass.unhealthy = s.unhealthyWorkloads(ctx, s.env)
 	s.finishStatus(s.before, s.env, s.pass, err)
 	if !equality.Semantic.DeepEqual(s.before.Status, s.env.Status) {
 		if perr := s.Status().Patch(ctx, s.env, client.MergeFrom(s.before)); perr != nil && !apierrors.IsNotFound(perr) {

@@ -23,6 +23,9 @@ type pass struct {
 	stalledReason, stalledMessage string
 	// teardownProblem reports a failed teardown step that is being retried.
 	teardownProblem string
+	// unhealthy names the environment's workloads that do not run
+	// (health.go); empty when they all do.
+	unhealthy string
 }
 
 func (p *pass) requeueAfter(d time.Duration) {
@@ -83,6 +86,8 @@ func (r *EphemeralEnvironmentReconciler) summarize(env *petriv1.EphemeralEnviron
 		Namespace:      env.Status.TargetNamespace,
 		NamespaceBound: apimeta.IsStatusConditionTrue(env.Status.Conditions, petriv1.ConditionNamespaceBound),
 		NotWaitedFor:   notWaitedFor(env),
+		Unhealthy:      p.unhealthy,
+		DegradedBefore: env.Status.Phase == petriv1.EnvironmentDegraded && env.Status.ObservedGeneration == env.Generation,
 	})
 	switch v.Stalled {
 	case summary.StalledSet:

@@ -39,6 +39,7 @@ func install(ctx context.Context, cfg *action.Configuration, namespace string, r
 	// its history kept; with no history it has no effect.
 	in.Replace = true
 	in.DisableOpenAPIValidation = skipClientValidation
+	in.PostRenderer = releaseLabels{release: req.Release}
 	rel, err := in.RunWithContext(ctx, req.Chart, req.Values)
 	return rel, deployError("install", req, err)
 }
@@ -53,6 +54,7 @@ func upgrade(ctx context.Context, cfg *action.Configuration, namespace string, r
 	// otherwise reuse the previous revision's values when none are given.
 	up.ResetValues = true
 	up.DisableOpenAPIValidation = skipClientValidation
+	up.PostRenderer = releaseLabels{release: req.Release}
 	rel, err := up.RunWithContext(ctx, req.Release, req.Chart, req.Values)
 	return rel, deployError("upgrade", req, err)
 }

@@ -50,3 +50,18 @@ const ContainerName = "main"
 // it scaled to zero, with the replica count it had; the wake Job restores
 // exactly that count and removes it.
 const AnnotationReplicasBeforeSleep = "petri.dev/replicas-before-sleep"
+
+// What the deployer writes on every object of a release it installs or
+// upgrades (a Helm post-renderer, deployer/labels.go), so that the operator
+// can watch an environment's workloads through a cache that holds those
+// objects only, and tell what a release asked for from what someone changed.
+const (
+	// LabelRelease names the Helm release (the component) the object
+	// belongs to; a Helm release name is at most 53 characters of a DNS
+	// label, so it is always a valid label value.
+	LabelRelease = "petri.dev/release"
+	// AnnotationReplicas is the spec.replicas the release's manifest gave a
+	// Deployment or StatefulSet; absent when the manifest gives none (an
+	// autoscaler's, or the API server's default of one).
+	AnnotationReplicas = "petri.dev/replicas"
+)

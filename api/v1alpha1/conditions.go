@@ -175,6 +175,15 @@ const (
 	// outcome is in ComponentsDeployed.
 	ReasonWorkloadsRedeployed = "WorkloadsRedeployed"
 
+	// ReasonWorkloadsUnhealthy: the environment was deployed for its
+	// generation, but a Deployment, StatefulSet or DaemonSet of its releases
+	// no longer runs as they asked (kstatus does not read it as Current, or
+	// it was scaled to zero by someone else); Ready is False with it, the
+	// phase Degraded, and the message names each object and why. The
+	// operator watches those objects and turns Ready again once they run;
+	// it deploys nothing for it.
+	ReasonWorkloadsUnhealthy = "WorkloadsUnhealthy"
+
 	// ReasonBindSucceeded: every shared-workload binding is provisioned.
 	ReasonBindSucceeded = "BindSucceeded"
 	// ReasonBindFailed: a binding or provision Job failed.

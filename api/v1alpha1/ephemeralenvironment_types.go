@@ -145,7 +145,7 @@ type EphemeralEnvironmentSpec struct {
 const AnnotationRedeploy = "petri.dev/redeploy"
 
 // EnvironmentPhase is the one-word state shown by kubectl get.
-// +kubebuilder:validation:Enum=Pending;Deploying;Ready;Failed;Stalled;Deleting;Sleeping
+// +kubebuilder:validation:Enum=Pending;Deploying;Ready;Degraded;Failed;Stalled;Deleting;Sleeping
 type EnvironmentPhase string
 
 // Environment phases.
@@ -153,9 +153,14 @@ const (
 	EnvironmentPending   EnvironmentPhase = "Pending"
 	EnvironmentDeploying EnvironmentPhase = "Deploying"
 	EnvironmentReady     EnvironmentPhase = "Ready"
-	EnvironmentFailed    EnvironmentPhase = "Failed"
-	EnvironmentStalled   EnvironmentPhase = "Stalled"
-	EnvironmentDeleting  EnvironmentPhase = "Deleting"
+	// EnvironmentDegraded: deployed for its generation, but a workload of
+	// its releases stopped running (Ready False, WorkloadsUnhealthy, naming
+	// each object and why); Ready again once they run. Nothing is deployed
+	// for it.
+	EnvironmentDegraded EnvironmentPhase = "Degraded"
+	EnvironmentFailed   EnvironmentPhase = "Failed"
+	EnvironmentStalled  EnvironmentPhase = "Stalled"
+	EnvironmentDeleting EnvironmentPhase = "Deleting"
 	// EnvironmentSleeping: asleep (status.sleep.asleep, Reconciling False),
 	// or a sleep or wake Job is running (Reconciling True).
 	EnvironmentSleeping EnvironmentPhase = "Sleeping"

@@ -42,7 +42,7 @@ func run() error {
 	fs := flag.CommandLine
 	fs.Bool("smoke", false, "run every measurement at a tiny size (seconds), as make test does; the size flags still apply")
 	write := fs.String("write", "", "rewrite the generated part of this markdown file (docs/benchmarks.md) with the figures")
-	only := fs.String("only", "", "comma-separated measurements to run: sync, resync, deployer, overhead, scale, atrest (default all)")
+	only := fs.String("only", "", "comma-separated measurements to run: sync, resync, deployer, overhead, scale, atrest, health (default all)")
 	dir := fs.String("dir", "", "keep the control plane, logs and the operator's logs here (default: a temporary directory, removed)")
 	fs.IntVar(&o.SyncLoad.Rate, "sync-rate", o.SyncLoad.Rate, "webhooks per second")
 	fs.DurationVar(&o.SyncLoad.Duration, "sync-duration", o.SyncLoad.Duration, "how long webhooks are sent")
@@ -64,6 +64,8 @@ func run() error {
 	fs.DurationVar(&o.AtRest.Window, "atrest-window", o.AtRest.Window, "how long the steady state at rest is read")
 	fs.StringVar(&o.AtRest.Before, "atrest-before", o.AtRest.Before, "git revision whose operator is measured at rest beside this checkout's (empty for none)")
 	fs.DurationVar(&o.AtRest.Timeout, "atrest-timeout", o.AtRest.Timeout, "longest wait for all Ready at rest")
+	fs.IntVar(&o.Health.Environments, "health-environments", o.Health.Environments, "idle environments, each with three Deployments, kept with the health watch off and on")
+	fs.DurationVar(&o.Health.Window, "health-window", o.Health.Window, "how long the health watch's cost at rest is read")
 	fs.StringVar(&o.ProfileDir, "profile", "", "write the operator's CPU and heap profiles and kube-apiserver's CPU profile of every scale run (and kube-apiserver's of every floor run) into this directory")
 	flag.Parse()
 	var err error

@@ -35,7 +35,7 @@ type Options struct {
 	// Log receives progress lines; discarded when nil.
 	Log io.Writer
 	// Only runs these measurements (sync, resync, overhead, deployer,
-	// scale, atrest); all when empty.
+	// scale, atrest, health); all when empty.
 	Only []string
 
 	SyncLoad SyncLoadOptions
@@ -59,6 +59,8 @@ type Options struct {
 	ProfileDir string
 	// AtRest sizes the at-rest measurement.
 	AtRest AtRestOptions
+	// Health sizes the health watch's measurement at rest (health).
+	Health HealthOptions
 	// Smoke marks the figures of a smoke run (tiny sizes) as such.
 	Smoke bool
 }
@@ -82,6 +84,7 @@ func Defaults() Options {
 			Before:         AtRestBefore,
 			Timeout:        15 * time.Minute,
 		},
+		Health: HealthOptions{Environments: 1000, Settle: time.Minute, Window: 2 * time.Minute, Timeout: 15 * time.Minute},
 	}
 }
 
@@ -99,6 +102,7 @@ func Smoke() Options {
 		// This checkout's operator only: building another revision's
 		// takes minutes.
 		AtRest: AtRestOptions{Environments: 3, VerifyInterval: 2 * time.Second, JobTTL: 6 * time.Second, Window: 6 * time.Second, Timeout: 3 * time.Minute},
+		Health: HealthOptions{Environments: 3, Settle: time.Second, Window: 4 * time.Second, Timeout: 3 * time.Minute},
 		Smoke:  true,
 	}
 }
@@ -116,6 +120,8 @@ type Results struct {
 	// AtRest holds one result per operator measured: the earlier
 	// revision's first, when one was, then this checkout's.
 	AtRest []AtRestResult
+	// Health holds the health watch's measurement at rest: off, then on.
+	Health []HealthResult
 	// Took is the whole run's wall time.
 	Took time.Duration
 }
@@ -159,6 +165,13 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		res.AtRest = r
 		if err != nil {
 			return res, fmt.Errorf("at rest: %w", err)
+		}
+	}
+	if o.runs("health") {
+		r, err := health(ctx, o.Health, dir, bins, logf)
+		res.Health = r
+		if err != nil {
+			return res, fmt.Errorf("health at rest: %w", err)
 		}
 	}
 	res.Took = time.Since(start)

@@ -220,6 +220,7 @@ func (r *Results) WriteTable(w io.Writer) {
 		}
 	}
 	r.writeAtRestTable(w)
+	r.writeHealthTable(w)
 	fmt.Fprintf(w, "\ntook %s\n", secs(r.Took))
 }
 

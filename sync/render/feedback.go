@@ -117,8 +117,14 @@ func scrub(ee *petriv1.EphemeralEnvironment, s string) string {
 // carry credentials, and no page or comment of sync's shows it.
 func Scrub(ee *petriv1.EphemeralEnvironment, s string) string { return scrub(ee, s) }
 
+// degradedPrefix begins the detail of an environment that was deployed and
+// whose workloads stopped running (phase Degraded): Failed too, since it
+// serves nothing, but not a deploy that failed.
+const degradedPrefix = "stopped running: "
+
 // EnvState summarises an environment for its current generation: Ready,
-// Failed (with a reason) or Deploying (with progress). The detail carries
+// Failed (with a reason; a Degraded environment is Failed, its detail
+// naming what stopped running) or Deploying (with progress). The detail carries
 // no output of a shared workload's own containers.
 func EnvState(ee *petriv1.EphemeralEnvironment) (phase string, detail string) {
 	current := ee.Status.ObservedGeneration == ee.Generation
@@ -136,6 +142,14 @@ func EnvState(ee *petriv1.EphemeralEnvironment) (phase string, detail string) {
 		return "Failed", scrub(ee, stalled.Message)
 	case current && ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration >= ee.Generation:
 		return "Ready", "environment ready" + notWaitedFor(ee)
+	case current && ee.Status.Phase == petriv1.EnvironmentDegraded:
+		// Deployed, but a workload stopped running: the operator names
+		// each object and why.
+		why := "a workload is not running"
+		if ready != nil && ready.Message != "" {
+			why = scrub(ee, ready.Message)
+		}
+		return "Failed", degradedPrefix + why
 	case current && (ee.Status.Phase == petriv1.EnvironmentFailed || ee.Status.Phase == petriv1.EnvironmentStalled):
 		for _, c := range ee.Status.Components {
 			if c.Phase == petriv1.ComponentFailed && c.LastError != "" {
@@ -199,6 +213,9 @@ func CommitStatus(s PRState) (provider.CommitStatus, bool) {
 			}
 		case "Failed":
 			st.State, st.Description = "failure", "Deploy failed: "+detail
+			if strings.HasPrefix(detail, degradedPrefix) {
+				st.Description = "Environment " + detail
+			}
 		case PhaseSleeping:
 			st.State, st.Description = "success", "Environment asleep; comment /petri wake or push a commit to wake it"
 		default:

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/local/bench"
 	"github.com/petri-dev/petri/local/controlplane"
 )
@@ -85,7 +86,24 @@ func TestSmoke(t *testing.T) {
 
 	checkScale(t, o, res)
 	ar := checkAtRest(t, o, res)
+	checkHealth(t, o, res)
 	checkReport(t, res, ar)
+}
+
+// checkHealth: the health watch was measured off, then on, over the same
+// idle environments with their Deployments, which it reads as running: no
+// environment left Ready for it.
+func checkHealth(t *testing.T, o bench.Options, res *bench.Results) {
+	require.Len(t, res.Health, 2)
+	for i, h := range res.Health {
+		assert.Equal(t, i == 1, h.Watch, "off first, then on")
+		assert.Equal(t, o.Health.Environments, h.Environments)
+		assert.Equal(t, 3*o.Health.Environments, h.Workloads, "three Deployments per environment")
+		assert.Equal(t, map[petriv1.EnvironmentPhase]int{petriv1.EnvironmentReady: o.Health.Environments}, h.Phases, "--workload-health=%t", h.Watch)
+		assert.Positive(t, h.RSS)
+		assert.Positive(t, h.HeapInuse)
+		assert.Positive(t, h.OperatorRequestsPerMinute(), "its Lease at least")
+	}
 }
 
 // checkScale: every environment came and went; the operator's process was
@@ -179,7 +197,7 @@ func checkAtRest(t *testing.T, o bench.Options, res *bench.Results) bench.AtRest
 func checkReport(t *testing.T, res *bench.Results, ar bench.AtRestResult) {
 	var table bytes.Buffer
 	res.WriteTable(&table)
-	for _, want := range []string{"smoke run", "webhook → environment written", "operator overhead", "no-op deployer", "real deployer", bench.ModeFloor, "operator ÷ floor", "(≤ 1.3x)", "per deploy Job: machine CPU", "its floor, Helm without a Job plus a Job with nothing in it", "deploy process without a Job, install", "≤ 2 per event", "at rest, per 1,000 idle environments", "after (" + ar.Revision + ")"} {
+	for _, want := range []string{"smoke run", "webhook → environment written", "operator overhead", "no-op deployer", "real deployer", bench.ModeFloor, "operator ÷ floor", "(≤ 1.3x)", "per deploy Job: machine CPU", "its floor, Helm without a Job plus a Job with nothing in it", "deploy process without a Job, install", "≤ 2 per event", "at rest, per 1,000 idle environments", "after (" + ar.Revision + ")", "--workload-health=true"} {
 		assert.Contains(t, table.String(), want)
 	}
 	doc := filepath.Join(t.TempDir(), "benchmarks.md")

@@ -79,6 +79,12 @@ type Options struct {
 	// WorkloadClusters turns on placement in registered WorkloadClusters;
 	// off, an environment with spec.placement waits, saying so.
 	WorkloadClusters bool
+	// WorkloadHealth turns on the health watch (controllers/health.go):
+	// the operator watches the Deployments, StatefulSets and DaemonSets of
+	// the environments' releases, and a Ready environment whose workload
+	// stops running is Degraded until it runs again. Off, Ready says only
+	// that the deploy succeeded.
+	WorkloadHealth bool
 	// WithoutFences is --require-fences=false: the operator runs knowingly
 	// without admission fences, in the management cluster and in every
 	// workload cluster, whose probe then checks Petri's identity there but
@@ -149,6 +155,7 @@ func Default() Options {
 		RenewDeadline:                DefaultRenewDeadline,
 		RetryPeriod:                  DefaultRetryPeriod,
 		WorkloadClusters:             true,
+		WorkloadHealth:               true,
 	}
 }
 
@@ -204,6 +211,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.DeployerAuthorizationTimeout, "deployer-authorization-timeout", o.DeployerAuthorizationTimeout, "how long a deployer's new RoleBinding may take to take effect before its environment is Stalled (it is checked again after, less often)")
 	fs.StringVar(&o.WorkloadPodSecurity, "workload-pod-security", o.WorkloadPodSecurity, "Pod Security Standards level (privileged, baseline, restricted) enforced in every environment's namespace and the shared namespace; the fences read the same value from the ConfigMap petri-operator (workload-pod-security)")
 	fs.BoolVar(&o.WorkloadClusters, "workload-clusters", o.WorkloadClusters, "place environments with spec.placement in the registered WorkloadClusters (docs/clusters.md)")
+	fs.BoolVar(&o.WorkloadHealth, "workload-health", o.WorkloadHealth, "watch the Deployments, StatefulSets and DaemonSets of the environments' releases, and mark a Ready environment whose workload stops running Degraded (docs/troubleshooting.md)")
 	fs.DurationVar(&o.ClusterProbeInterval, "cluster-probe-interval", o.ProbeInterval(), "how often each registered workload cluster is probed")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus metrics endpoint (0 disables)")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "address of the healthz and readyz endpoints")

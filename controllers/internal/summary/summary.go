@@ -44,6 +44,7 @@ var severities = map[string]Severity{
 	petriv1.ReasonDeployerNotAuthorized: Warning,
 	petriv1.ReasonClusterNotFound:       Warning,
 	petriv1.ReasonClusterUnreachable:    Warning,
+	petriv1.ReasonWorkloadsUnhealthy:    Warning,
 }
 
 // Of is the severity of a condition reason.
@@ -135,6 +136,13 @@ type Observations struct {
 	// NotWaitedFor names the components deployed without waiting for their
 	// workloads (release.wait false): Ready says so.
 	NotWaitedFor []string
+	// Unhealthy names the workloads of the releases that do not run, and
+	// why (health.Verdict's message); empty when they all do, or when they
+	// are not watched.
+	Unhealthy string
+	// DegradedBefore: the environment was Degraded for this generation
+	// when the pass began.
+	DegradedBefore bool
 }
 
 // Condition is one condition's status, reason and message.
@@ -196,6 +204,8 @@ func Decide(o Observations) Verdict {
 			Stalled: StalledRenewed, StalledReason: out.Failed, StalledMessage: out.Message,
 			Observed: true,
 		}
+	case out.Failed == "" && out.Final() && o.Err == nil && o.Unhealthy != "":
+		return degraded(o, o.Unhealthy)
 	case out.Failed == "" && out.Final() && o.Err == nil:
 		return Verdict{
 			Phase:       petriv1.EnvironmentReady,
@@ -203,12 +213,17 @@ func Decide(o Observations) Verdict {
 			Reconciling: Condition{metav1.ConditionFalse, petriv1.ReasonSucceeded, ""},
 			Stalled:     StalledRemoved, Observed: true,
 		}
-	case out.Failed == "" && out.Final() && o.ReadyBefore && !errors.Is(o.Err, reconcile.TerminalError(nil)):
+	case out.Failed == "" && out.Final() && (o.ReadyBefore || o.DegradedBefore) && !errors.Is(o.Err, reconcile.TerminalError(nil)):
 		// A pass that failed (an API call timed out) says nothing about
 		// the environment: one that was Ready stays Ready while the pass
-		// is retried, and only evidence about it (a condition) changes
-		// that. Ready flapping would turn into pending statuses on the
-		// pull request.
+		// is retried, and only evidence about it (a condition, its
+		// workloads) changes that. Ready flapping would turn into pending
+		// statuses on the pull request.
+		if o.Unhealthy != "" {
+			v := degraded(o, o.Unhealthy)
+			v.Reconciling.Message = "retrying: " + o.Err.Error()
+			return v
+		}
 		return Verdict{
 			Phase:       petriv1.EnvironmentReady,
 			Ready:       Condition{metav1.ConditionTrue, petriv1.ReasonSucceeded, deployedIn(o)},
@@ -236,6 +251,20 @@ func Decide(o Observations) Verdict {
 		Phase: phase,
 		Ready: notReady(reason, msg), Reconciling: Condition{metav1.ConditionTrue, reason, msg},
 		Stalled: StalledRemoved,
+	}
+}
+
+// degraded: deployed for this generation, but its workloads do not all
+// run. The outcome of the generation is final (nothing is deployed for
+// it), yet not the state asked for: Reconciling stays True while the
+// operator waits for them to run again, so kstatus reads InProgress, never
+// Failed nor Current.
+func degraded(o Observations, why string) Verdict {
+	return Verdict{
+		Phase:       petriv1.EnvironmentDegraded,
+		Ready:       notReady(petriv1.ReasonWorkloadsUnhealthy, why),
+		Reconciling: Condition{metav1.ConditionTrue, petriv1.ReasonWorkloadsUnhealthy, why},
+		Stalled:     StalledRemoved, Observed: true,
 	}
 }
 

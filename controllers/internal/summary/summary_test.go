@@ -47,7 +47,7 @@ func TestSeverityOfEveryReason(t *testing.T) {
 		case strings.HasSuffix(r, "Failed"):
 			want = Error
 		case r == petriv1.ReasonNamespaceNotOwned || r == petriv1.ReasonInvalidSpec || r == petriv1.ReasonDeployerNotAuthorized,
-			r == petriv1.ReasonClusterNotFound || r == petriv1.ReasonClusterUnreachable:
+			r == petriv1.ReasonClusterNotFound || r == petriv1.ReasonClusterUnreachable, r == petriv1.ReasonWorkloadsUnhealthy:
 			want = Warning
 		}
 		assert.Equal(t, want, Of(r), r)
@@ -108,6 +108,7 @@ func TestDecide(t *testing.T) {
 		return o
 	}
 	f, t0, tr := metav1.ConditionFalse, metav1.ConditionTrue, errors.New("get job: connection refused")
+	sick := "Deployment web: Available: 0/1"
 	tests := map[string]struct {
 		in   Observations
 		want Verdict
@@ -127,6 +128,27 @@ func TestDecide(t *testing.T) {
 		"Ready, then evidence of a loss: not Ready": {obs(func(o *Observations) { o.Err, o.ReadyBefore = tr, true }, bound, bindsOK, progressing), Verdict{Phase: petriv1.EnvironmentDeploying,
 			Ready:       Condition{f, petriv1.ReasonDeployProgressing, "retrying: " + tr.Error()},
 			Reconciling: Condition{t0, petriv1.ReasonDeployProgressing, "retrying: " + tr.Error()}, Stalled: StalledRemoved}},
+		"deployed, but a workload stopped: Degraded": {obs(func(o *Observations) { o.Unhealthy = sick }, bound, bindsOK, deployed), Verdict{Phase: petriv1.EnvironmentDegraded,
+			Ready:       Condition{f, petriv1.ReasonWorkloadsUnhealthy, sick},
+			Reconciling: Condition{t0, petriv1.ReasonWorkloadsUnhealthy, sick}, Stalled: StalledRemoved, Observed: true}},
+		"Degraded, then a pass fails: still Degraded, retrying": {obs(func(o *Observations) { o.Unhealthy, o.Err, o.DegradedBefore = sick, tr, true }, bound, bindsOK, deployed), Verdict{Phase: petriv1.EnvironmentDegraded,
+			Ready:       Condition{f, petriv1.ReasonWorkloadsUnhealthy, sick},
+			Reconciling: Condition{t0, petriv1.ReasonWorkloadsUnhealthy, "retrying: " + tr.Error()}, Stalled: StalledRemoved, Observed: true}},
+		"Degraded, healed while a pass fails: Ready, retrying": {obs(func(o *Observations) { o.Err, o.DegradedBefore = tr, true }, bound, bindsOK, deployed), Verdict{Phase: petriv1.EnvironmentReady,
+			Ready:       Condition{t0, petriv1.ReasonSucceeded, "environment is deployed in shop-pr-7-c0ff"},
+			Reconciling: Condition{t0, petriv1.ReasonProgressing, "retrying: " + tr.Error()}, Stalled: StalledRemoved, Observed: true}},
+		"still deploying: its workloads are not judged": {obs(func(o *Observations) { o.Unhealthy = sick }, bound, bindsOK, progressing), Verdict{Phase: petriv1.EnvironmentDeploying,
+			Ready:       Condition{f, petriv1.ReasonDeployProgressing, progressing.Message},
+			Reconciling: Condition{t0, petriv1.ReasonDeployProgressing, progressing.Message}, Stalled: StalledRemoved}},
+		"failed: its workloads are not judged": {obs(func(o *Observations) { o.Unhealthy = sick }, bound, bindsOK, deployFailed), Verdict{Phase: petriv1.EnvironmentFailed,
+			Ready:       Condition{f, petriv1.ReasonDeployFailed, deployFailed.Message},
+			Reconciling: Condition{f, petriv1.ReasonDeployFailed, deployFailed.Message},
+			Stalled:     StalledRenewed, StalledReason: petriv1.ReasonDeployFailed, StalledMessage: deployFailed.Message, Observed: true}},
+		"asleep: its workloads at zero are not judged": {obs(func(o *Observations) {
+			o.Sleep, o.Unhealthy = &Sleep{Reason: petriv1.ReasonSleeping, Message: "asleep"}, sick
+		}, bound, bindsOK, deployed),
+			Verdict{Phase: petriv1.EnvironmentSleeping, Ready: Condition{f, petriv1.ReasonSleeping, "asleep"},
+				Reconciling: Condition{f, petriv1.ReasonSleeping, "asleep"}, Stalled: StalledRemoved, Observed: true}},
 		"deploying": {obs(nil, bound, bindsOK, progressing), Verdict{Phase: petriv1.EnvironmentDeploying,
 			Ready:       Condition{f, petriv1.ReasonDeployProgressing, progressing.Message},
 			Reconciling: Condition{t0, petriv1.ReasonDeployProgressing, progressing.Message}, Stalled: StalledRemoved}},

@@ -74,7 +74,7 @@ and records the request in status.lastRedeploy. --wait waits for the outcome.`,
 }
 
 // waitRedeployed watches the environment until the operator honoured the
-// request and the outcome is final: Ready, Failed or Stalled.
+// request and the outcome is final: Ready, Degraded, Failed or Stalled.
 func (o *options) waitRedeployed(ctx context.Context, name, value string) (*petriv1.EphemeralEnvironment, error) {
 	return o.waitUntil(ctx, name, "the redeploy", func(e *petriv1.EphemeralEnvironment) bool {
 		return e.Status.LastRedeploy == value && outcomeFinal(e)
@@ -82,13 +82,15 @@ func (o *options) waitRedeployed(ctx context.Context, name, value string) (*petr
 }
 
 // outcomeFinal reports whether the environment's current generation has a
-// final outcome: Ready, Failed or Stalled.
+// final outcome: Ready, Failed or Stalled, or Degraded (deployed, but a
+// workload stopped running: nothing is deployed for it, so nothing the
+// wait could see changes it).
 func outcomeFinal(e *petriv1.EphemeralEnvironment) bool {
 	if e.Status.ObservedGeneration != e.Generation {
 		return false
 	}
 	switch e.Status.Phase {
-	case petriv1.EnvironmentReady, petriv1.EnvironmentFailed, petriv1.EnvironmentStalled:
+	case petriv1.EnvironmentReady, petriv1.EnvironmentDegraded, petriv1.EnvironmentFailed, petriv1.EnvironmentStalled:
 		return true
 	}
 	return false

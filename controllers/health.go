@@ -1,0 +1,207 @@
+package controllers
+
+import (
+	"context"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/petri-dev/petri/api/contract"
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/health"
+)
+
+// The health watch keeps an environment's Ready honest after its deploy:
+// the operator watches the Deployments, StatefulSets and DaemonSets its
+// releases wrote (the deployer labels each petri.dev/release), through a
+// cache that holds those objects only and only what kstatus reads of them,
+// and an environment whose workload stops running is Degraded until it
+// runs again. An event wakes the environment only when what its workloads
+// say differs from what its status says; its pass writes the status, as
+// for any other change. Workloads of environments placed in a workload
+// cluster are not watched.
+
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
+
+// workloadKinds are the kinds the health watch reads.
+func workloadKinds() []client.Object {
+	return []client.Object{&appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.DaemonSet{}}
+}
+
+// workloadCaches add the health watch's kinds to a cache's settings: every
+// namespace, objects of a release only, slimmed. Nothing with
+// --workload-health=false.
+func workloadCaches(o Options, byObject map[client.Object]cache.ByObject) {
+	if !o.WorkloadHealth {
+		return
+	}
+	ofRelease, err := labels.NewRequirement(contract.LabelRelease, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	sel := labels.NewSelector().Add(*ofRelease)
+	for _, obj := range workloadKinds() {
+		byObject[obj] = cache.ByObject{
+			Namespaces: map[string]cache.Config{cache.AllNamespaces: {}},
+			Label:      sel,
+			Transform:  slimWorkload,
+		}
+	}
+}
+
+// slimWorkload keeps of a cached workload what health.Judge and kstatus
+// read: its name, generation, deletion, release label, the two replica
+// annotations, its replicas and rollout settings, and its status. The pod
+// template, the largest part, is dropped.
+func slimWorkload(in any) (any, error) {
+	obj, ok := in.(client.Object)
+	if !ok {
+		return in, nil
+	}
+	meta := slimMeta(obj)
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return &appsv1.Deployment{ObjectMeta: meta, Status: o.Status, Spec: appsv1.DeploymentSpec{
+			Replicas: o.Spec.Replicas, ProgressDeadlineSeconds: o.Spec.ProgressDeadlineSeconds, Paused: o.Spec.Paused,
+		}}, nil
+	case *appsv1.StatefulSet:
+		return &appsv1.StatefulSet{ObjectMeta: meta, Status: o.Status, Spec: appsv1.StatefulSetSpec{
+			Replicas: o.Spec.Replicas, UpdateStrategy: o.Spec.UpdateStrategy,
+		}}, nil
+	case *appsv1.DaemonSet:
+		return &appsv1.DaemonSet{ObjectMeta: meta, Status: o.Status, Spec: appsv1.DaemonSetSpec{UpdateStrategy: o.Spec.UpdateStrategy}}, nil
+	}
+	return in, nil
+}
+
+func slimMeta(obj client.Object) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{
+		Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
+		Generation: obj.GetGeneration(), DeletionTimestamp: obj.GetDeletionTimestamp(),
+		Labels: map[string]string{contract.LabelRelease: obj.GetLabels()[contract.LabelRelease]},
+	}
+	for _, key := range []string{contract.AnnotationReplicas, contract.AnnotationReplicasBeforeSleep} {
+		if v, ok := obj.GetAnnotations()[key]; ok {
+			if m.Annotations == nil {
+				m.Annotations = map[string]string{}
+			}
+			m.Annotations[key] = v
+		}
+	}
+	return m
+}
+
+// watchWorkloads makes the environment controller hear its workloads;
+// nothing with --workload-health=false.
+func (r *EphemeralEnvironmentReconciler) watchWorkloads(mgr manager.Manager, b *builder.Builder) *builder.Builder {
+	if !r.Options.WorkloadHealth {
+		return b
+	}
+	r.workloads = mgr.GetCache()
+	for _, obj := range workloadKinds() {
+		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(r.environmentIfHealthMoved))
+	}
+	return b
+}
+
+// environmentIfHealthMoved maps a workload to its environment (through its
+// namespace's ownership annotation), only when what the environment's
+// workloads now say differs from its status: a Ready environment with a
+// workload that stopped, a Degraded one whose workloads changed or run
+// again. Any other environment is moving already, and its own passes judge
+// its workloads.
+func (r *EphemeralEnvironmentReconciler) environmentIfHealthMoved(ctx context.Context, obj client.Object) []reconcile.Request {
+	var ns corev1.Namespace
+	if err := r.workloads.Get(ctx, client.ObjectKey{Name: obj.GetNamespace()}, &ns); err != nil {
+		// Not a namespace the operator created (the shared namespace,
+		// anyone else's).
+		return nil
+	}
+	reqs := namespaceOwner(ctx, &ns)
+	if len(reqs) == 0 {
+		return nil
+	}
+	env := &petriv1.EphemeralEnvironment{}
+	if err := r.workloads.Get(ctx, reqs[0].NamespacedName, env); err != nil {
+		return nil
+	}
+	if env.Status.TargetNamespace != obj.GetNamespace() || !judged(env) {
+		return nil
+	}
+	unhealthy := r.unhealthyWorkloads(ctx, env)
+	if !healthMoved(env, unhealthy) {
+		return nil
+	}
+	log.FromContext(ctx).V(1).Info("Workloads say something else than the status", "environment", reqs[0].NamespacedName, "phase", env.Status.Phase, "unhealthy", unhealthy, "object", obj.GetName(), "resourceVersion", obj.GetResourceVersion())
+	return reqs
+}
+
+// judged: the environment's status speaks of its workloads' health (Ready
+// or Degraded); any other is moving already, and its own passes judge them.
+func judged(env *petriv1.EphemeralEnvironment) bool {
+	return env.Status.Phase == petriv1.EnvironmentReady || env.Status.Phase == petriv1.EnvironmentDegraded
+}
+
+// healthMoved reports whether unhealthy (health.Verdict's message) says
+// something else than the environment's status.
+func healthMoved(env *petriv1.EphemeralEnvironment, unhealthy string) bool {
+	switch env.Status.Phase {
+	case petriv1.EnvironmentReady:
+		return unhealthy != ""
+	case petriv1.EnvironmentDegraded:
+		ready := apimeta.FindStatusCondition(env.Status.Conditions, petriv1.ConditionReady)
+		return ready == nil || ready.Reason != petriv1.ReasonWorkloadsUnhealthy || ready.Message != unhealthy
+	}
+	return false
+}
+
+// unhealthyWorkloads is the health verdict's message over the environment's
+// workloads in the cache: empty when they all run, or when they are not
+// watched (--workload-health=false, an environment of a workload cluster).
+// Releases deployed with release.wait false are not judged: nobody
+// promised they run.
+func (r *EphemeralEnvironmentReconciler) unhealthyWorkloads(ctx context.Context, env *petriv1.EphemeralEnvironment) string {
+	if r.workloads == nil || env.Status.Cluster != "" || env.Status.TargetNamespace == "" {
+		return ""
+	}
+	var objs []client.Object
+	in := client.InNamespace(env.Status.TargetNamespace)
+	var deployments appsv1.DeploymentList
+	var statefulSets appsv1.StatefulSetList
+	var daemonSets appsv1.DaemonSetList
+	for _, list := range []client.ObjectList{&deployments, &statefulSets, &daemonSets} {
+		if err := r.workloads.List(ctx, list, in, client.UnsafeDisableDeepCopy); err != nil {
+			log.FromContext(ctx).Error(err, "List workloads from the cache", "namespace", env.Status.TargetNamespace)
+			return ""
+		}
+	}
+	for i := range deployments.Items {
+		objs = append(objs, &deployments.Items[i])
+	}
+	for i := range statefulSets.Items {
+		objs = append(objs, &statefulSets.Items[i])
+	}
+	for i := range daemonSets.Items {
+		objs = append(objs, &daemonSets.Items[i])
+	}
+	notWaited := notWaitedFor(env)
+	return health.Judge(objs, func(release string) bool {
+		for _, c := range notWaited {
+			if c == release {
+				return true
+			}
+		}
+		return false
+	}).Message()
+}

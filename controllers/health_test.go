@@ -1,0 +1,163 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/petri-dev/petri/api/contract"
+	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+)
+
+// healthWithin is how soon a Ready environment says its workload stopped,
+// and a Degraded one that it runs again (issue 36: within 30 s).
+const healthWithin = 30 * time.Second
+
+// degraded: the environment was deployed for its generation, and a
+// workload of its releases does not run.
+func degraded(e *petriv1.EphemeralEnvironment) bool {
+	return e.Status.ObservedGeneration == e.Generation && e.Status.Phase == petriv1.EnvironmentDegraded &&
+		conditionIs(e, petriv1.ConditionReady, metav1.ConditionFalse, petriv1.ReasonWorkloadsUnhealthy)
+}
+
+// waitWithin waits until the environment meets cond, at most within.
+func waitWithin(t *testing.T, name, what string, within time.Duration, cond func(*petriv1.EphemeralEnvironment) bool) *petriv1.EphemeralEnvironment {
+	t.Helper()
+	var last *petriv1.EphemeralEnvironment
+	if !eventually(within, func() bool {
+		last = current(name)
+		return last != nil && cond(last)
+	}) {
+		require.FailNowf(t, "environment never reached the state in time", "%s: %s within %s; last status: %s", name, what, within, describe(last))
+	}
+	return last
+}
+
+// changeDeployment changes a Deployment as someone other than Petri
+// would, retrying on conflicts with the controllers' own writes.
+func changeDeployment(t *testing.T, namespace, name string, change func(*appsv1.Deployment)) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var d appsv1.Deployment
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &d); err != nil {
+			return err
+		}
+		change(&d)
+		return env.Client.Update(ctx, &d)
+	}))
+}
+
+// A Ready environment whose workload crashes (someone changed its
+// Deployment so that its new pod fails on start, and replaced the old one
+// first) turns Degraded within 30 s, naming the Deployment; put back, it is
+// Ready again. Neither change deploys anything.
+func TestReadyEnvironmentWhoseWorkloadStopsIsDegraded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv("stops", app("web", nil))
+	f := followHealth(t, "EphemeralEnvironmentList", e.Name)
+	require.NoError(t, env.Client.Create(ctx, e))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
+	e = waitFor(t, e.Name, "Ready", ready)
+	ns, job := e.Status.TargetNamespace, componentNamed(e, "web").Job
+
+	var d appsv1.Deployment
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &d))
+	assert.Equal(t, "web", d.Labels[contract.LabelRelease], "the deployer labelled its release's Deployment")
+	original := d.Spec.DeepCopy()
+	changeDeployment(t, ns, "web", func(d *appsv1.Deployment) {
+		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+		c := &d.Spec.Template.Spec.Containers[0]
+		c.Env = append(c.Env, corev1.EnvVar{Name: "FAIL_ON_START", Value: "the database is gone"})
+	})
+	e = waitWithin(t, e.Name, "Degraded", healthWithin, degraded)
+	msg := findCondition(e, petriv1.ConditionReady).Message
+	assert.True(t, strings.HasPrefix(msg, "Deployment web: "), "Ready names the Deployment: %q", msg)
+	assert.Equal(t, msg, findCondition(e, petriv1.ConditionReconciling).Message)
+	assert.Equal(t, job, componentNamed(e, "web").Job, "nothing is deployed for it")
+	assert.Equal(t, petriv1.ComponentDeployed, componentNamed(e, "web").Phase)
+
+	changeDeployment(t, ns, "web", func(d *appsv1.Deployment) { d.Spec = *original })
+	e = waitWithin(t, e.Name, "Ready again", healthWithin, func(e *petriv1.EphemeralEnvironment) bool {
+		return ready(e) && e.Status.Phase == petriv1.EnvironmentReady
+	})
+	assert.Equal(t, job, componentNamed(e, "web").Job, "nothing is deployed for it")
+	assert.Equal(t, "environment is deployed in "+ns, findCondition(e, petriv1.ConditionReady).Message)
+
+	// kstatus and Argo CD's health check read every version the API
+	// server stored: InProgress and Degraded while a workload is down.
+	wasDegraded := false
+	f.until("Ready after Degraded", func(u *unstructured.Unstructured) bool {
+		phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+		wasDegraded = wasDegraded || phase == string(petriv1.EnvironmentDegraded)
+		return wasDegraded && phase == string(petriv1.EnvironmentReady)
+	})
+	assert.Positive(t, f.seen[string(petriv1.EnvironmentDegraded)+"/"+string(kstatus.InProgressStatus)])
+}
+
+// A workload scaled to zero by someone else runs nothing, and kstatus
+// reads it as Current: the replicas its release asked for tell. Scaled
+// back, the environment is Ready again.
+func TestWorkloadScaledToZeroIsDegraded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv("scaled", app("web", nil))
+	require.NoError(t, env.Client.Create(ctx, e))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
+	e = waitFor(t, e.Name, "Ready", ready)
+	ns := e.Status.TargetNamespace
+
+	changeDeployment(t, ns, "web", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(0)) })
+	e = waitWithin(t, e.Name, "Degraded", healthWithin, degraded)
+	assert.Equal(t, "Deployment web: scaled to 0 replicas; its release asks for 1", findCondition(e, petriv1.ConditionReady).Message)
+
+	changeDeployment(t, ns, "web", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(1)) })
+	waitWithin(t, e.Name, "Ready again", healthWithin, func(e *petriv1.EphemeralEnvironment) bool {
+		return ready(e) && e.Status.Phase == petriv1.EnvironmentReady
+	})
+}
+
+// A workload's event wakes its environment only when its health says
+// something else than the environment's status: ten changes of a running
+// Deployment (an annotation someone adds, which moves a Deployment's
+// generation: each read as in progress until kube-controller-manager
+// observed it, and woke a pass, 8 RoleBinding reads in all) cost no pass,
+// and the change that stops it costs the passes that write Degraded. Each
+// pass reads the environment's RoleBinding from the API server, so a wake
+// per event would be a read per event.
+func TestWorkloadEventsThatChangeNoHealthWakeNoPass(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv("quiet", app("web", nil))
+	require.NoError(t, env.Client.Create(ctx, e))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
+	e = waitFor(t, e.Name, "Ready", ready)
+	ns := e.Status.TargetNamespace
+	waitPassAfterLastWrite(t, e.Name, ns)
+	before := roleBindingReadsIn(ns)
+
+	for i := range 10 {
+		changeDeployment(t, ns, "web", func(d *appsv1.Deployment) {
+			d.Annotations["test.petri.dev/poke"] = fmt.Sprint(i)
+		})
+	}
+	// The same informer delivers the scale after the annotations: once
+	// the environment is Degraded, every one of them was heard.
+	changeDeployment(t, ns, "web", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(0)) })
+	waitWithin(t, e.Name, "Degraded", healthWithin, degraded)
+	waitPassAfterLastWrite(t, e.Name, ns)
+	assert.LessOrEqual(t, roleBindingReadsIn(ns)-before, 3, "passes: Degraded's, one for the scale-down's later events heard before its write showed, and the one its write brings; none for the ten annotations")
+}
