@@ -224,13 +224,7 @@ func setupWorkloadClusters(mgr ctrl.Manager, environments *EphemeralEnvironmentR
 	if err := mgr.Add(registry); err != nil {
 		return err
 	}
-	wc := &workloadcluster.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clusters: registry,
-		Probe: func(ctx context.Context, c *clusters.Conn) (bool, string, string) {
-			return probeCluster(ctx, c, o)
-		},
-		ProbeInterval: o.ProbeInterval(), Clock: o.Time(),
-	}
+	wc := &workloadcluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clusters: registry, Options: o}
 	if err := wc.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up WorkloadCluster controller: %w", err)
 	}

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,6 +30,7 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/clusters"
 	"github.com/petri-dev/petri/controllers/internal/kubeconfig"
+	"github.com/petri-dev/petri/controllers/internal/options"
 )
 
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=workloadclusters,verbs=get;list;watch
@@ -46,14 +46,9 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Clusters are the connections it keeps.
 	Clusters *clusters.Registry
-	// Probe asks a connected cluster whether Petri may act there (who its
-	// credentials are, whether its fences hold), records the finding on
-	// the connection and returns it.
-	Probe func(context.Context, *clusters.Conn) (reachable bool, reason, message string)
-	// ProbeInterval is how often each cluster is probed.
-	ProbeInterval time.Duration
-	// Clock is the controller's time (the conditions' transitions).
-	Clock clock.PassiveClock
+	// Options are the operator's settings: its namespace, whether it runs
+	// without fences, how often it probes, its clock.
+	Options options.Options
 }
 
 // Reconcile connects to, probes and counts one workload cluster.
@@ -76,7 +71,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	apimeta.SetStatusCondition(&wc.Status.Conditions, metav1.Condition{
 		Type: petriv1.ConditionReachable, Status: status, Reason: reason, Message: msg,
-		ObservedGeneration: wc.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
+		ObservedGeneration: wc.Generation, LastTransitionTime: r.Options.MetaNow(),
 	})
 	load, err := clusters.PlacedIn(ctx, r.Client, wc.Namespace, wc.Name)
 	if err != nil {
@@ -93,7 +88,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if was := apimeta.FindStatusCondition(base.Status.Conditions, petriv1.ConditionReachable); was == nil || was.Status != status {
 		log.FromContext(ctx).Info("Workload cluster probed", "reachable", reachable, "reason", reason, "message", msg)
 	}
-	return reconcile.Result{RequeueAfter: r.ProbeInterval}, nil
+	return reconcile.Result{RequeueAfter: r.Options.ProbeInterval()}, nil
 }
 
 // connectAndProbe reads the cluster's credentials, refuses a kubeconfig that
@@ -133,7 +128,7 @@ func (r *Reconciler) connectAndProbe(ctx context.Context, wc *petriv1.WorkloadCl
 		return false, petriv1.ReasonClusterUnreachable, err.Error()
 	}
 	first := !conn.WasProbed()
-	reachable, reason, message := r.Probe(ctx, conn)
+	reachable, reason, message := probe(ctx, conn, r.Options)
 	if first {
 		r.Clusters.ProbedFirst(wc.Name)
 	}
