@@ -2,7 +2,8 @@
 // roles (pullrequests.go, reporter.go, commands.go), through go-github. Every GET is conditional (ETag), so a periodic resync of an
 // unchanged repository costs no rate limit; rate-limit refusals and
 // Retry-After are honoured by refusing further calls until the announced
-// time.
+// time, and writes are kept within GitHub's secondary rate limits
+// (limits.go).
 package github
 
 import (
@@ -43,8 +44,9 @@ type Options struct {
 	// comment; asked of GitHub when empty (GET /user for a token, GET /app
 	// for an App, whose bot is "<slug>[bot]").
 	Login string
-	// Clock tells when an announced rate limit ends; the real one when
-	// nil.
+	// Clock tells when an announced rate limit ends, and times the writes
+	// kept within GitHub's secondary rate limits (limits.go); the real one
+	// when nil.
 	Clock clock.PassiveClock
 }
 
@@ -106,8 +108,12 @@ func New(opts Options) (*Provider, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, fmt.Errorf("github api base url %q: must be an http(s) URL", opts.BaseURL)
 	}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	obs := &observingTransport{next: base, obs: opts.Observer}
-	var rt http.RoundTripper = obs
+	var rt http.RoundTripper = newLimitTransport(obs, clk)
 	if opts.Auth != nil {
 		if rt, err = opts.Auth(rt, baseURL); err != nil {
 			return nil, err
@@ -122,10 +128,6 @@ func New(opts Options) (*Provider, error) {
 	c := gh.NewClient(&http.Client{Transport: rt, Timeout: timeout})
 	c.BaseURL = u
 	c.UploadURL = u
-	clk := opts.Clock
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
 	p := &Provider{client: c, obs: obs, clock: clk, comments: forge.NewComments(),
 		blocker: forge.NewBlocker(clk, "not calling GitHub before the announced reset")}
 	p.login.Set(opts.Login)
