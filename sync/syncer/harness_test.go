@@ -34,11 +34,14 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/githubapi"
+	"github.com/petri-dev/petri/local/gitlabapi"
 	"github.com/petri-dev/petri/sync/api"
+	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/configrepo"
 	"github.com/petri-dev/petri/sync/metrics"
 	"github.com/petri-dev/petri/sync/provider"
 	ghprovider "github.com/petri-dev/petri/sync/provider/github"
+	glprovider "github.com/petri-dev/petri/sync/provider/gitlab"
 	"github.com/petri-dev/petri/sync/render"
 	"github.com/petri-dev/petri/sync/resolve"
 	"github.com/petri-dev/petri/sync/syncer"
@@ -201,6 +204,10 @@ type harnessOptions struct {
 	commentPatience time.Duration
 	// ghClock, when set, makes the GitHub stand-in keep sync's clock.
 	ghClock bool
+	// gitlab, when set, is the GitLab forge (GitLab's own provider), whose
+	// token is gitlabToken.
+	gitlab      *gitlabapi.Server
+	gitlabToken string
 }
 
 // harnessPatience is the comment's patience in the tests that set none.
@@ -251,6 +258,11 @@ func (h *harness) start() {
 	forges := map[string]provider.Provider{}
 	for name, srv := range o.forges {
 		if forges[name], err = ghprovider.New(ghprovider.Options{BaseURL: srv.URL, Auth: ghprovider.TokenFile(h.tokenFile), Clock: h.clock}); err != nil {
+			require.NoError(t, err)
+		}
+	}
+	if o.gitlab != nil {
+		if forges[config.ForgeGitLab], err = glprovider.New(glprovider.Options{BaseURL: o.gitlab.URL, Token: o.gitlabToken, Clock: h.clock, HTTPClient: &http.Client{Timeout: timeout}}); err != nil {
 			require.NoError(t, err)
 		}
 	}
