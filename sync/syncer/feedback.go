@@ -400,16 +400,12 @@ func (s *Syncer) saveState(ctx context.Context, key prKey, list []render.PRState
 	if worth && comment {
 		body = render.Comment(list, state)
 		last, notes, stale := life.commentShown(body, now)
-		switch {
-		case body == last:
+		// A reply to a command is told at once.
+		settled := allSettled(list) || (notesOf(state) != notes && len(state.Notes) > 0)
+		if body == last {
 			body = ""
-		default:
-			// A reply to a command is told at once.
-			settled := allSettled(list) || (notesOf(state) != notes && len(state.Notes) > 0)
-			var send bool
-			if send, wait = due(settled, false, stale, now, s.budget.patience, pressed); !send {
-				body = ""
-			}
+		} else if send, d := due(settled, false, stale, now, s.budget.patience, pressed); !send {
+			body, wait = "", d
 		}
 	}
 	if err := s.store.Save(ctx, key, body, state, expires); err != nil {

@@ -54,6 +54,7 @@ type Options struct {
 type Provider struct {
 	client *gh.Client
 	obs    *observingTransport
+	limits *limitTransport
 	clock  clock.PassiveClock
 
 	blocker  *forge.Blocker
@@ -113,7 +114,8 @@ func New(opts Options) (*Provider, error) {
 		clk = clock.RealClock{}
 	}
 	obs := &observingTransport{next: base, obs: opts.Observer}
-	var rt http.RoundTripper = newLimitTransport(obs, clk)
+	limits := newLimitTransport(obs, clk)
+	var rt http.RoundTripper = limits
 	if opts.Auth != nil {
 		if rt, err = opts.Auth(rt, baseURL); err != nil {
 			return nil, err
@@ -128,7 +130,7 @@ func New(opts Options) (*Provider, error) {
 	c := gh.NewClient(&http.Client{Transport: rt, Timeout: timeout})
 	c.BaseURL = u
 	c.UploadURL = u
-	p := &Provider{client: c, obs: obs, clock: clk, comments: forge.NewComments(),
+	p := &Provider{client: c, obs: obs, limits: limits, clock: clk, comments: forge.NewComments(),
 		blocker: forge.NewBlocker(clk, "not calling GitHub before the announced reset")}
 	p.login.Set(opts.Login)
 	p.loginOf = p.userLogin
@@ -167,6 +169,15 @@ var split = forge.SplitRepository
 
 // before refuses calls while a rate limit announced by GitHub lasts.
 func (p *Provider) before() error { return p.blocker.Before() }
+
+// beforeWrite refuses, before the reads a write needs, a write that
+// GitHub's secondary rate limits would not let through (limits.go).
+func (p *Provider) beforeWrite() error {
+	if err := p.before(); err != nil {
+		return err
+	}
+	return p.limits.writable()
+}
 
 // after classifies an error, remembering rate limits.
 func (p *Provider) after(resp *gh.Response, err error) error {

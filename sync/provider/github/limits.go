@@ -149,6 +149,35 @@ func (t *limitTransport) admit(write bool) (time.Time, error) {
 	return now, nil
 }
 
+// writable is the error a write sent now would be refused with, nil when
+// it would be sent: the reads a write needs first (sync's comment looked
+// for, the commit's statuses) are not made for a write that could not be
+// sent after them, and a refused write that is sent again later costs no
+// read each time.
+func (t *limitTransport) writable() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.clock.Now()
+	if now.Before(t.until) {
+		return &provider.RateLimitError{Until: t.until, Err: errHeld}
+	}
+	hour, minute := time.Hour+windowMargin, time.Minute+windowMargin
+	n := len(t.writes)
+	var until time.Time
+	if inWindow(t.writes, now, hour) >= writesPerHour {
+		until = t.writes[n-writesPerHour].Add(hour)
+	}
+	if inWindow(t.writes, now, minute) >= writesPerMinute {
+		if u := t.writes[n-writesPerMinute].Add(minute); u.After(until) {
+			until = u
+		}
+	}
+	if !until.IsZero() {
+		return &provider.RateLimitError{Until: until, Err: errBudget}
+	}
+	return nil
+}
+
 // hold refuses every request until wait from now, and forgets the write
 // sent at sent (not zero) that GitHub refused: it is not in GitHub's
 // windows.

@@ -58,7 +58,17 @@ func TestWritesStayWithinGitHubsSecondaryLimits(t *testing.T) {
 	assert.Equal(t, start.Add(time.Minute+time.Second), rle.Until, "the window has room a minute (and a margin) after its first write")
 	assert.Equal(t, before, posts(srv), "the refused write was not sent")
 
-	// Reads go on meanwhile.
+	// Nor are the reads a write needs first made (sync's comment looked
+	// for, the statuses of a commit it has not written to): the write
+	// could not follow them, and it is sent again later.
+	sent := len(srv.Requests())
+	err = p.SetCommitStatus(ctx, repo, githubapi.SHA("other"), provider.CommitStatus{State: "pending", Context: "petri/shop", Description: "Deploying"})
+	require.True(t, errors.As(err, &rle), "%v", err)
+	err = p.UpsertComment(ctx, repo, 7, "<!-- m -->", "<!-- m -->\nReady")
+	require.True(t, errors.As(err, &rle), "%v", err)
+	assert.Equal(t, sent, len(srv.Requests()), "no read for a write that could not be sent")
+
+	// Other reads go on meanwhile.
 	_, err = p.ListOpenPullRequests(ctx, repo)
 	require.NoError(t, err)
 
