@@ -66,6 +66,7 @@ func run() error {
 		resyncInterval = flag.Duration("resync-interval", 5*time.Minute, "How often every repository's open pull requests are listed again (conditional requests).")
 		listen         = flag.String("listen", ":8080", "Address of the HTTP server: webhooks, read API, web page, probes, metrics.")
 		workers        = flag.Int("workers", 4, "Repositories reconciled in parallel.")
+		patience       = flag.Duration("comment-patience", syncer.DefaultCommentPatience, "How long a pull request's comment or commit status waits while its environment is on its way (deploying, tearing down) before the change is written all the same; a settled state (Ready, Failed, a fault named while the operator retries, torn down) is written at once (docs/sync.md#what-sync-writes-and-when).")
 		eventQueue     = flag.Int("event-queue", 1024, "Accepted webhook events waiting for processing; a full queue answers 503.")
 		webhookMaxBody = flag.Int64("webhook-max-body", webhook.DefaultMaxBody, "Largest webhook body accepted, in bytes; a larger one is refused with 413 (from Content-Length, before reading, when it is declared).")
 		webhookReads   = flag.Int("webhook-concurrency", webhook.DefaultMaxConcurrent, "Webhook bodies read at once before their signature is checked; a delivery that finds them all taken gets 503 with Retry-After.")
@@ -178,7 +179,7 @@ func run() error {
 		Resolver: &resolve.Resolver{TTL: *chartCacheTTL, PlainHTTP: *chartPlainHTTP, Timeout: *chartTimeout, AllowedHosts: strings.FieldsFunc(*chartHosts, func(r rune) bool { return r == ',' || r == ' ' })},
 		Config:   repo, ConfigRepository: configRepo, Metrics: m, Log: log.WithName("sync"),
 		ConfigInterval: *repoInterval, ResyncInterval: *resyncInterval, Workers: *workers, EventQueue: *eventQueue,
-		LeaderElection: election,
+		CommentPatience: *patience, LeaderElection: election,
 	})
 	if err != nil {
 		return err

@@ -66,9 +66,7 @@ func (s *Server) applyFault(w http.ResponseWriter, r *http.Request, path string)
 		return false, true
 	case fault.SecondaryRateLimited:
 		w.Header().Set("Retry-After", strconv.Itoa(int(fault.RetryAfter.Seconds())))
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusForbidden)
-		_, _ = w.Write([]byte(`{"message":"You have exceeded a secondary rate limit.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`))
+		writeSecondaryRateLimit(w)
 		return false, true
 	case fault.EmptyList && r.Method == http.MethodGet && strings.HasSuffix(path, "/pulls"):
 		return true, false

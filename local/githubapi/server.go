@@ -30,6 +30,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Request is one recorded HTTP request and the status it was answered with.
@@ -40,6 +42,9 @@ type Request struct {
 	// Conditional is true when the request carried If-None-Match.
 	Conditional bool
 	Status      int
+	// SecondaryLimited is true when it was refused for a secondary rate
+	// limit (secondary.go).
+	SecondaryLimited bool
 }
 
 // Options configure a Server.
@@ -64,6 +69,10 @@ type Options struct {
 	// 127.0.0.1 when empty. The real node's pods reach the host at the
 	// host end of the node's link.
 	Address string
+	// Clock is the server's time: the windows of the secondary rate limits
+	// (secondary.go), tokens' expiry, comments' times. The real clock when
+	// nil; a test moves a fake one.
+	Clock clock.PassiveClock
 }
 
 type repo struct {
@@ -94,6 +103,9 @@ type Server struct {
 	more more
 	// conns counts the TCP connections clients opened.
 	conns atomic.Int64
+	// limits count each identity's requests against GitHub's secondary
+	// rate limits.
+	limits secondaryLimits
 }
 
 // New starts a server on a loopback port.
@@ -106,6 +118,10 @@ func New(opts Options) *Server {
 		remain: cmp.Or(opts.RateLimit, 5000),
 		reset:  time.Now().Add(time.Hour),
 		now:    time.Now,
+	}
+	if opts.Clock != nil {
+		s.now = opts.Clock.Now
+		s.reset = s.now().Add(time.Hour)
 	}
 	for _, t := range opts.Tokens {
 		s.tokens[t] = time.Time{}
@@ -175,11 +191,18 @@ func (r *recorder) WriteHeader(code int) {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	limited := false
 	defer func() {
 		s.mu.Lock()
-		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Conditional: r.Header.Get("If-None-Match") != "", Status: rec.status})
+		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Conditional: r.Header.Get("If-None-Match") != "", Status: rec.status, SecondaryLimited: limited})
 		s.mu.Unlock()
 	}()
+	done, ok := s.admit(rec, r)
+	if !ok {
+		limited = true
+		return
+	}
+	defer done()
 	path := r.URL.Path
 	if p := strings.TrimSuffix(s.opts.PathPrefix, "/"); p != "" {
 		if !strings.HasPrefix(path, p+"/") {

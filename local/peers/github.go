@@ -91,6 +91,21 @@ func diffCounts(before, after map[string]int) map[string]int {
 	return out
 }
 
+// contentGenerating adds up the requests by shape whose method creates
+// content (POST, PATCH, PUT, DELETE): what GitHub's secondary rate limits
+// count.
+func contentGenerating(byShape map[string]float64) float64 {
+	var n float64
+	for k, v := range byShape {
+		method, _, _ := strings.Cut(k, " ")
+		switch method {
+		case http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete:
+			n += v
+		}
+	}
+	return n
+}
+
 func total(m map[string]int) int {
 	n := 0
 	for _, v := range m {

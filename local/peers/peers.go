@@ -111,6 +111,10 @@ type SystemResult struct {
 	// over the three phases, and GitHubByShape the same by request.
 	GitHubRequests float64
 	GitHubByShape  map[string]float64
+	// GitHubWrites is the content-generating ones (POST, PATCH, PUT,
+	// DELETE) among them, per pull request: what GitHub's secondary rate
+	// limits count (80 a minute, 500 an hour per identity).
+	GitHubWrites float64
 	// NamespacesLeft counts the pull requests' namespaces still there at
 	// the end.
 	NamespacesLeft int

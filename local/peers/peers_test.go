@@ -249,6 +249,7 @@ func testResults() *Results {
 			APIRequests:    12.5,
 			GitHubRequests: 3,
 			GitHubByShape:  map[string]float64{"GET /repos/{owner}/{repo}/pulls": 2, "POST /repos/{owner}/{repo}/statuses/{sha}": 1},
+			GitHubWrites:   1,
 		}
 	}
 	return &Results{
@@ -270,13 +271,20 @@ func TestWriteTable(t *testing.T) {
 	var b bytes.Buffer
 	testResults().WriteTable(&b)
 	out := b.String()
-	assert.Contains(t, out, "| 10 | Petri | 2.0 s / 3.0 s | 3.0 s | 1.0 s / 2.0 s | 2.0 s | 4.0 s / 5.0 s | 5.0 s | 0 | 2.0 s | 96 MiB | 12.5 | 3.0 |")
-	assert.Contains(t, out, "| 10 | Argo CD | 2.0 s / 3.0 s | 3.0 s | 1.0 s / 2.0 s | 2.0 s | 4.0 s / 5.0 s | 5.0 s | 0 | 4.0 s | 96 MiB | 12.5 | 3.0 |")
+	assert.Contains(t, out, "| 10 | Petri | 2.0 s / 3.0 s | 3.0 s | 1.0 s / 2.0 s | 2.0 s | 4.0 s / 5.0 s | 5.0 s | 0 | 2.0 s | 96 MiB | 12.5 | 3.0 | 1.0 |")
+	assert.Contains(t, out, "| 10 | Argo CD | 2.0 s / 3.0 s | 3.0 s | 1.0 s / 2.0 s | 2.0 s | 4.0 s / 5.0 s | 5.0 s | 0 | 4.0 s | 96 MiB | 12.5 | 3.0 | 1.0 |")
 	assert.Contains(t, out, "| 10 | Argo CD | Argo CD-a 2.0 s, 64 MiB; Argo CD-b 2.0 s, 32 MiB |")
 	// A process that exited and was started again says so.
 	assert.Contains(t, out, "| 10 | Petri | Petri-a 1.0 s, 64 MiB, restarted 2×; Petri-b 1.0 s, 32 MiB |")
 	assert.Contains(t, out, "`GET /repos/{owner}/{repo}/pulls` 2.00, `POST /repos/{owner}/{repo}/statuses/{sha}` 1.00")
 	assert.Contains(t, out, "| date | 2026-12-01 16:00 UTC |")
+}
+
+func TestContentGenerating(t *testing.T) {
+	assert.Equal(t, 14.9, contentGenerating(map[string]float64{
+		"PATCH /repos/{owner}/{repo}/issues/comments/{n}": 9.9, "POST /repos/{owner}/{repo}/statuses/{sha}": 4,
+		"POST /repos/{owner}/{repo}/issues/{n}/comments": 1, "GET /repos/{owner}/{repo}/pulls": 0.85,
+	}))
 }
 
 func TestReplaceBetween(t *testing.T) {

@@ -43,8 +43,8 @@ func (r *Results) WriteTable(w io.Writer) {
 	b := &bytes.Buffer{}
 	fmt.Fprintf(b, "| machine | |\n|---|---|\n| CPUs | %d |\n| Go | %s |\n| date | %s |\n| load average (1, 5, 15 min) at the start | %s |\n| run took | %s |\n\n",
 		r.Machine.CPUs, r.Machine.GoVersion, r.Machine.Date.Format("2006-01-02 15:04 UTC"), r.Machine.LoadAverage, secs(r.Took))
-	fmt.Fprintln(b, "| pull requests | system | opened → healthy p50 / p99 | all healthy | pushed → healthy p50 / p99 | all healthy | closed → gone p50 / p99 | all gone | namespaces left | CPU | peak memory | kube-apiserver requests per environment | GitHub requests per pull request |")
-	fmt.Fprintln(b, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(b, "| pull requests | system | opened → healthy p50 / p99 | all healthy | pushed → healthy p50 / p99 | all healthy | closed → gone p50 / p99 | all gone | namespaces left | CPU | peak memory | kube-apiserver requests per environment | GitHub requests per pull request | of them content-generating (POST, PATCH, PUT, DELETE) |")
+	fmt.Fprintln(b, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range r.Sizes {
 		for _, sys := range s.Systems {
 			fmt.Fprintf(b, "| %d | %s |", s.PullRequests, sys.System)
@@ -64,7 +64,7 @@ func (r *Results) WriteTable(w io.Writer) {
 			for _, v := range sys.PeakRSS {
 				peak += v
 			}
-			fmt.Fprintf(b, " %d | %s | %s | %.1f | %.1f |\n", sys.NamespacesLeft, secs(sumCPU(sys.CPU)), mib(peak), sys.APIRequests, sys.GitHubRequests)
+			fmt.Fprintf(b, " %d | %s | %s | %.1f | %.1f | %.1f |\n", sys.NamespacesLeft, secs(sumCPU(sys.CPU)), mib(peak), sys.APIRequests, sys.GitHubRequests, sys.GitHubWrites)
 		}
 	}
 	fmt.Fprintln(b)

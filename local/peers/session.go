@@ -163,6 +163,7 @@ func (s *session) size(ctx context.Context, numbers []int) (SizeResult, error) {
 		for k, v := range d {
 			sys.r.GitHubByShape[k] = float64(v) / n
 		}
+		sys.r.GitHubWrites = contentGenerating(sys.r.GitHubByShape)
 	}
 	jobs := after.jobs.since(before.jobs)
 	pr.CPU["petri-deployer Jobs"] = jobs.CPU

@@ -227,6 +227,43 @@ func CommitStatus(s PRState) (provider.CommitStatus, bool) {
 	return st, true
 }
 
+// Settled tells whether an application's state on a pull request is one
+// a person is told of at once: a result (Ready, Failed, asleep, expired,
+// torn down), a problem (a configuration error, a fault the status names
+// while the operator retries), a wait a person may act on (an artifact
+// gate, the cap on environments). The states on the way to one (deploying
+// with nothing failed, the head commit not written yet, tearing down) are
+// not: sync may hold their writes back a while (the comment's patience),
+// and the settled state that follows makes most of them moot.
+func Settled(s PRState) bool {
+	switch {
+	case s.Error != "" || s.Expired() || s.Waiting != "":
+		return true
+	case s.Env == nil:
+		return true
+	case s.Env.DeletionTimestamp != nil:
+		return false
+	case s.Env.Spec.Source == nil || s.Env.Spec.Source.SHA != s.HeadSHA:
+		return false
+	}
+	switch phase, _ := EnvState(s.Env); phase {
+	case "Ready", "Failed", PhaseSleeping:
+		return true
+	}
+	// Deploying: settled once a fault is named, a retry under way or not.
+	for _, c := range s.Env.Status.Components {
+		if c.LastError != "" {
+			return true
+		}
+	}
+	for _, bs := range s.Env.Status.SharedWorkloads {
+		if bs.LastError != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // cell fits a text into a table cell or a line of the comment, without
 // credentials: errors and reasons may quote a URL or a remote's answer.
 func cell(s string) string {

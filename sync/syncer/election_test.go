@@ -96,7 +96,7 @@ func (rs *replicas) startWith(id string, cfg *rest.Config) *replica {
 		RESTConfig: cfg, Scheme: controlplane.Scheme(), Namespace: rs.h.ns, Provider: prov,
 		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client()}, Config: src, ConfigRepository: "acme/petri-config",
 		Metrics: m, Log: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})).WithValues("replica", id),
-		ConfigInterval: time.Hour, ResyncInterval: time.Hour,
+		ConfigInterval: time.Hour, ResyncInterval: time.Hour, CommentPatience: harnessPatience,
 		LeaderElection: testElection(rs.leaseNS, id),
 	})
 	require.NoError(t, err)
@@ -376,7 +376,9 @@ func TestWebhookToTheFollowerIsActedOnByTheLeader(t *testing.T) {
 	assert.Zero(t, b.total(t, "petri_sync_writes_total"))
 	assert.Zero(t, b.total(t, "petri_sync_github_requests_total"))
 	assert.Equal(t, 1, commentPosts(h.gh, pr.Number))
-	assert.Equal(t, 1, commentPosts(h.gh, lagging.Number))
+	// The lagging one's environment is still deploying: its comment
+	// waits its patience.
+	require.Eventually(t, func() bool { return commentPosts(h.gh, lagging.Number) == 1 }, 10*time.Second, 10*time.Millisecond)
 }
 
 // The leader stops (as on SIGTERM: it stops acting, then releases the

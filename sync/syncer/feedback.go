@@ -199,6 +199,15 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 
 	var list []render.PRState
 	var errs []error
+	// The write budget (budget.go): what is not due yet is looked at
+	// again when it is.
+	now, pressed := s.clock.Now(), s.budget.pressedUntil(key.Repo)
+	var wait time.Duration
+	later := func(d time.Duration) {
+		if d > 0 && (wait == 0 || d < wait) {
+			wait = d
+		}
+	}
 	for _, app := range slices.Sorted(maps.Keys(states)) {
 		st := states[app]
 		list = append(list, st)
@@ -212,17 +221,27 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 		if !ok || st.HeadSHA == "" {
 			continue
 		}
-		if err := s.commitStatus(ctx, key, rs, st.HeadSHA, cs); err != nil {
+		d, err := s.budgetedStatus(ctx, key, rs, life, st, cs, now, pressed)
+		if err != nil {
 			errs = append(errs, err)
 		}
+		later(d)
 	}
 	if err := s.mergeGroupFeedback(ctx, key, rs, states, life, behind); err != nil {
 		errs = append(errs, err)
 	}
-	if err := s.saveState(ctx, key, list, life, !behind); err != nil {
+	d, err := s.saveState(ctx, key, list, life, !behind, now, pressed)
+	if err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) == 0 && closed && !envFound && !behind && len(life.current().MergeGroups) == 0 {
+	later(d)
+	if wait > 0 {
+		s.feedback.AddAfter(key, wait+10*time.Millisecond)
+	}
+	if len(errs) > 0 {
+		s.budget.refused(key.Repo, errors.Join(errs...))
+	}
+	if len(errs) == 0 && wait == 0 && closed && !envFound && !behind && len(life.current().MergeGroups) == 0 {
 		// The closed pull request's last word is posted and its
 		// environments are gone: nothing more will be said about it.
 		if err := s.store.Forget(ctx, key); err != nil {
@@ -334,9 +353,37 @@ func (s *Syncer) lifecycleFeedback(key prKey, states map[string]render.PRState, 
 	}
 }
 
+// budgetedStatus posts a commit status when the write budget says it is
+// due (budget.go), and otherwise returns when it is.
+func (s *Syncer) budgetedStatus(ctx context.Context, key prKey, rs *repoState, life *prLife, st render.PRState, cs provider.CommitStatus, now, pressed time.Time) (time.Duration, error) {
+	sk := statusKey{st.HeadSHA, cs.Context}
+	first := true
+	if rs != nil {
+		rs.mu.Lock()
+		last, posted := rs.statuses[sk]
+		rs.mu.Unlock()
+		if posted && last == cs {
+			life.statusShown(sk)
+			return 0, nil
+		}
+		first = !posted
+	}
+	send, wait := due(render.Settled(st), first, life.statusStale(sk, now), now, s.budget.patience, pressed)
+	if !send {
+		return wait, nil
+	}
+	if err := s.commitStatus(ctx, key, rs, st.HeadSHA, cs); err != nil {
+		return 0, err
+	}
+	life.statusShown(sk)
+	return 0, nil
+}
+
 // saveState stores the pull request's state whenever it changed, and,
-// with comment, writes sync's comment once there is something to say.
-func (s *Syncer) saveState(ctx context.Context, key prKey, list []render.PRState, life *prLife, comment bool) error {
+// with comment, writes sync's comment once there is something to say and
+// the write budget says it is due (budget.go); otherwise it returns when
+// it is.
+func (s *Syncer) saveState(ctx context.Context, key prKey, list []render.PRState, life *prLife, comment bool, now, pressed time.Time) (time.Duration, error) {
 	state := life.current()
 	worth := len(state.Notes) > 0
 	expires := map[string]time.Time{}
@@ -349,14 +396,26 @@ func (s *Syncer) saveState(ctx context.Context, key prKey, list []render.PRState
 		}
 	}
 	body := ""
+	var wait time.Duration
 	if worth && comment {
 		body = render.Comment(list, state)
+		last, notes, stale := life.commentShown(body, now)
+		// A reply to a command is told at once.
+		settled := allSettled(list) || (notesOf(state) != notes && len(state.Notes) > 0)
+		if body == last {
+			body = ""
+		} else if send, d := due(settled, false, stale, now, s.budget.patience, pressed); !send {
+			body, wait = "", d
+		}
 	}
 	if err := s.store.Save(ctx, key, body, state, expires); err != nil {
-		return err
+		return 0, err
 	}
 	life.mu.Lock()
 	life.saved = state
+	if body != "" {
+		life.shown.body, life.shown.notes, life.shown.bodyStale = body, notesOf(state), time.Time{}
+	}
 	life.mu.Unlock()
-	return nil
+	return wait, nil
 }

@@ -34,11 +34,14 @@ import (
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/githubapi"
+	"github.com/petri-dev/petri/local/gitlabapi"
 	"github.com/petri-dev/petri/sync/api"
+	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/configrepo"
 	"github.com/petri-dev/petri/sync/metrics"
 	"github.com/petri-dev/petri/sync/provider"
 	ghprovider "github.com/petri-dev/petri/sync/provider/github"
+	glprovider "github.com/petri-dev/petri/sync/provider/gitlab"
 	"github.com/petri-dev/petri/sync/render"
 	"github.com/petri-dev/petri/sync/resolve"
 	"github.com/petri-dev/petri/sync/syncer"
@@ -195,7 +198,20 @@ type harnessOptions struct {
 	// commands, when set, stands in for GitHub's command reader, given
 	// the GitHub provider's.
 	commands func(provider.CommandReader) provider.CommandReader
+	// commentPatience is sync's (syncer.Options.CommentPatience);
+	// harnessPatience when zero, so that a test sees a state on its way
+	// without waiting long.
+	commentPatience time.Duration
+	// ghClock, when set, makes the GitHub stand-in keep sync's clock.
+	ghClock bool
+	// gitlab, when set, is the GitLab forge (GitLab's own provider), whose
+	// token is gitlabToken.
+	gitlab      *gitlabapi.Server
+	gitlabToken string
 }
+
+// harnessPatience is the comment's patience in the tests that set none.
+const harnessPatience = 200 * time.Millisecond
 
 func newHarness(t *testing.T, o harnessOptions) *harness {
 	t.Helper()
@@ -206,7 +222,11 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	h := &harness{t: t, ctx: ctx, ns: ns, c: env.Client, clock: newTestClock(t)}
 
 	o.token, o.webhookSecret = cmp.Or(o.token, "ghp_test"), cmp.Or(o.webhookSecret, secret)
-	h.gh = githubapi.New(githubapi.Options{Tokens: []string{o.token}})
+	ghOpts := githubapi.Options{Tokens: []string{o.token}}
+	if o.ghClock {
+		ghOpts.Clock = h.clock
+	}
+	h.gh = githubapi.New(ghOpts)
 	t.Cleanup(h.gh.Close)
 	h.tokenFile = filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(h.tokenFile, []byte(o.token+"\n"), 0o600))
@@ -241,6 +261,11 @@ func (h *harness) start() {
 			require.NoError(t, err)
 		}
 	}
+	if o.gitlab != nil {
+		if forges[config.ForgeGitLab], err = glprovider.New(glprovider.Options{BaseURL: o.gitlab.URL, Token: o.gitlabToken, Clock: h.clock, HTTPClient: &http.Client{Timeout: timeout}}); err != nil {
+			require.NoError(t, err)
+		}
+	}
 	var commands provider.CommandReader
 	if o.commands != nil {
 		commands = o.commands(prov)
@@ -254,6 +279,7 @@ func (h *harness) start() {
 		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client(), Timeout: o.chartTimeout}, Config: src, ConfigRepository: "acme/petri-config",
 		Metrics: h.m, Log: zap.New(zap.UseDevMode(true), zap.WriteTo(io.MultiWriter(testWriter{t}, cmp.Or[io.Writer](o.logs, io.Discard)))),
 		ConfigInterval: time.Hour, ResyncInterval: resync, EventQueue: o.eventQueue, Clock: h.clock,
+		CommentPatience: cmp.Or(o.commentPatience, harnessPatience),
 	})
 	require.NoError(t, err)
 	done := make(chan struct{})

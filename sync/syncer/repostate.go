@@ -108,6 +108,46 @@ type prLife struct {
 	mu    *sync.Mutex
 	state render.State
 	saved render.State
+	// shown is what this process last wrote on the pull request, for the
+	// write budget (budget.go).
+	shown shown
+}
+
+// commentShown is the comment's body last written and its replies to
+// commands, and since when body has differed from it (now when it starts
+// to).
+func (l *prLife) commentShown(body string, now time.Time) (last, notes string, stale time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if body == l.shown.body {
+		l.shown.bodyStale = time.Time{}
+	} else if l.shown.bodyStale.IsZero() {
+		l.shown.bodyStale = now
+	}
+	return l.shown.body, l.shown.notes, l.shown.bodyStale
+}
+
+// statusStale is since when a commit status has differed from the one
+// posted (now when it starts to).
+func (l *prLife) statusStale(k statusKey, now time.Time) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.shown.statusStale == nil {
+		l.shown.statusStale = map[statusKey]time.Time{}
+	}
+	t, ok := l.shown.statusStale[k]
+	if !ok {
+		t = now
+		l.shown.statusStale[k] = t
+	}
+	return t
+}
+
+// statusShown notes that a commit status shows what it should.
+func (l *prLife) statusShown(k statusKey) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.shown.statusStale, k)
 }
 
 // current returns a copy of the current state.

@@ -54,7 +54,7 @@ func (rs *replicas) serve(id string, delay time.Duration) *served {
 	s, err := syncer.New(syncer.Options{
 		RESTConfig: env.Config, Scheme: controlplane.Scheme(), Namespace: rs.h.ns, Provider: prov,
 		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client()}, Config: src, ConfigRepository: "acme/petri-config",
-		Metrics: m, Log: log, ConfigInterval: time.Hour, ResyncInterval: time.Hour,
+		Metrics: m, Log: log, ConfigInterval: time.Hour, ResyncInterval: time.Hour, CommentPatience: harnessPatience,
 		LeaderElection: testElection(rs.leaseNS, id),
 	})
 	require.NoError(t, err)

@@ -91,6 +91,11 @@ type Options struct {
 	EventQueue int
 	// ReconcileTimeout bounds one repository reconcile; 2m when zero.
 	ReconcileTimeout time.Duration
+	// CommentPatience is how long a commit status or a pull request's
+	// comment whose state is on its way (deploying, tearing down) waits
+	// for it to settle before it is written all the same; settled states
+	// are written at once (budget.go). DefaultCommentPatience when zero.
+	CommentPatience time.Duration
 	// Clock tells the time of expiry, sleep, commands and snapshots, and
 	// times the work queues and loops; the real one when nil.
 	Clock clock.WithTicker
@@ -120,6 +125,9 @@ type Syncer struct {
 	// writes are sync's own writes of environments its cache does not
 	// show yet (envlist.go).
 	writes *ownWrites
+	// budget holds back the writes on pull requests that are not due
+	// yet (budget.go).
+	budget *writeBudget
 
 	// The parts the feedback shares: the forges' roles, the memory of
 	// the config and its repositories, whether this replica leads, the
@@ -218,6 +226,7 @@ func wire(opts Options, forges forgeSet, c client.Client, mgr manager.Manager, l
 		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Clock: opts.Clock}),
 		feedback: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[prKey](), workqueue.TypedRateLimitingQueueConfig[prKey]{Clock: opts.Clock}),
 		writes:   &ownWrites{},
+		budget:   newWriteBudget(opts.CommentPatience),
 		forgeSet: forges,
 		memory:   newMemory(forges, opts.Clock),
 	}

@@ -125,7 +125,7 @@ func (sp *syncProcess) startReplica(t *testing.T, ctx context.Context, cancel co
 	logFile, err := os.Create(filepath.Join(sp.dir, id+".log"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = logFile.Close() })
-	cmd := exec.CommandContext(ctx, sp.binary, append(sp.args(addr), "-resync-interval", "1h",
+	cmd := exec.CommandContext(ctx, sp.binary, append(sp.args(addr), "-resync-interval", "1h", "-comment-patience", harnessPatience.String(),
 		"-leader-election-namespace", leaseNS, "-leader-election-id", id,
 		"-leader-election-lease-duration", replicaLease.String(), "-leader-election-renew-deadline", "10s",
 		"-leader-election-retry-period", replicaRetry.String())...)

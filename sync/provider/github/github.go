@@ -2,7 +2,8 @@
 // roles (pullrequests.go, reporter.go, commands.go), through go-github. Every GET is conditional (ETag), so a periodic resync of an
 // unchanged repository costs no rate limit; rate-limit refusals and
 // Retry-After are honoured by refusing further calls until the announced
-// time.
+// time, and writes are kept within GitHub's secondary rate limits
+// (limits.go).
 package github
 
 import (
@@ -43,8 +44,9 @@ type Options struct {
 	// comment; asked of GitHub when empty (GET /user for a token, GET /app
 	// for an App, whose bot is "<slug>[bot]").
 	Login string
-	// Clock tells when an announced rate limit ends; the real one when
-	// nil.
+	// Clock tells when an announced rate limit ends, and times the writes
+	// kept within GitHub's secondary rate limits (limits.go); the real one
+	// when nil.
 	Clock clock.PassiveClock
 }
 
@@ -52,6 +54,7 @@ type Options struct {
 type Provider struct {
 	client *gh.Client
 	obs    *observingTransport
+	limits *limitTransport
 	clock  clock.PassiveClock
 
 	blocker  *forge.Blocker
@@ -106,8 +109,13 @@ func New(opts Options) (*Provider, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, fmt.Errorf("github api base url %q: must be an http(s) URL", opts.BaseURL)
 	}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	obs := &observingTransport{next: base, obs: opts.Observer}
-	var rt http.RoundTripper = obs
+	limits := newLimitTransport(obs, clk)
+	var rt http.RoundTripper = limits
 	if opts.Auth != nil {
 		if rt, err = opts.Auth(rt, baseURL); err != nil {
 			return nil, err
@@ -122,11 +130,7 @@ func New(opts Options) (*Provider, error) {
 	c := gh.NewClient(&http.Client{Transport: rt, Timeout: timeout})
 	c.BaseURL = u
 	c.UploadURL = u
-	clk := opts.Clock
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	p := &Provider{client: c, obs: obs, clock: clk, comments: forge.NewComments(),
+	p := &Provider{client: c, obs: obs, limits: limits, clock: clk, comments: forge.NewComments(),
 		blocker: forge.NewBlocker(clk, "not calling GitHub before the announced reset")}
 	p.login.Set(opts.Login)
 	p.loginOf = p.userLogin
@@ -165,6 +169,15 @@ var split = forge.SplitRepository
 
 // before refuses calls while a rate limit announced by GitHub lasts.
 func (p *Provider) before() error { return p.blocker.Before() }
+
+// beforeWrite refuses, before the reads a write needs, a write that
+// GitHub's secondary rate limits would not let through (limits.go).
+func (p *Provider) beforeWrite() error {
+	if err := p.before(); err != nil {
+		return err
+	}
+	return p.limits.writable()
+}
 
 // after classifies an error, remembering rate limits.
 func (p *Provider) after(resp *gh.Response, err error) error {

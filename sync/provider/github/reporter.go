@@ -36,6 +36,9 @@ func (p *Provider) SetCommitStatus(ctx context.Context, repository, sha string, 
 		return nil
 	}
 	if !known {
+		if err := p.beforeWrite(); err != nil {
+			return err
+		}
 		// A restarted sync does not repeat the status GitHub already
 		// shows: the latest status of the context is read first. Once this
 		// process has posted the context's status on the commit, the
@@ -172,6 +175,10 @@ func (p *Provider) findComment(ctx context.Context, repository, owner, name stri
 	self, err := p.Login(ctx)
 	if err != nil {
 		return forge.CommentRef{}, false, fmt.Errorf("comment on %s#%d: %w", repository, number, err)
+	}
+	// Looked for to be written: not while the write could not be sent.
+	if err := p.beforeWrite(); err != nil {
+		return forge.CommentRef{}, false, err
 	}
 	opts := &gh.IssueListCommentsOptions{ListOptions: gh.ListOptions{PerPage: 100}}
 	for {
