@@ -53,19 +53,21 @@ func due(settled, first bool, stale, now time.Time, patience time.Duration, pres
 }
 
 // writeBudget is the budget's memory: the patience, and until when each
-// forge's writes are for settled states only.
+// forge's writes are for settled states only. It is part of what the
+// engine remembers, under the engine's lock (memory.go), as each
+// repository's state is.
 type writeBudget struct {
 	patience time.Duration
 
-	mu      sync.Mutex
+	mu      *sync.Mutex
 	pressed map[string]time.Time
 }
 
-func newWriteBudget(patience time.Duration) *writeBudget {
+func newWriteBudget(patience time.Duration, mu *sync.Mutex) *writeBudget {
 	if patience <= 0 {
 		patience = DefaultCommentPatience
 	}
-	return &writeBudget{patience: patience, pressed: map[string]time.Time{}}
+	return &writeBudget{patience: patience, mu: mu, pressed: map[string]time.Time{}}
 }
 
 // refused notes a forge's refusal of a pull request's writes: err is what

@@ -26,7 +26,7 @@ type memory struct {
 	clock  clock.Clock
 
 	// mu is the engine's lock: it guards every field below, every
-	// repoState and prLife, and the leadership.
+	// repoState and prLife, the leadership and the write budget.
 	mu         sync.Mutex
 	cfg        *config.Config
 	repos      map[string]*repoState

@@ -226,10 +226,10 @@ func wire(opts Options, forges forgeSet, c client.Client, mgr manager.Manager, l
 		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Clock: opts.Clock}),
 		feedback: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[prKey](), workqueue.TypedRateLimitingQueueConfig[prKey]{Clock: opts.Clock}),
 		writes:   &ownWrites{},
-		budget:   newWriteBudget(opts.CommentPatience),
 		forgeSet: forges,
 		memory:   newMemory(forges, opts.Clock),
 	}
+	s.budget = newWriteBudget(opts.CommentPatience, &s.memory.mu)
 	s.leadership = &leadership{lock: lock, leadMu: &s.memory.mu}
 	var refresh *refresher
 	if le := opts.LeaderElection; le != nil {
