@@ -139,44 +139,9 @@ func pullRequestIndex(o client.Object) []string {
 // request's lock. The comment carries the lifecycle state: it is written
 // only once that state is read from the store, never over it.
 func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
-	var envs petriv1.EphemeralEnvironmentList
-	if err := s.cache.List(ctx, &envs, client.InNamespace(s.opts.Namespace), client.MatchingFields{indexPullRequest: pullRequestKey(key.Repo, strconv.Itoa(key.Number))}); err != nil {
+	states, rs, closed, envFound, err := s.feedbackStates(ctx, key)
+	if err != nil {
 		return err
-	}
-	s.mu.Lock()
-	rs := s.repos[key.Repo]
-	s.mu.Unlock()
-	states := map[string]render.PRState{}
-	closed := false
-	if rs != nil {
-		rs.mu.Lock()
-		for app, st := range rs.prs[key.Number] {
-			states[app] = *st
-		}
-		closed = rs.closed[key.Number]
-		rs.mu.Unlock()
-	}
-	envFound := false
-	for i := range envs.Items {
-		e := &envs.Items[i]
-		if !render.Owned(e.Labels) || render.RepositoryKey(e.Annotations) != key.Repo {
-			continue
-		}
-		envFound = true
-		app := e.Labels[render.LabelApplication]
-		st, ok := states[app]
-		if !ok {
-			st = render.PRState{Application: app, Repository: key.Repo, Number: key.Number, URL: e.Annotations[render.AnnotationURL]}
-			if e.Spec.Source != nil {
-				st.HeadSHA = e.Spec.Source.SHA
-			}
-		}
-		st.Env = e
-		st.Deleted = ""
-		if st.URL == "" {
-			st.URL = e.Annotations[render.AnnotationURL]
-		}
-		states[app] = st
 	}
 	if len(states) == 0 {
 		// No environment to wait for: a merge group gets its success.
@@ -250,6 +215,51 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 		s.forgetPullRequest(key)
 	}
 	return errors.Join(errs...)
+}
+
+// feedbackStates is what sync says of a pull request: each application's
+// state as the repository's pass left it, with the environment the cache
+// shows of it; whether the pull request is closed, and whether any of its
+// environments is still there.
+func (s *Syncer) feedbackStates(ctx context.Context, key prKey) (states map[string]render.PRState, rs *repoState, closed, envFound bool, err error) {
+	var envs petriv1.EphemeralEnvironmentList
+	if err := s.cache.List(ctx, &envs, client.InNamespace(s.opts.Namespace), client.MatchingFields{indexPullRequest: pullRequestKey(key.Repo, strconv.Itoa(key.Number))}); err != nil {
+		return nil, nil, false, false, err
+	}
+	s.mu.Lock()
+	rs = s.repos[key.Repo]
+	s.mu.Unlock()
+	states = map[string]render.PRState{}
+	if rs != nil {
+		rs.mu.Lock()
+		for app, st := range rs.prs[key.Number] {
+			states[app] = *st
+		}
+		closed = rs.closed[key.Number]
+		rs.mu.Unlock()
+	}
+	for i := range envs.Items {
+		e := &envs.Items[i]
+		if !render.Owned(e.Labels) || render.RepositoryKey(e.Annotations) != key.Repo {
+			continue
+		}
+		envFound = true
+		app := e.Labels[render.LabelApplication]
+		st, ok := states[app]
+		if !ok {
+			st = render.PRState{Application: app, Repository: key.Repo, Number: key.Number, URL: e.Annotations[render.AnnotationURL]}
+			if e.Spec.Source != nil {
+				st.HeadSHA = e.Spec.Source.SHA
+			}
+		}
+		st.Env = e
+		st.Deleted = ""
+		if st.URL == "" {
+			st.URL = e.Annotations[render.AnnotationURL]
+		}
+		states[app] = st
+	}
+	return states, rs, closed, envFound, nil
 }
 
 // cacheBehind tells whether the cache does not show yet one of sync's own
