@@ -179,7 +179,7 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 	if bs.Phase == petriv1.ComponentPending {
 		return r.startBind(ctx, env, sw, bs, p)
 	}
-	st, err := r.observeJobLive(ctx, p, bs.Job)
+	st, err := r.jobs().observeLive(ctx, p, bs.Job)
 	if err != nil {
 		return err
 	}
@@ -259,7 +259,7 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 		p.stalled(petriv1.ReasonInvalidSpec, fmt.Sprintf("shared workload %s: %v", shared.ReleaseName(sw), err))
 		return nil
 	}
-	labels := r.jobLabels(env, shared.ReleaseName(sw), contract.ActionBind, jobs.BindingEpoch(bs))
+	labels := jobLabels(env, shared.ReleaseName(sw), contract.ActionBind, jobs.BindingEpoch(bs))
 	staged, err := r.stageBinding(ctx, env, sw, rendered, labels)
 	if err != nil {
 		return err
@@ -271,7 +271,7 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 		"--from-dir", jobs.ValuesDir,
 		"--termination-log", jobs.TerminationLogPath,
 	}
-	if err := r.createJob(ctx, env, name, labels, args, staged); err != nil {
+	if err := r.jobs().create(ctx, env, name, labels, args, staged); err != nil {
 		return err
 	}
 	now := r.Options.MetaNow()
@@ -373,7 +373,7 @@ func (r *EphemeralEnvironmentReconciler) createStepJob(ctx context.Context, env 
 	}, tmpl.Env...)
 	return objects.CreateJob(ctx, r.Client, r.Options, jobs.Spec{
 		Name:           name,
-		Labels:         r.jobLabels(env, shared.ReleaseName(sw), action, epoch),
+		Labels:         jobLabels(env, shared.ReleaseName(sw), action, epoch),
 		Owner:          *metav1.NewControllerRef(env, petriv1.GroupVersion.WithKind("EphemeralEnvironment")),
 		ServiceAccount: naming.DeployerServiceAccount(env.Name),
 		Image:          tmpl.Image,

@@ -74,7 +74,7 @@ func (r *EphemeralEnvironmentReconciler) newGeneration(ctx context.Context, env 
 			continue
 		}
 		if cs.Job != "" && (cs.Phase == petriv1.ComponentDeploying || cs.Phase == petriv1.ComponentUndeploying) {
-			st, err := r.observeJobLive(ctx, p, cs.Job)
+			st, err := r.jobs().observeLive(ctx, p, cs.Job)
 			if err != nil {
 				return nil, err
 			}
@@ -101,7 +101,7 @@ func (r *EphemeralEnvironmentReconciler) observeDeploys(ctx context.Context, env
 		if !inSpec[cs.Name] || cs.Phase != petriv1.ComponentDeploying {
 			continue
 		}
-		st, err := r.observeJobLive(ctx, p, cs.Job)
+		st, err := r.jobs().observeLive(ctx, p, cs.Job)
 		if err != nil {
 			return err
 		}
@@ -372,7 +372,7 @@ func (r *EphemeralEnvironmentReconciler) launchDeploy(ctx context.Context, env *
 	}
 	gen := env.Generation
 	secretName := jobs.EnvironmentKey(env, jobs.ValuesSubject, name, gen).Name()
-	labels := r.jobLabels(env, name, contract.ActionDeploy, gen)
+	labels := jobLabels(env, name, contract.ActionDeploy, gen)
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.ManagementNamespace, Name: secretName, Labels: labels},
 		Immutable:  ptrTo(true),
@@ -398,7 +398,7 @@ func (r *EphemeralEnvironmentReconciler) launchDeploy(ctx context.Context, env *
 	}
 	args = append(args, jobs.ReleaseArgs(r.Options, c.Chart, c.Release)...)
 	l.at = r.Options.MetaNow()
-	if err := r.createJobWithin(ctx, env, l.job, labels, args, secretName, jobs.ReleaseDeadline(c.Release)); err != nil {
+	if err := r.jobs().createWithin(ctx, env, l.job, labels, args, secretName, jobs.ReleaseDeadline(c.Release)); err != nil {
 		if !apierrors.IsForbidden(err) && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsInternalError(err) && !apierrors.IsTooManyRequests(err) && !apierrors.IsServiceUnavailable(err) {
 			l.err = err
 			return l

@@ -49,7 +49,7 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 	if bs.Phase == petriv1.ComponentDeploying {
 		// A bind or provision still running finishes first; a provision and
 		// its deprovision never overlap.
-		st, err := r.observeJobLive(ctx, p, bs.Job)
+		st, err := r.jobs().observeLive(ctx, p, bs.Job)
 		if err != nil {
 			return false, err
 		}

@@ -70,7 +70,7 @@ func (r *EphemeralEnvironmentReconciler) noticeNamespace(ctx context.Context, en
 	}
 	r.recoverWorkloads(ctx, env, true, nil, fmt.Sprintf("namespace %s was deleted and created again (uid %s, now %s): its releases and binding Secrets are gone", ns.Name, old, uid))
 	if anyJobStarted(env) {
-		_, err := r.ensureDeployerIdentity(ctx, env)
+		_, err := r.identities().ensure(ctx, env)
 		return err
 	}
 	return nil
@@ -179,7 +179,7 @@ func (r *EphemeralEnvironmentReconciler) checkDeployerAccess(ctx context.Context
 		// A running verify Job is followed by the verify controller.
 		return nil
 	}
-	ok, err := r.deployerAuthorized(ctx, env)
+	ok, err := r.identities().authorized(ctx, env)
 	if err != nil {
 		return err
 	}

@@ -170,26 +170,26 @@ const staleCachePoll = 250 * time.Millisecond
 // deleted. Each one acts on the scope and says whether the path goes on.
 func (r *EphemeralEnvironmentReconciler) normalPath() []phase {
 	return []phase{
-		{"ensure finalizer", r.ensureFinalizer},
-		{"expire", r.expire},
-		{"validate spec", r.validateSpec},
+		{"ensure finalizer", ensureFinalizer},
+		{"expire", expire},
+		{"validate spec", validateSpec},
 		{"bind namespace", waiting(r.bindNamespace)},
-		{"deployer identity", r.deployerIdentity},
+		{"deployer identity", deployerIdentity},
 		{"bind shared workloads", waiting(r.bind)},
-		{"honour redeploy", r.redeployPhase},
-		{"wait for sleep or wake", r.sleepFirst},
+		{"honour redeploy", redeployPhase},
+		{"wait for sleep or wake", sleepFirst},
 		{"deploy", waiting(r.deploy)},
-		{"finish recovery", r.finishRecoveryPhase},
-		{"record the deploy's start", r.sleepLast},
+		{"finish recovery", finishRecoveryPhase},
+		{"record the deploy's start", sleepLast},
 	}
 }
 
-func (r *EphemeralEnvironmentReconciler) ensureFinalizer(ctx context.Context, s *scope) (step, error) {
+func ensureFinalizer(ctx context.Context, s *scope) (step, error) {
 	env := s.env
 	if controllerutil.ContainsFinalizer(env, petriv1.Finalizer) {
 		return proceed, nil
 	}
-	if err := objects.SetFinalizer(ctx, r.Client, env, true); err != nil {
+	if err := objects.SetFinalizer(ctx, s.Client, env, true); err != nil {
 		return haltWith(reconcile.Result{}), fmt.Errorf("add finalizer: %w", err)
 	}
 	return proceed, nil
@@ -197,24 +197,24 @@ func (r *EphemeralEnvironmentReconciler) ensureFinalizer(ctx context.Context, s 
 
 // expire deletes an environment whose spec.ttl passed, and otherwise asks
 // to be woken when it does.
-func (r *EphemeralEnvironmentReconciler) expire(ctx context.Context, s *scope) (step, error) {
+func expire(ctx context.Context, s *scope) (step, error) {
 	env := s.env
-	expired, after := r.expiry(env)
+	expired, after := s.expiry(env)
 	if !expired {
 		s.pass.requeueAfter(after)
 		return proceed, nil
 	}
 	log.FromContext(ctx).Info("TTL passed, deleting the environment", "expiresAt", env.Status.ExpiresAt)
-	r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonExpired, "Delete", "spec.ttl passed at %s", env.Status.ExpiresAt.UTC().Format(time.RFC3339))
-	if err := r.Delete(ctx, env, client.Preconditions{UID: &env.UID}); err != nil && !apierrors.IsNotFound(err) {
+	s.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonExpired, "Delete", "spec.ttl passed at %s", env.Status.ExpiresAt.UTC().Format(time.RFC3339))
+	if err := s.Delete(ctx, env, client.Preconditions{UID: &env.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return haltWith(reconcile.Result{}), fmt.Errorf("delete expired environment: %w", err)
 	}
 	return haltWith(reconcile.Result{}), nil
 }
 
 // validateSpec stalls an environment whose spec no pass can deploy.
-func (r *EphemeralEnvironmentReconciler) validateSpec(ctx context.Context, s *scope) (step, error) {
-	if err := r.validate(ctx, s.env); err != nil {
+func validateSpec(ctx context.Context, s *scope) (step, error) {
+	if err := s.validate(ctx, s.env); err != nil {
 		s.pass.stalled(petriv1.ReasonInvalidSpec, err.Error())
 		return haltWith(reconcile.Result{}), reconcile.TerminalError(err)
 	}
@@ -224,16 +224,16 @@ func (r *EphemeralEnvironmentReconciler) validateSpec(ctx context.Context, s *sc
 // deployerIdentity ensures the deployer identity, and confirms its rights,
 // until the first Job of a generation starts; later passes need no API calls
 // for it, and check only that its RoleBinding is still there.
-func (r *EphemeralEnvironmentReconciler) deployerIdentity(ctx context.Context, s *scope) (step, error) {
+func deployerIdentity(ctx context.Context, s *scope) (step, error) {
 	env, p := s.env, s.pass
 	if anyJobStarted(env) {
-		if err := r.restoreDeployerIdentity(ctx, env); err != nil {
+		if err := s.identities().restore(ctx, env); err != nil {
 			return halt, err
 		}
-		err := r.checkDeployerAccess(ctx, env, p)
+		err := s.checkDeployerAccess(ctx, env, p)
 		return step{stop: p.stop}, err
 	}
-	rb, err := r.ensureDeployerIdentity(ctx, env)
+	rb, err := s.identities().ensure(ctx, env)
 	if err != nil {
 		var foreign *identityNotOwnedError
 		if errors.As(err, &foreign) {
@@ -244,47 +244,47 @@ func (r *EphemeralEnvironmentReconciler) deployerIdentity(ctx context.Context, s
 		}
 		return halt, err
 	}
-	ok, err := r.deployerAuthorized(ctx, env)
+	ok, err := s.identities().authorized(ctx, env)
 	if err != nil || ok {
 		return step{stop: err != nil}, err
 	}
 	// Checked only until the first Job starts; no watch tells when the
 	// authorizer honours the binding, so it is asked again after a wait
 	// that grows with the time waited.
-	wait, overdue := authorizationWait(r.Options, rb.CreationTimestamp.Time)
+	wait, overdue := authorizationWait(s.Options, rb.CreationTimestamp.Time)
 	if overdue {
-		p.stalled(petriv1.ReasonDeployerNotAuthorized, notAuthorizedMessage(r.Options, rb))
+		p.stalled(petriv1.ReasonDeployerNotAuthorized, notAuthorizedMessage(s.Options, rb))
 		return haltWith(reconcile.Result{RequeueAfter: wait}), nil
 	}
 	setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployProgressing, "waiting for the deployer's RoleBinding to take effect")
 	return haltWith(reconcile.Result{RequeueAfter: wait}), nil
 }
 
-func (r *EphemeralEnvironmentReconciler) redeployPhase(ctx context.Context, s *scope) (step, error) {
-	r.honourRedeploy(ctx, s.env)
+func redeployPhase(ctx context.Context, s *scope) (step, error) {
+	s.honourRedeploy(ctx, s.env)
 	return proceed, nil
 }
 
 // sleepFirst keeps the deploy graph from running while the sleep
 // controller's status.sleep holds it, and finds whether the current
 // generation's deploy had started before this pass.
-func (r *EphemeralEnvironmentReconciler) sleepFirst(_ context.Context, s *scope) (step, error) {
-	s.deployStartedBefore = trackDeployStart(s.env, true, r.Options.MicroNow())
+func sleepFirst(_ context.Context, s *scope) (step, error) {
+	s.deployStartedBefore = trackDeployStart(s.env, true, s.Options.MicroNow())
 	if sleepHolds(s.env) {
 		return halt, nil
 	}
 	return proceed, nil
 }
 
-func (r *EphemeralEnvironmentReconciler) finishRecoveryPhase(_ context.Context, s *scope) (step, error) {
-	r.finishRecovery(s.env)
+func finishRecoveryPhase(_ context.Context, s *scope) (step, error) {
+	s.finishRecovery(s.env)
 	return proceed, nil
 }
 
 // sleepLast records the start of a deploy the graph just began (a sleep
 // request older than it is stale).
-func (r *EphemeralEnvironmentReconciler) sleepLast(_ context.Context, s *scope) (step, error) {
-	trackDeployStart(s.env, s.deployStartedBefore, r.Options.MicroNow())
+func sleepLast(_ context.Context, s *scope) (step, error) {
+	trackDeployStart(s.env, s.deployStartedBefore, s.Options.MicroNow())
 	return proceed, nil
 }
 

@@ -49,7 +49,7 @@ func (r *EphemeralEnvironmentReconciler) teardown(ctx context.Context, env *petr
 	if err := r.deleteClusterObjects(ctx, env); err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := r.deleteDeployerIdentity(ctx, env); err != nil {
+	if err := r.identities().delete(ctx, env); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{}, r.releaseFinalizer(ctx, env)
@@ -132,7 +132,7 @@ func (r *EphemeralEnvironmentReconciler) forceDelete(ctx context.Context, env *p
 			logger.Info("Force delete: namespace is not provably ours, leaving it", "namespace", name, "why", why)
 		}
 	}
-	if err := r.deleteDeployerIdentity(ctx, env); err != nil {
+	if err := r.identities().delete(ctx, env); err != nil {
 		return err
 	}
 	r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonForceDeleted, "Delete", "%s annotation released the finalizer; only provably owned objects were deleted", petriv1.AnnotationForceDelete)

@@ -53,7 +53,7 @@ func (r *EphemeralEnvironmentReconciler) undeployComponents(ctx context.Context,
 		if cs.Phase != petriv1.ComponentDeploying {
 			continue
 		}
-		st, err := r.observeJobLive(ctx, p, cs.Job)
+		st, err := r.jobs().observeLive(ctx, p, cs.Job)
 		if err != nil {
 			return false, err
 		}
@@ -182,7 +182,7 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 		"--namespace", env.Status.TargetNamespace,
 		"--termination-log", jobs.TerminationLogPath,
 	}
-	if err := r.createJob(ctx, env, jobName, r.jobLabels(env, cs.Name, contract.ActionUndeploy, gen), args, ""); err != nil {
+	if err := r.jobs().create(ctx, env, jobName, jobLabels(env, cs.Name, contract.ActionUndeploy, gen), args, ""); err != nil {
 		return false, err
 	}
 	r.releaseJobs.Add(env, cs.Name, jobName)
@@ -208,7 +208,7 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 // at once; the steps are idempotent (an undeploy of an absent release
 // succeeds, deprovision steps must tolerate a database already dropped).
 func (r *EphemeralEnvironmentReconciler) observeRetried(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass, action, subject, job string, attempt int32, finishedAt **metav1.Time, lastError *string) (done, running bool, err error) {
-	st, err := r.observeJobLive(ctx, p, job)
+	st, err := r.jobs().observeLive(ctx, p, job)
 	if err != nil {
 		return false, false, err
 	}

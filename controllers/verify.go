@@ -139,7 +139,7 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 			return err
 		}
 	}
-	if err := r.createJob(ctx, env, name, r.jobLabels(env, verifySubject, contract.ActionVerify, env.Generation), args, ""); err != nil {
+	if err := r.jobs().create(ctx, env, name, jobLabels(env, verifySubject, contract.ActionVerify, env.Generation), args, ""); err != nil {
 		return err
 	}
 	now := r.Options.MetaNow()
@@ -152,7 +152,7 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 // releases verified, or what is lost deployed again.
 func (r *VerifyReconciler) observeVerification(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
 	v := env.Status.Verification
-	st, err := r.observeJobLive(ctx, p, v.Job)
+	st, err := r.jobs().observeLive(ctx, p, v.Job)
 	if err != nil {
 		return err
 	}
