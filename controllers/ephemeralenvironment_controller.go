@@ -120,7 +120,7 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 		log.FromContext(ctx).V(1).Info("Waiting for the workload cluster's first probe", "cluster", env.Status.Cluster)
 		return reconcile.Result{RequeueAfter: clusters.PendingPoll}, nil
 	}
-	s := r.newScope(req.NamespacedName, env)
+	s := newScope(r, req.NamespacedName, env)
 	defer func() { retErr = s.close(ctx, retErr) }()
 	r.placements.seen(env)
 	if why != "" {
@@ -128,7 +128,7 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 	}
 	clusterPlaced(env)
 	if !env.DeletionTimestamp.IsZero() {
-		return r.teardown(ctx, env, s.pass)
+		return r.teardowns().run(ctx, env, s.pass)
 	}
 	return s.run(ctx, r.normalPath())
 }
@@ -154,7 +154,7 @@ func (r *EphemeralEnvironmentReconciler) clusterAway(ctx context.Context, env *p
 	if env.Annotations[petriv1.AnnotationForceDelete] == "true" {
 		log.FromContext(ctx).Info("Force delete: workload cluster does not answer, nothing there is touched", "cluster", env.Status.Cluster)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonForceDeleted, "Delete", "%s annotation released the finalizer; workload cluster %s did not answer, and nothing in it was deleted (namespace %s stays there)", petriv1.AnnotationForceDelete, env.Status.Cluster, env.Status.TargetNamespace)
-		return reconcile.Result{}, r.releaseFinalizer(ctx, env)
+		return reconcile.Result{}, r.teardowns().releaseFinalizer(ctx, env)
 	}
 	p.stalled(petriv1.ReasonClusterUnreachable, why+fmt.Sprintf("; teardown waits for it. Set the annotation %s: \"true\" to release the environment without touching that cluster", petriv1.AnnotationForceDelete))
 	p.requeueAfter(clusterAwayPoll)
@@ -173,12 +173,12 @@ func (r *EphemeralEnvironmentReconciler) normalPath() []phase {
 		{"ensure finalizer", ensureFinalizer},
 		{"expire", expire},
 		{"validate spec", validateSpec},
-		{"bind namespace", waiting(r.bindNamespace)},
+		{"bind namespace", waiting(r.namespaces().bind)},
 		{"deployer identity", deployerIdentity},
-		{"bind shared workloads", waiting(r.bind)},
+		{"bind shared workloads", waiting(r.bindings().bind)},
 		{"honour redeploy", redeployPhase},
 		{"wait for sleep or wake", sleepFirst},
-		{"deploy", waiting(r.deploy)},
+		{"deploy", waiting(r.graph().deploy)},
 		{"finish recovery", finishRecoveryPhase},
 		{"record the deploy's start", sleepLast},
 	}
@@ -261,7 +261,7 @@ func deployerIdentity(ctx context.Context, s *scope) (step, error) {
 }
 
 func redeployPhase(ctx context.Context, s *scope) (step, error) {
-	s.honourRedeploy(ctx, s.env)
+	honourRedeploy(ctx, s.Recorder, s.env)
 	return proceed, nil
 }
 
@@ -277,7 +277,7 @@ func sleepFirst(_ context.Context, s *scope) (step, error) {
 }
 
 func finishRecoveryPhase(_ context.Context, s *scope) (step, error) {
-	s.finishRecovery(s.env)
+	s.recovery().finish(s.env)
 	return proceed, nil
 }
 
@@ -324,17 +324,17 @@ func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) e
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&petriv1.EphemeralEnvironment{}).
 		Owns(&batchv1.Job{}, builder.WithPredicates(jobwatch.OutcomeChanged, jobwatch.NotToldByItsPod(mgr.GetClient()))).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfPod), builder.WithPredicates(jobwatch.PodSucceededNow)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.maps().environmentOfPod), builder.WithPredicates(jobwatch.PodSucceededNow)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(namespaceOwner)).
-		Watches(&petriv1.SharedWorkload{}, handler.EnqueueRequestsFromMapFunc(r.environmentsUsing), builder.WithPredicates(shared.Changed)).
-		Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfIdentity)).
+		Watches(&petriv1.SharedWorkload{}, handler.EnqueueRequestsFromMapFunc(r.maps().environmentsUsing), builder.WithPredicates(shared.Changed)).
+		Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.maps().environmentOfIdentity)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Named("ephemeralenvironment")
 	b = r.watchWorkloads(mgr, b)
 	if r.clusters != nil {
-		b = b.Watches(&petriv1.WorkloadCluster{}, handler.EnqueueRequestsFromMapFunc(r.environmentsOfCluster)).
-			Watches(&petriv1.EphemeralEnvironment{}, handler.EnqueueRequestsFromMapFunc(r.environmentLeftCluster), builder.WithPredicates(deletedOnly)).
-			WatchesRawSource(source.Channel(r.clusters.Probes(r.Options.ManagementNamespace), handler.EnqueueRequestsFromMapFunc(r.environmentsOfCluster)))
+		b = b.Watches(&petriv1.WorkloadCluster{}, handler.EnqueueRequestsFromMapFunc(r.maps().environmentsOfCluster)).
+			Watches(&petriv1.EphemeralEnvironment{}, handler.EnqueueRequestsFromMapFunc(r.maps().environmentLeftCluster), builder.WithPredicates(deletedOnly)).
+			WatchesRawSource(source.Channel(r.clusters.Probes(r.Options.ManagementNamespace), handler.EnqueueRequestsFromMapFunc(r.maps().environmentsOfCluster)))
 	}
 	c, err := b.Build(r)
 	if err != nil {
@@ -356,13 +356,13 @@ var deletedOnly = predicate.Funcs{
 }
 
 // environmentOfPod maps a Job's pod to the environment that owns the Job.
-func (r *EphemeralEnvironmentReconciler) environmentOfPod(ctx context.Context, obj client.Object) []reconcile.Request {
+func (m environmentMaps) environmentOfPod(ctx context.Context, obj client.Object) []reconcile.Request {
 	name := obj.GetLabels()[batchv1.JobNameLabel]
 	if name == "" {
 		return nil
 	}
 	job := &batchv1.Job{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, job); err != nil {
+	if err := m.reader.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, job); err != nil {
 		return nil
 	}
 	if ref := metav1.GetControllerOf(job); ref != nil && ref.Kind == "EphemeralEnvironment" && ref.APIVersion == petriv1.GroupVersion.String() {
@@ -374,13 +374,13 @@ func (r *EphemeralEnvironmentReconciler) environmentOfPod(ctx context.Context, o
 // environmentsUsing maps a SharedWorkload to the environments that list it
 // (a copy for a workload cluster: those of them placed there),
 // so a binding waiting for its shared workload moves when it changes.
-func (r *EphemeralEnvironmentReconciler) environmentsUsing(ctx context.Context, obj client.Object) []reconcile.Request {
+func (m environmentMaps) environmentsUsing(ctx context.Context, obj client.Object) []reconcile.Request {
 	cluster, name, isCopy := shared.CopyOf(obj.(*petriv1.SharedWorkload))
 	if !isCopy {
 		name = obj.GetName()
 	}
 	var list petriv1.EphemeralEnvironmentList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{shared.UsersIndex: name}); err != nil {
+	if err := m.reader.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{shared.UsersIndex: name}); err != nil {
 		log.FromContext(ctx).Error(err, "List environments using a shared workload", "sharedWorkload", obj.GetName())
 		return nil
 	}
@@ -396,8 +396,8 @@ func (r *EphemeralEnvironmentReconciler) environmentsUsing(ctx context.Context, 
 // environmentOfIdentity maps a ServiceAccount to the environment whose
 // deployer identity bears its name, so an environment stalled on a foreign
 // ServiceAccount moves once that is gone.
-func (r *EphemeralEnvironmentReconciler) environmentOfIdentity(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.environmentsIndexed(ctx, obj.GetNamespace(), indexDeployerServiceAccount, obj.GetName())
+func (m environmentMaps) environmentOfIdentity(ctx context.Context, obj client.Object) []reconcile.Request {
+	return m.environmentsIndexed(ctx, obj.GetNamespace(), indexDeployerServiceAccount, obj.GetName())
 }
 
 func namespaceOwner(_ context.Context, obj client.Object) []reconcile.Request {

@@ -15,6 +15,7 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/jobwatch"
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/controllers/internal/objects"
+	"github.com/petri-dev/petri/controllers/internal/releasebusy"
 )
 
 // jobRunner starts the environments' deployer Jobs and reads them: what a
@@ -24,11 +25,13 @@ type jobRunner struct {
 	client    client.Client
 	apiReader client.Reader
 	options   Options
+	// releaseJobs remembers the last Job created of each release.
+	releaseJobs *releasebusy.Created
 }
 
 // jobs hands the steps the reconciler's Job runner.
 func (r *EphemeralEnvironmentReconciler) jobs() jobRunner {
-	return jobRunner{client: r.Client, apiReader: r.APIReader, options: r.Options}
+	return jobRunner{client: r.Client, apiReader: r.APIReader, options: r.Options, releaseJobs: &r.releaseJobs}
 }
 
 // observeLive reads a Job for the reconciler's decisions, which a Job
