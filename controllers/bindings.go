@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -93,13 +94,34 @@ func bindingBlocker(env *petriv1.EphemeralEnvironment, component string) (string
 	return "", false
 }
 
+// sharedBindings binds an environment to the shared workloads it lists:
+// it stages each binding, runs its bind and provision Jobs, and sends a
+// binding back when its shared workload was deployed again.
+type sharedBindings struct {
+	client    client.Client
+	apiReader client.Reader
+	recorder  events.EventRecorder
+	options   Options
+	jobs      jobRunner
+	teardowns teardownSteps
+}
+
+// bindings hands the bind shared workloads step the reconciler's parts it
+// needs.
+func (r *EphemeralEnvironmentReconciler) bindings() sharedBindings {
+	return sharedBindings{
+		client: r.Client, apiReader: r.APIReader, recorder: r.Recorder, options: r.Options,
+		jobs: r.jobs(), teardowns: r.teardowns(),
+	}
+}
+
 // bind binds the environment to each shared workload it lists: stage the
 // binding, copy it into the workload namespace, then provision. Components
 // that use a binding start only once it is provisioned. A binding whose
 // shared workload left the spec is deprovisioned (as at teardown) before it
 // is forgotten; until then SharedWorkloadsBound is False.
-func (r *EphemeralEnvironmentReconciler) bind(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
-	removing, err := r.unbindRemoved(ctx, env, p)
+func (sb sharedBindings) bind(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
+	removing, err := sb.teardowns.unbindRemoved(ctx, env, p)
 	if err != nil {
 		return err
 	}
@@ -114,7 +136,7 @@ func (r *EphemeralEnvironmentReconciler) bind(ctx context.Context, env *petriv1.
 		if bs.Phase == petriv1.ComponentUndeploying || bs.Phase == petriv1.ComponentUndeployed {
 			// Removed earlier and listed again: the removal's deprovision
 			// finishes first, then the binding starts anew.
-			done, msg, err := r.deprovisionRemoved(ctx, env, bs, p)
+			done, msg, err := sb.teardowns.deprovisionRemoved(ctx, env, bs, p)
 			if err != nil {
 				return err
 			}
@@ -124,7 +146,7 @@ func (r *EphemeralEnvironmentReconciler) bind(ctx context.Context, env *petriv1.
 			}
 			*bs = petriv1.BindingStatus{Name: name, Phase: petriv1.ComponentPending, Generation: env.Generation}
 		}
-		if bs.Phase == petriv1.ComponentDeployed && !r.reprovisionDue(ctx, env, bs) {
+		if bs.Phase == petriv1.ComponentDeployed && !sb.reprovisionDue(ctx, env, bs) {
 			continue
 		}
 		if bs.Phase == petriv1.ComponentFailed && jobs.BindingEpoch(bs) < env.Generation {
@@ -137,7 +159,7 @@ func (r *EphemeralEnvironmentReconciler) bind(ctx context.Context, env *petriv1.
 			failed = append(failed, fmt.Sprintf("%s (%s)", name, bs.LastError))
 			continue
 		}
-		sw, wait, err := r.sharedWorkloadToBind(ctx, env, name, p)
+		sw, wait, err := sb.sharedWorkloadToBind(ctx, env, name, p)
 		if err != nil || p.stop {
 			return err
 		}
@@ -146,7 +168,7 @@ func (r *EphemeralEnvironmentReconciler) bind(ctx context.Context, env *petriv1.
 			waiting = append(waiting, name)
 			continue
 		}
-		if err := r.advanceBinding(ctx, env, sw, bs, p); err != nil {
+		if err := sb.advance(ctx, env, sw, bs, p); err != nil {
 			return err
 		}
 		if p.stop {
@@ -174,12 +196,12 @@ func (r *EphemeralEnvironmentReconciler) bind(ctx context.Context, env *petriv1.
 	return nil
 }
 
-// advanceBinding moves one binding one step.
-func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, bs *petriv1.BindingStatus, p *pass) error {
+// advance moves one binding one step.
+func (sb sharedBindings) advance(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, bs *petriv1.BindingStatus, p *pass) error {
 	if bs.Phase == petriv1.ComponentPending {
-		return r.startBind(ctx, env, sw, bs, p)
+		return sb.start(ctx, env, sw, bs, p)
 	}
-	st, err := r.observeJobLive(ctx, p, bs.Job)
+	st, err := sb.jobs.observeLive(ctx, p, bs.Job)
 	if err != nil {
 		return err
 	}
@@ -194,16 +216,16 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 		// Secret is written once, provision steps must tolerate a database
 		// that exists.
 		log.FromContext(ctx).Info("Job is gone before its outcome was seen, running the step again", "job", bs.Job, "sharedWorkload", shared.ReleaseName(sw), "step", step)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindProgressing, "Bind", "%s of shared workload %s: job %s is gone before its outcome was seen; running it again", step, shared.ReleaseName(sw), bs.Job)
+		sb.recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindProgressing, "Bind", "%s of shared workload %s: job %s is gone before its outcome was seen; running it again", step, shared.ReleaseName(sw), bs.Job)
 		switch {
 		case step == contract.ActionBind:
-			return r.startBind(ctx, env, sw, bs, p)
+			return sb.start(ctx, env, sw, bs, p)
 		case sw.Spec.Provision == nil:
 			// No longer provisioned at all: bound.
 			bs.Phase, bs.Message = petriv1.ComponentDeployed, ""
 			return nil
 		}
-		return r.createStepJob(ctx, env, sw, bs.Job, contract.ActionProvision, sw.Spec.Provision, jobs.BindingEpoch(bs))
+		return sb.jobs.createStep(ctx, env, sw, bs.Job, contract.ActionProvision, sw.Spec.Provision, jobs.BindingEpoch(bs))
 	}
 	if !st.Done {
 		return nil
@@ -211,18 +233,18 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 	if !st.Succeeded {
 		bs.Phase, bs.FinishedAt, bs.LastError = petriv1.ComponentFailed, st.Finished, jobs.OneLine(st.Message)
 		jobwatch.Record(step, st)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindFailed, "Bind", "%s of shared workload %s failed: %s", step, shared.ReleaseName(sw), bs.LastError)
+		sb.recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonBindFailed, "Bind", "%s of shared workload %s failed: %s", step, shared.ReleaseName(sw), bs.LastError)
 		return nil
 	}
 	if step == contract.ActionProvision {
 		bs.Phase, bs.FinishedAt, bs.Message = petriv1.ComponentDeployed, st.Finished, ""
 		jobwatch.Record(step, st)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s provisioned by job %s", shared.ReleaseName(sw), bs.Job)
+		sb.recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s provisioned by job %s", shared.ReleaseName(sw), bs.Job)
 		return nil
 	}
 	if sw.Spec.Provision == nil {
 		bs.Phase, bs.FinishedAt, bs.Message = petriv1.ComponentDeployed, st.Finished, ""
-		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s bound", shared.ReleaseName(sw))
+		sb.recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonBindSucceeded, "Bind", "shared workload %s bound", shared.ReleaseName(sw))
 		return nil
 	}
 	if !apimeta.IsStatusConditionTrue(sw.Status.Conditions, petriv1.ConditionReady) {
@@ -237,30 +259,30 @@ func (r *EphemeralEnvironmentReconciler) advanceBinding(ctx context.Context, env
 	}
 	bs.SharedRecovery = sw.Status.Recoveries
 	name := provisionJob(env, bs)
-	if err := r.createStepJob(ctx, env, sw, name, contract.ActionProvision, sw.Spec.Provision, jobs.BindingEpoch(bs)); err != nil {
+	if err := sb.jobs.createStep(ctx, env, sw, name, contract.ActionProvision, sw.Spec.Provision, jobs.BindingEpoch(bs)); err != nil {
 		return err
 	}
-	now := r.Options.MetaNow()
+	now := sb.options.MetaNow()
 	bs.Job, bs.Attempt, bs.StartedAt, bs.Message = name, 1, &now, "provisioning"
 	log.FromContext(ctx).Info("Started provision job", "sharedWorkload", shared.ReleaseName(sw), "job", name)
 	return nil
 }
 
-// startBind stages the binding and starts the Job that writes the binding
+// start stages the binding and starts the Job that writes the binding
 // Secret into the workload namespace.
-func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, bs *petriv1.BindingStatus, p *pass) error {
+func (sb sharedBindings) start(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, bs *petriv1.BindingStatus, p *pass) error {
 	rendered, err := binding.Render(sw.Spec.Binding, binding.Data{
 		Environment:     env.Name,
 		Namespace:       env.Status.TargetNamespace,
-		SharedNamespace: r.Options.SharedNamespace,
+		SharedNamespace: sb.options.SharedNamespace,
 		Hash:            naming.UIDHash(env.UID)[:8],
 	})
 	if err != nil {
 		p.stalled(petriv1.ReasonInvalidSpec, fmt.Sprintf("shared workload %s: %v", shared.ReleaseName(sw), err))
 		return nil
 	}
-	labels := r.jobLabels(env, shared.ReleaseName(sw), contract.ActionBind, jobs.BindingEpoch(bs))
-	staged, err := r.stageBinding(ctx, env, sw, rendered, labels)
+	labels := jobLabels(env, shared.ReleaseName(sw), contract.ActionBind, jobs.BindingEpoch(bs))
+	staged, err := sb.stage(ctx, env, sw, rendered, labels)
 	if err != nil {
 		return err
 	}
@@ -271,15 +293,15 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 		"--from-dir", jobs.ValuesDir,
 		"--termination-log", jobs.TerminationLogPath,
 	}
-	if err := r.createJob(ctx, env, name, labels, args, staged); err != nil {
+	if err := sb.jobs.create(ctx, env, name, labels, args, staged); err != nil {
 		return err
 	}
-	now := r.Options.MetaNow()
+	now := sb.options.MetaNow()
 	bs.Phase, bs.Job, bs.Secret, bs.Attempt, bs.StartedAt, bs.Message = petriv1.ComponentDeploying, name, bindingSecretName(shared.ReleaseName(sw)), 1, &now, "writing the binding Secret"
 	return nil
 }
 
-// stageBinding writes the environment's staged binding, the immutable Secret
+// stage writes the environment's staged binding, the immutable Secret
 // in the management namespace that the bind Job copies into the workload
 // namespace and the provision and deprovision Jobs mount: the rendered keys
 // and the keys generated for this binding (binding.Stage), never an instance
@@ -287,7 +309,7 @@ func (r *EphemeralEnvironmentReconciler) startBind(ctx context.Context, env *pet
 // the values its provision step used never change; one staged by an earlier
 // version (with the instance keys) or lacking a key the spec lists now is
 // replaced, keeping the values it has. It returns the Secret's name.
-func (r *EphemeralEnvironmentReconciler) stageBinding(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, rendered map[string]string, labels map[string]string) (string, error) {
+func (sb sharedBindings) stage(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, rendered map[string]string, labels map[string]string) (string, error) {
 	key := client.ObjectKey{Namespace: env.Namespace, Name: bindingStaging(env, shared.ReleaseName(sw))}
 	var generated []string
 	length := 32
@@ -300,7 +322,7 @@ func (r *EphemeralEnvironmentReconciler) stageBinding(ctx context.Context, env *
 	// Read from the API server: a Secret staged a moment ago is seen.
 	cur := &corev1.Secret{}
 	var existing map[string][]byte
-	switch err := r.APIReader.Get(ctx, key, cur); {
+	switch err := sb.apiReader.Get(ctx, key, cur); {
 	case apierrors.IsNotFound(err):
 		cur = nil
 	case err != nil:
@@ -322,7 +344,7 @@ func (r *EphemeralEnvironmentReconciler) stageBinding(ctx context.Context, env *
 		// Immutable: replaced by a new Secret. Only the key names are
 		// logged, never a value.
 		log.FromContext(ctx).Info("Staging the binding again without the keys that are not the environment's own", "sharedWorkload", shared.ReleaseName(sw), "secret", key.Name, "keys", slices.Sorted(maps.Keys(data)))
-		err := r.Delete(ctx, cur, client.Preconditions{UID: &cur.UID, ResourceVersion: &cur.ResourceVersion})
+		err := sb.client.Delete(ctx, cur, client.Preconditions{UID: &cur.UID, ResourceVersion: &cur.ResourceVersion})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return "", fmt.Errorf("replace staged binding of %s: %w", shared.ReleaseName(sw), err)
 		}
@@ -332,33 +354,33 @@ func (r *EphemeralEnvironmentReconciler) stageBinding(ctx context.Context, env *
 		Immutable:  ptrTo(true),
 		Data:       data,
 	}
-	if err := controllerutil.SetControllerReference(env, staged, r.Scheme()); err != nil {
+	if err := controllerutil.SetControllerReference(env, staged, sb.client.Scheme()); err != nil {
 		return "", err
 	}
 	// A binding is written once: a Secret created since it was read wins
 	// if it holds the same keys, and is looked at again otherwise.
-	if err := r.Create(ctx, staged); err != nil {
+	if err := sb.client.Create(ctx, staged); err != nil {
 		if apierrors.IsAlreadyExists(err) && cur == nil {
-			return r.stageBinding(ctx, env, sw, rendered, labels)
+			return sb.stage(ctx, env, sw, rendered, labels)
 		}
 		return "", fmt.Errorf("stage binding of %s: %w", shared.ReleaseName(sw), err)
 	}
 	return key.Name, nil
 }
 
-// createStepJob runs a shared workload's provision or deprovision container
+// createStep runs a shared workload's provision or deprovision container
 // as the environment's deployer identity, with the staged binding's keys in
 // its environment and as files under the values directory, and the shared
 // workload's instance keys in its environment and under the instance
 // directory. The instance keys reach these Jobs only, in the management
 // namespace; the bind Job copies the staged binding alone. A binding's key
 // wins over an instance key of the same name.
-func (r *EphemeralEnvironmentReconciler) createStepJob(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, name, action string, tmpl *petriv1.ContainerTemplate, epoch int64) error {
+func (j jobRunner) createStep(ctx context.Context, env *petriv1.EphemeralEnvironment, sw *petriv1.SharedWorkload, name, action string, tmpl *petriv1.ContainerTemplate, epoch int64) error {
 	staged := bindingStaging(env, shared.ReleaseName(sw))
 	var instance string
 	var envFrom []corev1.EnvFromSource
 	if sw.Spec.InstanceSecret != nil {
-		if _, err := shared.EnsureInstanceSecret(ctx, r.Client, r.APIReader, r.Scheme(), sw); err != nil {
+		if _, err := shared.EnsureInstanceSecret(ctx, j.client, j.apiReader, j.client.Scheme(), sw); err != nil {
 			return fmt.Errorf("shared workload %s: %w", shared.ReleaseName(sw), err)
 		}
 		instance = shared.InstanceSecretName(sw)
@@ -371,9 +393,9 @@ func (r *EphemeralEnvironmentReconciler) createStepJob(ctx context.Context, env 
 		{Name: "PETRI_SHARED_WORKLOAD", Value: shared.ReleaseName(sw)},
 		{Name: "PETRI_ACTION", Value: action},
 	}, tmpl.Env...)
-	return objects.CreateJob(ctx, r.Client, r.Options, jobs.Spec{
+	return objects.CreateJob(ctx, j.client, j.options, jobs.Spec{
 		Name:           name,
-		Labels:         r.jobLabels(env, shared.ReleaseName(sw), action, epoch),
+		Labels:         jobLabels(env, shared.ReleaseName(sw), action, epoch),
 		Owner:          *metav1.NewControllerRef(env, petriv1.GroupVersion.WithKind("EphemeralEnvironment")),
 		ServiceAccount: naming.DeployerServiceAccount(env.Name),
 		Image:          tmpl.Image,
@@ -392,9 +414,9 @@ func (r *EphemeralEnvironmentReconciler) createStepJob(ctx context.Context, env 
 // provisioning: its bind Job, finished, is followed by a new provision Job
 // once the shared workload is Ready. A shared workload that cannot be read
 // changes nothing here; the binding's own steps report it.
-func (r *EphemeralEnvironmentReconciler) reprovisionDue(ctx context.Context, env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus) bool {
+func (sb sharedBindings) reprovisionDue(ctx context.Context, env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus) bool {
 	sw := &petriv1.SharedWorkload{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: sharedWorkloadIn(env, bs.Name)}, sw); err != nil {
+	if err := sb.client.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: sharedWorkloadIn(env, bs.Name)}, sw); err != nil {
 		return false
 	}
 	if sw.Spec.Provision == nil || sw.Status.Recoveries <= bs.SharedRecovery {

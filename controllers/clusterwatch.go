@@ -49,7 +49,8 @@ func newClusterWatcher(c controller.Controller, name string, actions []string) (
 func (r *EphemeralEnvironmentReconciler) watchCluster(conn *clusters.Conn) error {
 	cache := conn.Cluster.GetCache()
 	reader := conn.Cluster.GetClient()
-	toEnv := handler.EnqueueRequestsFromMapFunc(r.environmentOfLabels)
+	maps := r.maps()
+	toEnv := handler.EnqueueRequestsFromMapFunc(maps.environmentOfLabels)
 	for _, w := range r.watchers {
 		jobPreds := []predicate.Predicate{jobwatch.OutcomeChanged}
 		if w.actions != nil {
@@ -67,7 +68,7 @@ func (r *EphemeralEnvironmentReconciler) watchCluster(conn *clusters.Conn) error
 		for _, src := range []source.Source{
 			source.Kind[client.Object](cache, &corev1.Pod{}, toEnv, jobwatch.PodSucceededNow),
 			source.Kind[client.Object](cache, &corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(namespaceOwner)),
-			source.Kind[client.Object](cache, &corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfIdentity)),
+			source.Kind[client.Object](cache, &corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(maps.environmentOfIdentity)),
 		} {
 			w.events.Add(conn.Context(), conn.Name, src)
 		}
@@ -76,38 +77,50 @@ func (r *EphemeralEnvironmentReconciler) watchCluster(conn *clusters.Conn) error
 	return nil
 }
 
+// environmentMaps map the objects the environment controller watches to
+// the environments they concern, reading the cached environments.
+type environmentMaps struct {
+	reader              client.Reader
+	managementNamespace string
+}
+
+// maps hands the watches the reconciler's cached reader.
+func (r *EphemeralEnvironmentReconciler) maps() environmentMaps {
+	return environmentMaps{reader: r.Client, managementNamespace: r.Options.ManagementNamespace}
+}
+
 // environmentOfLabels maps an object of a workload cluster to its
 // environment by the UID label the operator set on it.
-func (r *EphemeralEnvironmentReconciler) environmentOfLabels(ctx context.Context, obj client.Object) []reconcile.Request {
+func (m environmentMaps) environmentOfLabels(ctx context.Context, obj client.Object) []reconcile.Request {
 	uid := obj.GetLabels()[petriv1.LabelEnvironmentUID]
 	if uid == "" {
 		return nil
 	}
-	return r.environmentsIndexed(ctx, r.Options.ManagementNamespace, indexEnvironmentUID, uid)
+	return m.environmentsIndexed(ctx, m.managementNamespace, indexEnvironmentUID, uid)
 }
 
 // environmentsOfCluster maps a WorkloadCluster to the environments it
 // concerns: those placed in it (its answering or not changes their
 // passes) and those waiting for a placement (it may have room now).
-func (r *EphemeralEnvironmentReconciler) environmentsOfCluster(ctx context.Context, obj client.Object) []reconcile.Request {
-	return append(r.environmentsIndexed(ctx, obj.GetNamespace(), clusters.PlacementIndex, obj.GetName()),
-		r.environmentsIndexed(ctx, obj.GetNamespace(), clusters.PlacementIndex, clusters.Unplaced)...)
+func (m environmentMaps) environmentsOfCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+	return append(m.environmentsIndexed(ctx, obj.GetNamespace(), clusters.PlacementIndex, obj.GetName()),
+		m.environmentsIndexed(ctx, obj.GetNamespace(), clusters.PlacementIndex, clusters.Unplaced)...)
 }
 
 // environmentLeftCluster wakes the environments waiting for a placement
 // when one leaves a cluster (its room is free).
-func (r *EphemeralEnvironmentReconciler) environmentLeftCluster(ctx context.Context, obj client.Object) []reconcile.Request {
+func (m environmentMaps) environmentLeftCluster(ctx context.Context, obj client.Object) []reconcile.Request {
 	if obj.(*petriv1.EphemeralEnvironment).Status.Cluster == "" {
 		return nil
 	}
-	return r.environmentsIndexed(ctx, obj.GetNamespace(), clusters.PlacementIndex, clusters.Unplaced)
+	return m.environmentsIndexed(ctx, obj.GetNamespace(), clusters.PlacementIndex, clusters.Unplaced)
 }
 
 // environmentsIndexed are the requests of the cached environments of
 // namespace whose index field has value.
-func (r *EphemeralEnvironmentReconciler) environmentsIndexed(ctx context.Context, namespace, field, value string) []reconcile.Request {
+func (m environmentMaps) environmentsIndexed(ctx context.Context, namespace, field, value string) []reconcile.Request {
 	var list petriv1.EphemeralEnvironmentList
-	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{field: value}); err != nil {
+	if err := m.reader.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{field: value}); err != nil {
 		log.FromContext(ctx).Error(err, "List environments by index", "index", field)
 		return nil
 	}

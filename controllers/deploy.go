@@ -13,6 +13,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -29,17 +30,37 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/values"
 )
 
+// deployGraph runs an environment's deploy graph: it observes the deploy
+// Jobs, schedules retries of the failed ones, and starts every component
+// whose dependencies are ready.
+type deployGraph struct {
+	client    client.Client
+	recorder  events.EventRecorder
+	options   Options
+	jobs      jobRunner
+	retries   retrySchedule
+	teardowns teardownSteps
+}
+
+// graph hands the deploy step the reconciler's parts it needs.
+func (r *EphemeralEnvironmentReconciler) graph() deployGraph {
+	return deployGraph{
+		client: r.Client, recorder: r.Recorder, options: r.Options,
+		jobs: r.jobs(), retries: r.retries(), teardowns: r.teardowns(),
+	}
+}
+
 // deploy runs the deploy graph for the current generation: it waits for Jobs
 // of an older generation, observes this generation's Jobs, starts every
 // component whose dependencies are deployed, and summarises the outcome in
 // ComponentsDeployed.
-func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
+func (g deployGraph) deploy(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
 	inSpec := map[string]bool{}
 	for _, c := range env.Spec.Components {
 		inSpec[c.Name] = true
 		componentStatus(env, c.Name)
 	}
-	inFlight, err := r.newGeneration(ctx, env, inSpec, p)
+	inFlight, err := g.newGeneration(ctx, env, inSpec, p)
 	if err != nil {
 		return err
 	}
@@ -48,14 +69,14 @@ func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv
 			"waiting for Jobs of an older generation to finish: "+strings.Join(inFlight, ", "))
 		return nil
 	}
-	if err := r.undeployRemoved(ctx, env, inSpec, p); err != nil {
+	if err := g.teardowns.undeployRemoved(ctx, env, inSpec, p); err != nil {
 		return err
 	}
-	if err := r.observeDeploys(ctx, env, inSpec, p); err != nil {
+	if err := g.observeDeploys(ctx, env, inSpec, p); err != nil {
 		return err
 	}
-	r.retryDue(ctx, env, p)
-	return r.startStartable(ctx, env, p)
+	g.retries.due(ctx, env, p)
+	return g.startStartable(ctx, env, p)
 }
 
 // newGeneration moves the components of an older generation to the current
@@ -65,7 +86,7 @@ func (r *EphemeralEnvironmentReconciler) deploy(ctx context.Context, env *petriv
 // are returned. The cache alone cannot say a Job has ended (one created a
 // moment ago may not be in it yet), so a Job it does not know is looked up
 // on the API server.
-func (r *EphemeralEnvironmentReconciler) newGeneration(ctx context.Context, env *petriv1.EphemeralEnvironment, inSpec map[string]bool, p *pass) ([]string, error) {
+func (g deployGraph) newGeneration(ctx context.Context, env *petriv1.EphemeralEnvironment, inSpec map[string]bool, p *pass) ([]string, error) {
 	gen := env.Generation
 	var inFlight []string
 	for i := range env.Status.Components {
@@ -74,7 +95,7 @@ func (r *EphemeralEnvironmentReconciler) newGeneration(ctx context.Context, env 
 			continue
 		}
 		if cs.Job != "" && (cs.Phase == petriv1.ComponentDeploying || cs.Phase == petriv1.ComponentUndeploying) {
-			st, err := r.observeJobLive(ctx, p, cs.Job)
+			st, err := g.jobs.observeLive(ctx, p, cs.Job)
 			if err != nil {
 				return nil, err
 			}
@@ -95,13 +116,13 @@ func (r *EphemeralEnvironmentReconciler) newGeneration(ctx context.Context, env 
 
 // observeDeploys records the outcome of this generation's running deploy
 // Jobs: the revision a success made, or a failure and its next attempt.
-func (r *EphemeralEnvironmentReconciler) observeDeploys(ctx context.Context, env *petriv1.EphemeralEnvironment, inSpec map[string]bool, p *pass) error {
+func (g deployGraph) observeDeploys(ctx context.Context, env *petriv1.EphemeralEnvironment, inSpec map[string]bool, p *pass) error {
 	for i := range env.Status.Components {
 		cs := &env.Status.Components[i]
 		if !inSpec[cs.Name] || cs.Phase != petriv1.ComponentDeploying {
 			continue
 		}
-		st, err := r.observeJobLive(ctx, p, cs.Job)
+		st, err := g.jobs.observeLive(ctx, p, cs.Job)
 		if err != nil {
 			return err
 		}
@@ -118,11 +139,11 @@ func (r *EphemeralEnvironmentReconciler) observeDeploys(ctx context.Context, env
 			}
 			cs.Revision = int32(st.Result.Revision)
 			jobwatch.Record(contract.ActionDeploy, st)
-			r.pruneComponentValues(ctx, env, cs)
+			g.pruneComponentValues(ctx, env, cs)
 		case st.Done:
 			cs.Phase, cs.FinishedAt, cs.LastError = petriv1.ComponentFailed, st.Finished, jobs.OneLine(st.Message)
 			jobwatch.Record(contract.ActionDeploy, st)
-			r.scheduleRetry(env, cs, st.Retryable())
+			g.retries.schedule(env, cs, st.Retryable())
 		}
 	}
 	return nil
@@ -131,7 +152,7 @@ func (r *EphemeralEnvironmentReconciler) observeDeploys(ctx context.Context, env
 // startStartable starts every component whose dependencies are deployed and
 // whose bindings are ready, says of every other pending one what it waits
 // for, and summarises the graph in ComponentsDeployed.
-func (r *EphemeralEnvironmentReconciler) startStartable(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
+func (g deployGraph) startStartable(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
 	nodes := nodes(env)
 	states := map[string]graph.State{}
 	for _, c := range env.Spec.Components {
@@ -157,10 +178,10 @@ func (r *EphemeralEnvironmentReconciler) startStartable(ctx context.Context, env
 	// (a pass's requests are most of an environment's way to its first
 	// Jobs; docs/benchmarks.md). What they found is recorded in the
 	// graph's order.
-	launches := r.launchDeploys(ctx, env, startable)
+	launches := g.launchDeploys(ctx, env, startable)
 	var errs []error
 	for _, l := range launches {
-		started, err := r.recordLaunch(ctx, env, l, p)
+		started, err := g.recordLaunch(ctx, env, l, p)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -336,11 +357,11 @@ type deployLaunch struct {
 // launchDeploys starts the deploy Jobs of the components at once, each
 // after its values Secret, and returns what each found, in their order.
 // It only reads env; recordLaunch writes each outcome to its status.
-func (r *EphemeralEnvironmentReconciler) launchDeploys(ctx context.Context, env *petriv1.EphemeralEnvironment, components []string) []deployLaunch {
+func (g deployGraph) launchDeploys(ctx context.Context, env *petriv1.EphemeralEnvironment, components []string) []deployLaunch {
 	out := make([]deployLaunch, len(components))
 	var wg sync.WaitGroup
 	for i, name := range components {
-		wg.Go(func() { out[i] = r.launchDeploy(ctx, env, name) })
+		wg.Go(func() { out[i] = g.launchDeploy(ctx, env, name) })
 	}
 	wg.Wait()
 	return out
@@ -350,13 +371,13 @@ func (r *EphemeralEnvironmentReconciler) launchDeploys(ctx context.Context, env 
 // of this generation and creates its deploy Job. Both names are
 // deterministic: after a restart the existing ones are adopted. It starts
 // nothing while another Helm operation on the release runs (releaseBusy).
-func (r *EphemeralEnvironmentReconciler) launchDeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, name string) deployLaunch {
+func (g deployGraph) launchDeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, name string) deployLaunch {
 	attempt := int32(1)
 	if cs := findComponentStatus(env, name); cs != nil {
 		attempt = max(cs.Attempt, 1)
 	}
 	l := deployLaunch{component: name, attempt: attempt, job: jobs.DeployName(env, name, attempt)}
-	if l.wait, l.err = r.releaseBusy(ctx, env, name, l.job); l.err != nil || l.wait.Busy() {
+	if l.wait, l.err = g.jobs.releaseBusy(ctx, env, name, l.job); l.err != nil || l.wait.Busy() {
 		return l
 	}
 	c := findComponent(env, name)
@@ -372,17 +393,17 @@ func (r *EphemeralEnvironmentReconciler) launchDeploy(ctx context.Context, env *
 	}
 	gen := env.Generation
 	secretName := jobs.EnvironmentKey(env, jobs.ValuesSubject, name, gen).Name()
-	labels := r.jobLabels(env, name, contract.ActionDeploy, gen)
+	labels := jobLabels(env, name, contract.ActionDeploy, gen)
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: r.Options.ManagementNamespace, Name: secretName, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: g.options.ManagementNamespace, Name: secretName, Labels: labels},
 		Immutable:  ptrTo(true),
 		Data:       map[string][]byte{jobs.ValuesKey: data},
 	}
-	if err := controllerutil.SetControllerReference(env, secret, r.Scheme()); err != nil {
+	if err := controllerutil.SetControllerReference(env, secret, g.client.Scheme()); err != nil {
 		l.err = err
 		return l
 	}
-	if err := r.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := g.client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
 		l.err = fmt.Errorf("create values secret for %s: %w", name, err)
 		return l
 	}
@@ -396,9 +417,9 @@ func (r *EphemeralEnvironmentReconciler) launchDeploy(ctx context.Context, env *
 		"--values", jobs.ValuesFile,
 		"--termination-log", jobs.TerminationLogPath,
 	}
-	args = append(args, jobs.ReleaseArgs(r.Options, c.Chart, c.Release)...)
-	l.at = r.Options.MetaNow()
-	if err := r.createJobWithin(ctx, env, l.job, labels, args, secretName, jobs.ReleaseDeadline(c.Release)); err != nil {
+	args = append(args, jobs.ReleaseArgs(g.options, c.Chart, c.Release)...)
+	l.at = g.options.MetaNow()
+	if err := g.jobs.createWithin(ctx, env, l.job, labels, args, secretName, jobs.ReleaseDeadline(c.Release)); err != nil {
 		if !apierrors.IsForbidden(err) && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsInternalError(err) && !apierrors.IsTooManyRequests(err) && !apierrors.IsServiceUnavailable(err) {
 			l.err = err
 			return l
@@ -408,13 +429,13 @@ func (r *EphemeralEnvironmentReconciler) launchDeploy(ctx context.Context, env *
 		l.refused = err
 		return l
 	}
-	r.releaseJobs.Add(env, name, l.job)
+	g.jobs.releaseJobs.Add(env, name, l.job)
 	return l
 }
 
 // recordLaunch writes what starting a component's deploy Job found to its
 // status, and says whether the Job started.
-func (r *EphemeralEnvironmentReconciler) recordLaunch(ctx context.Context, env *petriv1.EphemeralEnvironment, l deployLaunch, p *pass) (bool, error) {
+func (g deployGraph) recordLaunch(ctx context.Context, env *petriv1.EphemeralEnvironment, l deployLaunch, p *pass) (bool, error) {
 	cs := componentStatus(env, l.component)
 	switch {
 	case l.err != nil:
@@ -428,9 +449,9 @@ func (r *EphemeralEnvironmentReconciler) recordLaunch(ctx context.Context, env *
 		now := l.at
 		cs.Phase, cs.Job, cs.Generation, cs.Attempt, cs.StartedAt, cs.FinishedAt = petriv1.ComponentFailed, l.job, env.Generation, l.attempt, &now, &now
 		cs.LastError = jobs.OneLine(string(contract.ReasonKubernetesRefused) + ": " + l.refused.Error())
-		r.scheduleRetry(env, cs, true)
+		g.retries.schedule(env, cs, true)
 		if cs.NextRetryAt != nil {
-			p.requeueAfter(r.Options.Until(cs.NextRetryAt.Time))
+			p.requeueAfter(g.options.Until(cs.NextRetryAt.Time))
 		}
 		return false, nil
 	}
@@ -439,7 +460,7 @@ func (r *EphemeralEnvironmentReconciler) recordLaunch(ctx context.Context, env *
 		petriv1.ComponentDeploying, l.job, env.Generation, &now, nil, l.wait.PassedOver(), "", l.attempt, nil
 	log.FromContext(ctx).Info("Started deploy job", "component", l.component, "job", l.job, "attempt", l.attempt)
 	if passed := l.wait.PassedOver(); passed != "" {
-		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonReleaseHolderLost, "Deploy", "component %s: %s", l.component, passed)
+		g.recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonReleaseHolderLost, "Deploy", "component %s: %s", l.component, passed)
 	}
 	return true, nil
 }
@@ -456,9 +477,9 @@ func ptrTo[T any](v T) *T { return &v }
 // pruneComponentValues deletes a component's values Secrets of generations
 // before the one it is now deployed at. A failure is logged and left for
 // the garbage collector (the Secrets are the environment's).
-func (r *EphemeralEnvironmentReconciler) pruneComponentValues(ctx context.Context, env *petriv1.EphemeralEnvironment, cs *petriv1.ComponentStatus) {
+func (g deployGraph) pruneComponentValues(ctx context.Context, env *petriv1.EphemeralEnvironment, cs *petriv1.ComponentStatus) {
 	match := client.MatchingLabels{petriv1.LabelEnvironmentUID: string(env.UID), contract.LabelComponent: naming.LabelValue(cs.Name)}
-	if err := objects.PruneOlderValues(ctx, r.Client, r.Options.ManagementNamespace, match, cs.Generation); err != nil {
+	if err := objects.PruneOlderValues(ctx, g.client, g.options.ManagementNamespace, match, cs.Generation); err != nil {
 		log.FromContext(ctx).Info("Values secrets of older generations not deleted", "component", cs.Name, "error", err.Error())
 	}
 }

@@ -19,12 +19,12 @@ import (
 // deprovisionBindings runs the deprovision Job of every provisioned binding,
 // with the same staged credentials its provision Job saw. A failure is
 // retried with backoff and reported.
-func (r *EphemeralEnvironmentReconciler) deprovisionBindings(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) (bool, error) {
+func (t teardownSteps) deprovisionBindings(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) (bool, error) {
 	done := true
 	var problems []string
 	for i := range env.Status.SharedWorkloads {
 		bs := &env.Status.SharedWorkloads[i]
-		finished, err := r.deprovision(ctx, env, bs, p)
+		finished, err := t.deprovision(ctx, env, bs, p)
 		var later *retryLater
 		if errors.As(err, &later) {
 			p.requeueAfter(later.after)
@@ -42,14 +42,14 @@ func (r *EphemeralEnvironmentReconciler) deprovisionBindings(ctx context.Context
 	return done, nil
 }
 
-func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus, p *pass) (bool, error) {
+func (t teardownSteps) deprovision(ctx context.Context, env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus, p *pass) (bool, error) {
 	if bs.Phase == petriv1.ComponentUndeployed {
 		return true, nil
 	}
 	if bs.Phase == petriv1.ComponentDeploying {
 		// A bind or provision still running finishes first; a provision and
 		// its deprovision never overlap.
-		st, err := r.observeJobLive(ctx, p, bs.Job)
+		st, err := t.jobs.observeLive(ctx, p, bs.Job)
 		if err != nil {
 			return false, err
 		}
@@ -60,7 +60,7 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 	}
 	provisioned := bs.Job == provisionJob(env, bs) || bs.Phase == petriv1.ComponentDeployed || bs.Phase == petriv1.ComponentUndeploying
 	sw := &petriv1.SharedWorkload{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: sharedWorkloadIn(env, bs.Name)}, sw)
+	err := t.client.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: sharedWorkloadIn(env, bs.Name)}, sw)
 	if apierrors.IsNotFound(err) {
 		bs.Phase, bs.Message = petriv1.ComponentUndeployed, "shared workload is gone; nothing to deprovision"
 		return true, nil
@@ -73,7 +73,7 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 		return true, nil
 	}
 	if bs.Phase == petriv1.ComponentUndeploying {
-		done, running, err := r.observeRetried(ctx, env, p, contract.ActionDeprovision, bs.Name, bs.Job, bs.Attempt, &bs.FinishedAt, &bs.LastError)
+		done, running, err := t.observeRetried(ctx, env, p, contract.ActionDeprovision, bs.Name, bs.Job, bs.Attempt, &bs.FinishedAt, &bs.LastError)
 		if done {
 			bs.Phase, bs.Message = petriv1.ComponentUndeployed, ""
 			return true, nil
@@ -87,10 +87,10 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 		attempt = bs.Attempt + 1
 	}
 	name := deprovisionJob(env, bs, attempt)
-	if err := r.createStepJob(ctx, env, sw, name, contract.ActionDeprovision, sw.Spec.Deprovision, jobs.BindingEpoch(bs)); err != nil {
+	if err := t.jobs.createStep(ctx, env, sw, name, contract.ActionDeprovision, sw.Spec.Deprovision, jobs.BindingEpoch(bs)); err != nil {
 		return false, err
 	}
-	now := r.Options.MetaNow()
+	now := t.options.MetaNow()
 	bs.Phase, bs.Job, bs.Attempt, bs.StartedAt, bs.FinishedAt, bs.LastError, bs.Message = petriv1.ComponentUndeploying, name, attempt, &now, nil, "", "deprovisioning"
 	log.FromContext(ctx).Info("Started deprovision job", "sharedWorkload", bs.Name, "job", name, "attempt", attempt)
 	return false, nil
@@ -99,7 +99,7 @@ func (r *EphemeralEnvironmentReconciler) deprovision(ctx context.Context, env *p
 // unbindRemoved deprovisions the bindings of shared workloads that left the
 // spec, with the credentials their provision used, and forgets each once it
 // is deprovisioned. It returns what it still waits for.
-func (r *EphemeralEnvironmentReconciler) unbindRemoved(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) ([]string, error) {
+func (t teardownSteps) unbindRemoved(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) ([]string, error) {
 	var keep []petriv1.BindingStatus
 	var waiting []string
 	for i := range env.Status.SharedWorkloads {
@@ -108,7 +108,7 @@ func (r *EphemeralEnvironmentReconciler) unbindRemoved(ctx context.Context, env 
 			keep = append(keep, *bs)
 			continue
 		}
-		done, msg, err := r.deprovisionRemoved(ctx, env, bs, p)
+		done, msg, err := t.deprovisionRemoved(ctx, env, bs, p)
 		if err != nil {
 			return nil, err
 		}
@@ -123,8 +123,8 @@ func (r *EphemeralEnvironmentReconciler) unbindRemoved(ctx context.Context, env 
 
 // deprovisionRemoved moves the deprovision of one removed binding; a failure
 // is retried with backoff, as at teardown.
-func (r *EphemeralEnvironmentReconciler) deprovisionRemoved(ctx context.Context, env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus, p *pass) (bool, string, error) {
-	done, err := r.deprovision(ctx, env, bs, p)
+func (t teardownSteps) deprovisionRemoved(ctx context.Context, env *petriv1.EphemeralEnvironment, bs *petriv1.BindingStatus, p *pass) (bool, string, error) {
+	done, err := t.deprovision(ctx, env, bs, p)
 	var later *retryLater
 	if errors.As(err, &later) {
 		p.requeueAfter(later.after)

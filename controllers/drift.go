@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -45,7 +46,20 @@ import (
 // outcome. Ready requires WorkloadsIntact once it exists, so the environment
 // is not Ready meanwhile.
 
-// noticeNamespace compares the bound, verified workload namespace with the
+// workloadRecovery notices a replaced workload namespace, deploys again
+// what was lost, and closes the recovery once the deploy has an outcome.
+type workloadRecovery struct {
+	recorder   events.EventRecorder
+	proofs     namespaceProofs
+	identities deployerIdentities
+}
+
+// recovery hands the steps the reconciler's workload recovery.
+func (r *EphemeralEnvironmentReconciler) recovery() workloadRecovery {
+	return workloadRecovery{recorder: r.Recorder, proofs: r.proofs(), identities: r.identities()}
+}
+
+// notice compares the bound, verified workload namespace with the
 // one the environment was deployed in. It records the UID the first time,
 // and starts a recovery when the namespace was replaced after Jobs had run
 // in it.
@@ -55,8 +69,8 @@ import (
 // namespace) before the first new Job, as for a new environment. A Job that
 // still runs (an undeploy of a removed component, a deprovision) keeps that
 // from happening, so the RoleBinding is then created here.
-func (r *EphemeralEnvironmentReconciler) noticeNamespace(ctx context.Context, env *petriv1.EphemeralEnvironment, ns *corev1.Namespace) error {
-	if err := r.spendNonce(ctx, env, ns); err != nil {
+func (w workloadRecovery) notice(ctx context.Context, env *petriv1.EphemeralEnvironment, ns *corev1.Namespace) error {
+	if err := w.proofs.spend(ctx, env, ns); err != nil {
 		return err
 	}
 	uid := string(ns.UID)
@@ -68,18 +82,18 @@ func (r *EphemeralEnvironmentReconciler) noticeNamespace(ctx context.Context, en
 	if old == "" || !anyJobStarted(env) {
 		return nil
 	}
-	r.recoverWorkloads(ctx, env, true, nil, fmt.Sprintf("namespace %s was deleted and created again (uid %s, now %s): its releases and binding Secrets are gone", ns.Name, old, uid))
+	w.recover(ctx, env, true, nil, fmt.Sprintf("namespace %s was deleted and created again (uid %s, now %s): its releases and binding Secrets are gone", ns.Name, old, uid))
 	if anyJobStarted(env) {
-		_, err := r.ensureDeployerIdentity(ctx, env)
+		_, err := w.identities.ensure(ctx, env)
 		return err
 	}
 	return nil
 }
 
-// recoverWorkloads deploys again what was lost: the named components (all of
+// recover deploys again what was lost: the named components (all of
 // them when components is nil) and, when the namespace was replaced, every
 // binding. Components that left the spec are undeployed as before.
-func (r *EphemeralEnvironmentReconciler) recoverWorkloads(ctx context.Context, env *petriv1.EphemeralEnvironment, namespaceLost bool, components []string, why string) {
+func (w workloadRecovery) recover(ctx context.Context, env *petriv1.EphemeralEnvironment, namespaceLost bool, components []string, why string) {
 	env.Status.Recoveries++
 	var redeployed []string
 	for i := range env.Status.Components {
@@ -103,7 +117,7 @@ func (r *EphemeralEnvironmentReconciler) recoverWorkloads(ctx context.Context, e
 	msg := why + "; deploying again: " + strings.Join(redeployed, ", ")
 	setCondition(env, petriv1.ConditionWorkloadsIntact, metav1.ConditionFalse, petriv1.ReasonWorkloadsLost, msg)
 	log.FromContext(ctx).Info("Workloads lost, deploying them again", "why", why, "recovery", env.Status.Recoveries)
-	r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonWorkloadsLost, "Redeploy", "%s", msg)
+	w.recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonWorkloadsLost, "Redeploy", "%s", msg)
 }
 
 // settled reports whether no Job of the environment's deploy graph or
@@ -179,7 +193,7 @@ func (r *EphemeralEnvironmentReconciler) checkDeployerAccess(ctx context.Context
 		// A running verify Job is followed by the verify controller.
 		return nil
 	}
-	ok, err := r.deployerAuthorized(ctx, env)
+	ok, err := r.identities().authorized(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -197,10 +211,10 @@ func (r *EphemeralEnvironmentReconciler) checkDeployerAccess(ctx context.Context
 	return r.startVerification(ctx, env, p, jobs.VerifyTriggerAccess)
 }
 
-// finishRecovery closes a recovery once the deploy it started has an outcome
+// finish closes a recovery once the deploy it started has an outcome
 // for the current generation, and keeps WorkloadsIntact's observed generation
 // current (Ready requires the condition at the current generation).
-func (r *EphemeralEnvironmentReconciler) finishRecovery(env *petriv1.EphemeralEnvironment) {
+func (w workloadRecovery) finish(env *petriv1.EphemeralEnvironment) {
 	c := apimeta.FindStatusCondition(env.Status.Conditions, petriv1.ConditionWorkloadsIntact)
 	if c == nil {
 		return
@@ -208,7 +222,7 @@ func (r *EphemeralEnvironmentReconciler) finishRecovery(env *petriv1.EphemeralEn
 	if c.Status == metav1.ConditionFalse && c.Reason == petriv1.ReasonWorkloadsLost && deployOutcome(env) {
 		msg := "deployed again after: " + c.Message
 		setCondition(env, petriv1.ConditionWorkloadsIntact, metav1.ConditionTrue, petriv1.ReasonWorkloadsRedeployed, msg)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonWorkloadsRedeployed, "Redeploy", "%s", msg)
+		w.recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonWorkloadsRedeployed, "Redeploy", "%s", msg)
 		return
 	}
 	setCondition(env, c.Type, c.Status, c.Reason, c.Message)

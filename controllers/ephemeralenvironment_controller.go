@@ -120,7 +120,7 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 		log.FromContext(ctx).V(1).Info("Waiting for the workload cluster's first probe", "cluster", env.Status.Cluster)
 		return reconcile.Result{RequeueAfter: clusters.PendingPoll}, nil
 	}
-	s := r.newScope(req.NamespacedName, env)
+	s := newScope(r, req.NamespacedName, env)
 	defer func() { retErr = s.close(ctx, retErr) }()
 	r.placements.seen(env)
 	if why != "" {
@@ -128,7 +128,7 @@ func (r *EphemeralEnvironmentReconciler) Reconcile(ctx context.Context, req reco
 	}
 	clusterPlaced(env)
 	if !env.DeletionTimestamp.IsZero() {
-		return r.teardown(ctx, env, s.pass)
+		return r.teardowns().run(ctx, env, s.pass)
 	}
 	return s.run(ctx, r.normalPath())
 }
@@ -154,7 +154,7 @@ func (r *EphemeralEnvironmentReconciler) clusterAway(ctx context.Context, env *p
 	if env.Annotations[petriv1.AnnotationForceDelete] == "true" {
 		log.FromContext(ctx).Info("Force delete: workload cluster does not answer, nothing there is touched", "cluster", env.Status.Cluster)
 		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonForceDeleted, "Delete", "%s annotation released the finalizer; workload cluster %s did not answer, and nothing in it was deleted (namespace %s stays there)", petriv1.AnnotationForceDelete, env.Status.Cluster, env.Status.TargetNamespace)
-		return reconcile.Result{}, r.releaseFinalizer(ctx, env)
+		return reconcile.Result{}, r.teardowns().releaseFinalizer(ctx, env)
 	}
 	p.stalled(petriv1.ReasonClusterUnreachable, why+fmt.Sprintf("; teardown waits for it. Set the annotation %s: \"true\" to release the environment without touching that cluster", petriv1.AnnotationForceDelete))
 	p.requeueAfter(clusterAwayPoll)
@@ -170,26 +170,26 @@ const staleCachePoll = 250 * time.Millisecond
 // deleted. Each one acts on the scope and says whether the path goes on.
 func (r *EphemeralEnvironmentReconciler) normalPath() []phase {
 	return []phase{
-		{"ensure finalizer", r.ensureFinalizer},
-		{"expire", r.expire},
-		{"validate spec", r.validateSpec},
-		{"bind namespace", waiting(r.bindNamespace)},
-		{"deployer identity", r.deployerIdentity},
-		{"bind shared workloads", waiting(r.bind)},
-		{"honour redeploy", r.redeployPhase},
-		{"wait for sleep or wake", r.sleepFirst},
-		{"deploy", waiting(r.deploy)},
-		{"finish recovery", r.finishRecoveryPhase},
-		{"record the deploy's start", r.sleepLast},
+		{"ensure finalizer", ensureFinalizer},
+		{"expire", expire},
+		{"validate spec", validateSpec},
+		{"bind namespace", waiting(r.namespaces().bind)},
+		{"deployer identity", deployerIdentity},
+		{"bind shared workloads", waiting(r.bindings().bind)},
+		{"honour redeploy", redeployPhase},
+		{"wait for sleep or wake", sleepFirst},
+		{"deploy", waiting(r.graph().deploy)},
+		{"finish recovery", finishRecoveryPhase},
+		{"record the deploy's start", sleepLast},
 	}
 }
 
-func (r *EphemeralEnvironmentReconciler) ensureFinalizer(ctx context.Context, s *scope) (step, error) {
+func ensureFinalizer(ctx context.Context, s *scope) (step, error) {
 	env := s.env
 	if controllerutil.ContainsFinalizer(env, petriv1.Finalizer) {
 		return proceed, nil
 	}
-	if err := objects.SetFinalizer(ctx, r.Client, env, true); err != nil {
+	if err := objects.SetFinalizer(ctx, s.Client, env, true); err != nil {
 		return haltWith(reconcile.Result{}), fmt.Errorf("add finalizer: %w", err)
 	}
 	return proceed, nil
@@ -197,24 +197,24 @@ func (r *EphemeralEnvironmentReconciler) ensureFinalizer(ctx context.Context, s 
 
 // expire deletes an environment whose spec.ttl passed, and otherwise asks
 // to be woken when it does.
-func (r *EphemeralEnvironmentReconciler) expire(ctx context.Context, s *scope) (step, error) {
+func expire(ctx context.Context, s *scope) (step, error) {
 	env := s.env
-	expired, after := r.expiry(env)
+	expired, after := s.expiry(env)
 	if !expired {
 		s.pass.requeueAfter(after)
 		return proceed, nil
 	}
 	log.FromContext(ctx).Info("TTL passed, deleting the environment", "expiresAt", env.Status.ExpiresAt)
-	r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonExpired, "Delete", "spec.ttl passed at %s", env.Status.ExpiresAt.UTC().Format(time.RFC3339))
-	if err := r.Delete(ctx, env, client.Preconditions{UID: &env.UID}); err != nil && !apierrors.IsNotFound(err) {
+	s.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonExpired, "Delete", "spec.ttl passed at %s", env.Status.ExpiresAt.UTC().Format(time.RFC3339))
+	if err := s.Delete(ctx, env, client.Preconditions{UID: &env.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return haltWith(reconcile.Result{}), fmt.Errorf("delete expired environment: %w", err)
 	}
 	return haltWith(reconcile.Result{}), nil
 }
 
 // validateSpec stalls an environment whose spec no pass can deploy.
-func (r *EphemeralEnvironmentReconciler) validateSpec(ctx context.Context, s *scope) (step, error) {
-	if err := r.validate(ctx, s.env); err != nil {
+func validateSpec(ctx context.Context, s *scope) (step, error) {
+	if err := s.validate(ctx, s.env); err != nil {
 		s.pass.stalled(petriv1.ReasonInvalidSpec, err.Error())
 		return haltWith(reconcile.Result{}), reconcile.TerminalError(err)
 	}
@@ -224,16 +224,16 @@ func (r *EphemeralEnvironmentReconciler) validateSpec(ctx context.Context, s *sc
 // deployerIdentity ensures the deployer identity, and confirms its rights,
 // until the first Job of a generation starts; later passes need no API calls
 // for it, and check only that its RoleBinding is still there.
-func (r *EphemeralEnvironmentReconciler) deployerIdentity(ctx context.Context, s *scope) (step, error) {
+func deployerIdentity(ctx context.Context, s *scope) (step, error) {
 	env, p := s.env, s.pass
 	if anyJobStarted(env) {
-		if err := r.restoreDeployerIdentity(ctx, env); err != nil {
+		if err := s.identities().restore(ctx, env); err != nil {
 			return halt, err
 		}
-		err := r.checkDeployerAccess(ctx, env, p)
+		err := s.checkDeployerAccess(ctx, env, p)
 		return step{stop: p.stop}, err
 	}
-	rb, err := r.ensureDeployerIdentity(ctx, env)
+	rb, err := s.identities().ensure(ctx, env)
 	if err != nil {
 		var foreign *identityNotOwnedError
 		if errors.As(err, &foreign) {
@@ -244,47 +244,47 @@ func (r *EphemeralEnvironmentReconciler) deployerIdentity(ctx context.Context, s
 		}
 		return halt, err
 	}
-	ok, err := r.deployerAuthorized(ctx, env)
+	ok, err := s.identities().authorized(ctx, env)
 	if err != nil || ok {
 		return step{stop: err != nil}, err
 	}
 	// Checked only until the first Job starts; no watch tells when the
 	// authorizer honours the binding, so it is asked again after a wait
 	// that grows with the time waited.
-	wait, overdue := authorizationWait(r.Options, rb.CreationTimestamp.Time)
+	wait, overdue := authorizationWait(s.Options, rb.CreationTimestamp.Time)
 	if overdue {
-		p.stalled(petriv1.ReasonDeployerNotAuthorized, notAuthorizedMessage(r.Options, rb))
+		p.stalled(petriv1.ReasonDeployerNotAuthorized, notAuthorizedMessage(s.Options, rb))
 		return haltWith(reconcile.Result{RequeueAfter: wait}), nil
 	}
 	setCondition(env, petriv1.ConditionComponentsDeployed, metav1.ConditionFalse, petriv1.ReasonDeployProgressing, "waiting for the deployer's RoleBinding to take effect")
 	return haltWith(reconcile.Result{RequeueAfter: wait}), nil
 }
 
-func (r *EphemeralEnvironmentReconciler) redeployPhase(ctx context.Context, s *scope) (step, error) {
-	r.honourRedeploy(ctx, s.env)
+func redeployPhase(ctx context.Context, s *scope) (step, error) {
+	honourRedeploy(ctx, s.Recorder, s.env)
 	return proceed, nil
 }
 
 // sleepFirst keeps the deploy graph from running while the sleep
 // controller's status.sleep holds it, and finds whether the current
 // generation's deploy had started before this pass.
-func (r *EphemeralEnvironmentReconciler) sleepFirst(_ context.Context, s *scope) (step, error) {
-	s.deployStartedBefore = trackDeployStart(s.env, true, r.Options.MicroNow())
+func sleepFirst(_ context.Context, s *scope) (step, error) {
+	s.deployStartedBefore = trackDeployStart(s.env, true, s.Options.MicroNow())
 	if sleepHolds(s.env) {
 		return halt, nil
 	}
 	return proceed, nil
 }
 
-func (r *EphemeralEnvironmentReconciler) finishRecoveryPhase(_ context.Context, s *scope) (step, error) {
-	r.finishRecovery(s.env)
+func finishRecoveryPhase(_ context.Context, s *scope) (step, error) {
+	s.recovery().finish(s.env)
 	return proceed, nil
 }
 
 // sleepLast records the start of a deploy the graph just began (a sleep
 // request older than it is stale).
-func (r *EphemeralEnvironmentReconciler) sleepLast(_ context.Context, s *scope) (step, error) {
-	trackDeployStart(s.env, s.deployStartedBefore, r.Options.MicroNow())
+func sleepLast(_ context.Context, s *scope) (step, error) {
+	trackDeployStart(s.env, s.deployStartedBefore, s.Options.MicroNow())
 	return proceed, nil
 }
 
@@ -324,17 +324,17 @@ func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) e
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&petriv1.EphemeralEnvironment{}).
 		Owns(&batchv1.Job{}, builder.WithPredicates(jobwatch.OutcomeChanged, jobwatch.NotToldByItsPod(mgr.GetClient()))).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfPod), builder.WithPredicates(jobwatch.PodSucceededNow)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.maps().environmentOfPod), builder.WithPredicates(jobwatch.PodSucceededNow)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(namespaceOwner)).
-		Watches(&petriv1.SharedWorkload{}, handler.EnqueueRequestsFromMapFunc(r.environmentsUsing), builder.WithPredicates(shared.Changed)).
-		Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfIdentity)).
+		Watches(&petriv1.SharedWorkload{}, handler.EnqueueRequestsFromMapFunc(r.maps().environmentsUsing), builder.WithPredicates(shared.Changed)).
+		Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.maps().environmentOfIdentity)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Named("ephemeralenvironment")
 	b = r.watchWorkloads(mgr, b)
 	if r.clusters != nil {
-		b = b.Watches(&petriv1.WorkloadCluster{}, handler.EnqueueRequestsFromMapFunc(r.environmentsOfCluster)).
-			Watches(&petriv1.EphemeralEnvironment{}, handler.EnqueueRequestsFromMapFunc(r.environmentLeftCluster), builder.WithPredicates(deletedOnly)).
-			WatchesRawSource(source.Channel(r.clusters.Probes(r.Options.ManagementNamespace), handler.EnqueueRequestsFromMapFunc(r.environmentsOfCluster)))
+		b = b.Watches(&petriv1.WorkloadCluster{}, handler.EnqueueRequestsFromMapFunc(r.maps().environmentsOfCluster)).
+			Watches(&petriv1.EphemeralEnvironment{}, handler.EnqueueRequestsFromMapFunc(r.maps().environmentLeftCluster), builder.WithPredicates(deletedOnly)).
+			WatchesRawSource(source.Channel(r.clusters.Probes(r.Options.ManagementNamespace), handler.EnqueueRequestsFromMapFunc(r.maps().environmentsOfCluster)))
 	}
 	c, err := b.Build(r)
 	if err != nil {
@@ -356,13 +356,13 @@ var deletedOnly = predicate.Funcs{
 }
 
 // environmentOfPod maps a Job's pod to the environment that owns the Job.
-func (r *EphemeralEnvironmentReconciler) environmentOfPod(ctx context.Context, obj client.Object) []reconcile.Request {
+func (m environmentMaps) environmentOfPod(ctx context.Context, obj client.Object) []reconcile.Request {
 	name := obj.GetLabels()[batchv1.JobNameLabel]
 	if name == "" {
 		return nil
 	}
 	job := &batchv1.Job{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, job); err != nil {
+	if err := m.reader.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, job); err != nil {
 		return nil
 	}
 	if ref := metav1.GetControllerOf(job); ref != nil && ref.Kind == "EphemeralEnvironment" && ref.APIVersion == petriv1.GroupVersion.String() {
@@ -374,13 +374,13 @@ func (r *EphemeralEnvironmentReconciler) environmentOfPod(ctx context.Context, o
 // environmentsUsing maps a SharedWorkload to the environments that list it
 // (a copy for a workload cluster: those of them placed there),
 // so a binding waiting for its shared workload moves when it changes.
-func (r *EphemeralEnvironmentReconciler) environmentsUsing(ctx context.Context, obj client.Object) []reconcile.Request {
+func (m environmentMaps) environmentsUsing(ctx context.Context, obj client.Object) []reconcile.Request {
 	cluster, name, isCopy := shared.CopyOf(obj.(*petriv1.SharedWorkload))
 	if !isCopy {
 		name = obj.GetName()
 	}
 	var list petriv1.EphemeralEnvironmentList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{shared.UsersIndex: name}); err != nil {
+	if err := m.reader.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{shared.UsersIndex: name}); err != nil {
 		log.FromContext(ctx).Error(err, "List environments using a shared workload", "sharedWorkload", obj.GetName())
 		return nil
 	}
@@ -396,8 +396,8 @@ func (r *EphemeralEnvironmentReconciler) environmentsUsing(ctx context.Context, 
 // environmentOfIdentity maps a ServiceAccount to the environment whose
 // deployer identity bears its name, so an environment stalled on a foreign
 // ServiceAccount moves once that is gone.
-func (r *EphemeralEnvironmentReconciler) environmentOfIdentity(ctx context.Context, obj client.Object) []reconcile.Request {
-	return r.environmentsIndexed(ctx, obj.GetNamespace(), indexDeployerServiceAccount, obj.GetName())
+func (m environmentMaps) environmentOfIdentity(ctx context.Context, obj client.Object) []reconcile.Request {
+	return m.environmentsIndexed(ctx, obj.GetNamespace(), indexDeployerServiceAccount, obj.GetName())
 }
 
 func namespaceOwner(_ context.Context, obj client.Object) []reconcile.Request {

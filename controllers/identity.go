@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -26,7 +27,20 @@ import (
 // deployer ServiceAccount.
 const indexDeployerServiceAccount = "deployerServiceAccount"
 
-// ensureDeployerIdentity creates the environment's deployer ServiceAccount in
+// deployerIdentities makes, restores, checks and deletes the deployer
+// ServiceAccounts whose rights the environments' Jobs run with.
+type deployerIdentities struct {
+	client    client.Client
+	apiReader client.Reader
+	recorder  events.EventRecorder
+}
+
+// identities hands the steps the reconciler's deployer identities.
+func (r *EphemeralEnvironmentReconciler) identities() deployerIdentities {
+	return deployerIdentities{client: r.Client, apiReader: r.APIReader, recorder: r.Recorder}
+}
+
+// ensure creates the environment's deployer ServiceAccount in
 // the management namespace and, in the workload namespace, the one object the
 // operator ever writes there: a RoleBinding to the admin ClusterRole.
 //
@@ -36,20 +50,20 @@ const indexDeployerServiceAccount = "deployerServiceAccount"
 // name maps to the same identity) is never adopted: binding it to admin
 // would hand the workload namespace to whoever controls it. That is an
 // identityNotOwnedError, which stalls the environment until it is gone.
-func (r *EphemeralEnvironmentReconciler) ensureDeployerIdentity(ctx context.Context, env *petriv1.EphemeralEnvironment) (*rbacv1.RoleBinding, error) {
+func (d deployerIdentities) ensure(ctx context.Context, env *petriv1.EphemeralEnvironment) (*rbacv1.RoleBinding, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
 		Namespace:   env.Namespace,
 		Name:        naming.DeployerServiceAccount(env.Name),
 		Labels:      ownedLabels(env),
 		Annotations: ownerAnnotations(env),
 	}}
-	if err := controllerutil.SetControllerReference(env, sa, r.Scheme()); err != nil {
+	if err := controllerutil.SetControllerReference(env, sa, d.client.Scheme()); err != nil {
 		return nil, err
 	}
-	err := r.Create(ctx, sa)
+	err := d.client.Create(ctx, sa)
 	if apierrors.IsAlreadyExists(err) {
 		existing := &corev1.ServiceAccount{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(sa), existing); err != nil {
+		if err := d.apiReader.Get(ctx, client.ObjectKeyFromObject(sa), existing); err != nil {
 			return nil, fmt.Errorf("get deployer serviceaccount %s: %w", sa.Name, err)
 		}
 		if why := identityOwnershipProblem(ctx, existing, env); why != "" {
@@ -58,25 +72,25 @@ func (r *EphemeralEnvironmentReconciler) ensureDeployerIdentity(ctx context.Cont
 	} else if err != nil {
 		return nil, fmt.Errorf("create deployer serviceaccount %s: %w", sa.Name, err)
 	}
-	return objects.EnsureAdminBinding(ctx, r.Client, env.Status.TargetNamespace, sa.Namespace, sa.Name, ownedLabels(env))
+	return objects.EnsureAdminBinding(ctx, d.client, env.Status.TargetNamespace, sa.Namespace, sa.Name, ownedLabels(env))
 }
 
-// restoreDeployerIdentity makes the deployer ServiceAccount again when it
+// restore makes the deployer ServiceAccount again when it
 // was deleted after the environment's first Job: without it every later
 // pod of the environment is refused, each Job waits out its deadline and
 // the teardown never ends. The ServiceAccount watch brings the environment
 // here as soon as it goes; the cache says whether it is there.
-func (r *EphemeralEnvironmentReconciler) restoreDeployerIdentity(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
+func (d deployerIdentities) restore(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
 	sa := &corev1.ServiceAccount{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: naming.DeployerServiceAccount(env.Name)}, sa)
+	err := d.client.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: naming.DeployerServiceAccount(env.Name)}, sa)
 	if err == nil || !apierrors.IsNotFound(err) {
 		return err
 	}
-	if _, err := r.ensureDeployerIdentity(ctx, env); err != nil {
+	if _, err := d.ensure(ctx, env); err != nil {
 		return fmt.Errorf("deployer serviceaccount was deleted; create it again: %w", err)
 	}
 	log.FromContext(ctx).Info("Deployer ServiceAccount was deleted, created it again", "serviceAccount", sa.Name)
-	r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonDeployerAccessLost, "Bind", "deployer serviceaccount %s/%s was deleted; created it again", env.Namespace, naming.DeployerServiceAccount(env.Name))
+	d.recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonDeployerAccessLost, "Bind", "deployer serviceaccount %s/%s was deleted; created it again", env.Namespace, naming.DeployerServiceAccount(env.Name))
 	return nil
 }
 
@@ -101,11 +115,11 @@ func identityOwnershipProblem(ctx context.Context, sa *corev1.ServiceAccount, en
 	return strings.Join(problems, ", ")
 }
 
-// deployerAuthorized asks the API server's authorizer whether the deployer
+// authorized asks the API server's authorizer whether the deployer
 // identity already holds its rights in the workload namespace. A new
 // RoleBinding takes effect once the authorizer's own watch has seen it; a Job
 // started before that would be refused.
-func (r *EphemeralEnvironmentReconciler) deployerAuthorized(ctx context.Context, env *petriv1.EphemeralEnvironment) (bool, error) {
+func (d deployerIdentities) authorized(ctx context.Context, env *petriv1.EphemeralEnvironment) (bool, error) {
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User:   serviceaccount.MakeUsername(env.Namespace, naming.DeployerServiceAccount(env.Name)),
 		Groups: serviceaccount.MakeGroupNames(env.Namespace),
@@ -113,7 +127,7 @@ func (r *EphemeralEnvironmentReconciler) deployerAuthorized(ctx context.Context,
 			Namespace: env.Status.TargetNamespace, Verb: "create", Resource: "secrets",
 		},
 	}}
-	if err := r.Create(ctx, sar); err != nil {
+	if err := d.client.Create(ctx, sar); err != nil {
 		return false, fmt.Errorf("review the deployer's access: %w", err)
 	}
 	return sar.Status.Allowed, nil
@@ -163,11 +177,11 @@ func ownedLabels(env *petriv1.EphemeralEnvironment) map[string]string {
 	}
 }
 
-// deleteDeployerIdentity removes the deployer ServiceAccount once the
+// delete removes the deployer ServiceAccount once the
 // workload namespace (and with it the RoleBinding) is gone.
-func (r *EphemeralEnvironmentReconciler) deleteDeployerIdentity(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
+func (d deployerIdentities) delete(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
 	sa := &corev1.ServiceAccount{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: naming.DeployerServiceAccount(env.Name)}, sa)
+	err := d.client.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: naming.DeployerServiceAccount(env.Name)}, sa)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -178,7 +192,7 @@ func (r *EphemeralEnvironmentReconciler) deleteDeployerIdentity(ctx context.Cont
 		return nil
 	}
 	uid := sa.UID
-	if err := r.Delete(ctx, sa, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+	if err := d.client.Delete(ctx, sa, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete deployer serviceaccount %s: %w", sa.Name, err)
 	}
 	return nil

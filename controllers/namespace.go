@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -20,7 +21,34 @@ import (
 	"github.com/petri-dev/petri/controllers/internal/route"
 )
 
-// bindNamespace gives the environment its workload namespace. The name is
+// namespaceBinder gives an environment its workload namespace: it places
+// the environment on a workload cluster, reserves the namespace's name in
+// status, creates the namespace and proves it is the environment's.
+type namespaceBinder struct {
+	client    client.Client
+	apiReader client.Reader
+	// namespaceCache reads the namespaces the operator created; nil reads
+	// the API server every time.
+	namespaceCache client.Reader
+	recorder       events.EventRecorder
+	options        Options
+	clusters       *clusters.Registry
+	placer         placer
+	proofs         namespaceProofs
+	recovery       workloadRecovery
+}
+
+// namespaces hands the bind namespace step the reconciler's parts it needs.
+func (r *EphemeralEnvironmentReconciler) namespaces() namespaceBinder {
+	return namespaceBinder{
+		client: r.Client, apiReader: r.APIReader, namespaceCache: r.NamespaceCache,
+		recorder: r.Recorder, options: r.Options, clusters: r.clusters,
+		placer: placer{client: r.Client, clusters: r.clusters, placements: &r.placements},
+		proofs: r.proofs(), recovery: r.recovery(),
+	}
+}
+
+// bind gives the environment its workload namespace. The name is
 // chosen once, committed to status.targetNamespace before the namespace is
 // created, and never recomputed once NamespaceBound has been True: not after a
 // restart, not after a spec change, not when a shorter hash becomes free. A
@@ -34,33 +62,33 @@ import (
 // created under a reserved name, so one found taken is given up and the next
 // free candidate reserved instead; after the first bind the environment
 // stalls with NamespaceNotOwned as before.
-func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
+func (n namespaceBinder) bind(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
 	logger := log.FromContext(ctx)
 	// A name reserved in this pass was free a moment ago: it is created
 	// without reading it first.
 	reserved := false
 	if env.Status.TargetNamespace == "" && env.Spec.Placement != nil && env.Status.Cluster == "" {
-		return r.placeAndReserve(ctx, env, p)
+		return n.placeAndReserve(ctx, env, p)
 	}
 	if env.Status.TargetNamespace == "" {
-		if err := r.reserveNamespace(ctx, env, ""); err != nil {
+		if err := n.reserve(ctx, env, ""); err != nil {
 			return err
 		}
 		reserved = true
 	}
-	if ns, ok := r.boundInCache(ctx, env); ok {
-		if err := objects.EnsurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
+	if ns, ok := n.boundInCache(ctx, env); ok {
+		if err := objects.EnsurePodSecurity(ctx, n.client, ns, n.options.WorkloadPodSecurity); err != nil {
 			return err
 		}
-		return r.noticeNamespace(ctx, env, ns)
+		return n.recovery.notice(ctx, env, ns)
 	}
 	var ns *corev1.Namespace
 	for given := 0; ; given++ {
 		var err error
-		if ns, err = r.getOrCreateNamespace(ctx, env, reserved); err != nil {
+		if ns, err = n.getOrCreate(ctx, env, reserved); err != nil {
 			return err
 		}
-		why, err := r.namespaceOwnership(ctx, ns, env)
+		why, err := n.proofs.check(ctx, ns, env)
 		if err != nil {
 			return err
 		}
@@ -75,9 +103,9 @@ func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env 
 			return nil
 		}
 		logger.Info("Reserved namespace was taken before it was created, reserving another", "namespace", name)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonNamespaceReserved, "Bind",
+		n.recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonNamespaceReserved, "Bind",
 			"namespace %s was created by someone else before this environment could create it (%s); reserving another name", name, why)
-		if err := r.reserveNamespace(ctx, env, name); err != nil {
+		if err := n.reserve(ctx, env, name); err != nil {
 			return err
 		}
 		reserved = true
@@ -91,13 +119,13 @@ func (r *EphemeralEnvironmentReconciler) bindNamespace(ctx context.Context, env 
 		p.stop = true
 		return nil
 	}
-	if err := objects.EnsurePodSecurity(ctx, r.Client, ns, r.Options.WorkloadPodSecurity); err != nil {
+	if err := objects.EnsurePodSecurity(ctx, n.client, ns, n.options.WorkloadPodSecurity); err != nil {
 		return err
 	}
 	if !apimeta.IsStatusConditionTrue(env.Status.Conditions, petriv1.ConditionNamespaceBound) || conditionGeneration(env, petriv1.ConditionNamespaceBound) != env.Generation {
 		setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionTrue, petriv1.ReasonNamespaceBindSucceeded, "bound to namespace "+name)
 	}
-	return r.noticeNamespace(ctx, env, ns)
+	return n.recovery.notice(ctx, env, ns)
 }
 
 // maxNamespacesGivenUp bounds how many reserved names one pass gives up
@@ -112,12 +140,12 @@ func namespaceReserved(env *petriv1.EphemeralEnvironment) bool {
 	return env.Status.TargetNamespace != "" && c != nil && c.Status == metav1.ConditionFalse && c.Reason == petriv1.ReasonNamespaceReserved
 }
 
-// reserveNamespace chooses the first free candidate and commits it to
+// reserve chooses the first free candidate and commits it to
 // status.targetNamespace, with optimistic locking: a conflict means someone
 // else moved, and the next reconcile re-reads instead of guessing. taken is
 // the reserved name just given up, if any.
-func (r *EphemeralEnvironmentReconciler) reserveNamespace(ctx context.Context, env *petriv1.EphemeralEnvironment, taken string) error {
-	name, err := r.chooseNamespace(ctx, env)
+func (n namespaceBinder) reserve(ctx context.Context, env *petriv1.EphemeralEnvironment, taken string) error {
+	name, err := n.choose(ctx, env)
 	if err != nil {
 		setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, petriv1.ReasonNamespaceBindFailed, err.Error())
 		return err
@@ -139,7 +167,7 @@ func (r *EphemeralEnvironmentReconciler) reserveNamespace(ctx context.Context, e
 		msg = fmt.Sprintf("namespace %s reserved (%s was taken before it could be created), creating it", name, taken)
 	}
 	setCondition(env, petriv1.ConditionNamespaceBound, metav1.ConditionFalse, petriv1.ReasonNamespaceReserved, msg)
-	if err := r.Status().Patch(ctx, env, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := n.client.Status().Patch(ctx, env, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		env.Status = base.Status
 		return fmt.Errorf("commit target namespace %s: %w", name, err)
 	}
@@ -152,9 +180,9 @@ func (r *EphemeralEnvironmentReconciler) reserveNamespace(ctx context.Context, e
 // names free in that cluster, in one status write; the pass ends there and
 // the next works in that cluster. While no cluster fits, the environment
 // waits, ClusterPlaced False saying why.
-func (r *EphemeralEnvironmentReconciler) placeAndReserve(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
+func (n namespaceBinder) placeAndReserve(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
 	p.stop = true
-	cluster, release, err := r.place(ctx, env)
+	cluster, release, err := n.placer.place(ctx, env)
 	committed := false
 	defer func() { release(committed) }()
 	if err != nil || cluster == "" {
@@ -163,13 +191,13 @@ func (r *EphemeralEnvironmentReconciler) placeAndReserve(ctx context.Context, en
 		p.requeueAfter(clusters.PendingPoll)
 		return err
 	}
-	t, why, _ := r.clusters.State(cluster)
+	t, why, _ := n.clusters.State(cluster)
 	if t == nil {
 		setCondition(env, petriv1.ConditionClusterPlaced, metav1.ConditionFalse, petriv1.ReasonClusterUnreachable, why)
 		p.requeueAfter(clusterAwayPoll)
 		return nil
 	}
-	if err := r.reserveNamespace(route.With(ctx, t), env, ""); err != nil {
+	if err := n.reserve(route.With(ctx, t), env, ""); err != nil {
 		return err
 	}
 	committed = true
@@ -178,29 +206,29 @@ func (r *EphemeralEnvironmentReconciler) placeAndReserve(ctx context.Context, en
 
 // rotateNonce commits a fresh status.namespaceNonce, with optimistic
 // locking like the reservation.
-func (r *EphemeralEnvironmentReconciler) rotateNonce(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
+func (n namespaceBinder) rotateNonce(ctx context.Context, env *petriv1.EphemeralEnvironment) error {
 	nonce, err := newNonce()
 	if err != nil {
 		return err
 	}
 	base := env.DeepCopy()
 	env.Status.NamespaceNonce = nonce
-	if err := r.Status().Patch(ctx, env, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := n.client.Status().Patch(ctx, env, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		env.Status = base.Status
 		return fmt.Errorf("commit namespace nonce: %w", err)
 	}
 	return nil
 }
 
-// getOrCreateNamespace reads the target namespace from the API server and
+// getOrCreate reads the target namespace from the API server and
 // creates it when it does not exist; one just found free (fresh) is created
 // without the read. A namespace that appears before the create is read
 // then, for the ownership check.
-func (r *EphemeralEnvironmentReconciler) getOrCreateNamespace(ctx context.Context, env *petriv1.EphemeralEnvironment, fresh bool) (*corev1.Namespace, error) {
+func (n namespaceBinder) getOrCreate(ctx context.Context, env *petriv1.EphemeralEnvironment, fresh bool) (*corev1.Namespace, error) {
 	name := env.Status.TargetNamespace
 	ns := &corev1.Namespace{}
 	if !fresh {
-		err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns)
+		err := n.apiReader.Get(ctx, client.ObjectKey{Name: name}, ns)
 		if err == nil {
 			return ns, nil
 		}
@@ -208,25 +236,25 @@ func (r *EphemeralEnvironmentReconciler) getOrCreateNamespace(ctx context.Contex
 			return nil, fmt.Errorf("get namespace %s: %w", name, err)
 		}
 	}
-	key, err := r.ownership.get(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace)
+	key, err := n.proofs.key.get(ctx, n.client, n.apiReader, n.options.ManagementNamespace)
 	if err != nil {
 		return nil, err
 	}
 	if env.Status.NamespaceNonce == "" {
 		// An environment from before nonces: one is committed first.
-		if err := r.rotateNonce(ctx, env); err != nil {
+		if err := n.rotateNonce(ctx, env); err != nil {
 			return nil, err
 		}
 	}
-	ns = objects.WithPodSecurity(newOwnedNamespace(env, key), r.Options.WorkloadPodSecurity)
-	err = r.Create(ctx, ns)
+	ns = objects.WithPodSecurity(newOwnedNamespace(env, key), n.options.WorkloadPodSecurity)
+	err = n.client.Create(ctx, ns)
 	switch {
 	case err == nil:
 		log.FromContext(ctx).Info("Created workload namespace", "namespace", name)
 		return ns, nil
 	case apierrors.IsAlreadyExists(err):
 		ns = &corev1.Namespace{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		if err := n.apiReader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 			return nil, fmt.Errorf("get namespace %s: %w", name, err)
 		}
 		return ns, nil
@@ -248,16 +276,16 @@ func (r *EphemeralEnvironmentReconciler) getOrCreateNamespace(ctx context.Contex
 // docs/benchmarks.md has the figures). Everything else (not cached yet,
 // relabelled, terminating, gone, a new generation) is decided on the API
 // server's answer, as are the writes that follow from it.
-func (r *EphemeralEnvironmentReconciler) boundInCache(ctx context.Context, env *petriv1.EphemeralEnvironment) (*corev1.Namespace, bool) {
-	if r.NamespaceCache == nil || !apimeta.IsStatusConditionTrue(env.Status.Conditions, petriv1.ConditionNamespaceBound) ||
+func (n namespaceBinder) boundInCache(ctx context.Context, env *petriv1.EphemeralEnvironment) (*corev1.Namespace, bool) {
+	if n.namespaceCache == nil || !apimeta.IsStatusConditionTrue(env.Status.Conditions, petriv1.ConditionNamespaceBound) ||
 		conditionGeneration(env, petriv1.ConditionNamespaceBound) != env.Generation {
 		return nil, false
 	}
 	ns := &corev1.Namespace{}
-	if err := r.NamespaceCache.Get(ctx, client.ObjectKey{Name: env.Status.TargetNamespace}, ns); err != nil {
+	if err := n.namespaceCache.Get(ctx, client.ObjectKey{Name: env.Status.TargetNamespace}, ns); err != nil {
 		return nil, false
 	}
-	why, err := r.namespaceOwnership(ctx, ns, env)
+	why, err := n.proofs.check(ctx, ns, env)
 	return ns, err == nil && why == "" && ns.DeletionTimestamp.IsZero()
 }
 
@@ -268,15 +296,15 @@ func conditionGeneration(env *petriv1.EphemeralEnvironment, typ string) int64 {
 	return -1
 }
 
-// chooseNamespace returns the first candidate (shortest hash prefix) that no
+// choose returns the first candidate (shortest hash prefix) that no
 // existing namespace uses.
-func (r *EphemeralEnvironmentReconciler) chooseNamespace(ctx context.Context, env *petriv1.EphemeralEnvironment) (string, error) {
+func (n namespaceBinder) choose(ctx context.Context, env *petriv1.EphemeralEnvironment) (string, error) {
 	hash := naming.UIDHash(env.UID)
-	if r.Options.NamespaceHash != nil {
-		hash = r.Options.NamespaceHash(string(env.UID))
+	if n.options.NamespaceHash != nil {
+		hash = n.options.NamespaceHash(string(env.UID))
 	}
 	for _, candidate := range naming.NamespaceCandidates(env.Name, hash) {
-		err := r.APIReader.Get(ctx, client.ObjectKey{Name: candidate}, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}})
+		err := n.apiReader.Get(ctx, client.ObjectKey{Name: candidate}, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}})
 		if apierrors.IsNotFound(err) {
 			return candidate, nil
 		}
@@ -317,7 +345,7 @@ func ownedNamespace(env *petriv1.EphemeralEnvironment) *corev1.Namespace {
 }
 
 // ownershipProblem returns why ns does not carry the environment's marks, or
-// "". Marks alone can be copied: namespaceOwnership decides.
+// "". Marks alone can be copied: namespaceProofs.check decides.
 func ownershipProblem(ns *corev1.Namespace, env *petriv1.EphemeralEnvironment) string {
 	want := ownedNamespace(env)
 	var problems []string

@@ -90,7 +90,21 @@ func newNonce() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// namespaceOwnership tells whether ns is provably env's, and why not
+// namespaceProofs checks and spends the ownership proofs of the workload
+// namespaces, with the key kept in the management namespace.
+type namespaceProofs struct {
+	client    client.Client
+	apiReader client.Reader
+	namespace string
+	key       *ownershipKey
+}
+
+// proofs hands the steps the reconciler's namespace ownership proofs.
+func (r *EphemeralEnvironmentReconciler) proofs() namespaceProofs {
+	return namespaceProofs{client: r.Client, apiReader: r.APIReader, namespace: r.Options.ManagementNamespace, key: &r.ownership}
+}
+
+// check tells whether ns is provably env's, and why not
 // when it is not. The marks (labels and annotations naming the
 // environment) must match, and one of:
 //   - ns is the very namespace recorded in status.namespaceUID;
@@ -99,7 +113,7 @@ func newNonce() (string, error) {
 //   - the environment was bound before namespaces were recorded by UID
 //     (status.namespaceUID empty, NamespaceBound True): the marks alone,
 //     as they were then.
-func (r *EphemeralEnvironmentReconciler) namespaceOwnership(ctx context.Context, ns *corev1.Namespace, env *petriv1.EphemeralEnvironment) (string, error) {
+func (o namespaceProofs) check(ctx context.Context, ns *corev1.Namespace, env *petriv1.EphemeralEnvironment) (string, error) {
 	if why := ownershipProblem(ns, env); why != "" {
 		return why, nil
 	}
@@ -109,7 +123,7 @@ func (r *EphemeralEnvironmentReconciler) namespaceOwnership(ctx context.Context,
 	if env.Status.NamespaceUID == "" && apimeta.IsStatusConditionTrue(env.Status.Conditions, petriv1.ConditionNamespaceBound) {
 		return "", nil
 	}
-	key, err := r.ownership.get(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace)
+	key, err := o.key.get(ctx, o.client, o.apiReader, o.namespace)
 	if err != nil {
 		return "", err
 	}
@@ -120,18 +134,18 @@ func (r *EphemeralEnvironmentReconciler) namespaceOwnership(ctx context.Context,
 	return "", nil
 }
 
-// spendNonce retires the nonce the bound namespace's proof was made with, as
+// spend retires the nonce the bound namespace's proof was made with, as
 // soon as the namespace is verified: from then on that namespace is known by
 // its UID (status.namespaceUID), and a copy of its proof, put on another
 // namespace of the same name after it is deleted, no longer matches the
 // nonce in status. The operator makes a namespace only under a nonce no
 // namespace it verified carries.
-func (r *EphemeralEnvironmentReconciler) spendNonce(ctx context.Context, env *petriv1.EphemeralEnvironment, ns *corev1.Namespace) error {
+func (o namespaceProofs) spend(ctx context.Context, env *petriv1.EphemeralEnvironment, ns *corev1.Namespace) error {
 	proof := ns.Annotations[petriv1.AnnotationOwnershipProof]
 	if proof == "" || env.Status.NamespaceNonce == "" {
 		return nil
 	}
-	key, err := r.ownership.get(ctx, r.Client, r.APIReader, r.Options.ManagementNamespace)
+	key, err := o.key.get(ctx, o.client, o.apiReader, o.namespace)
 	if err != nil {
 		return err
 	}

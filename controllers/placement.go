@@ -162,25 +162,33 @@ func better(strategy petriv1.PlacementStrategy, a, b candidate, requests cluster
 	return a.cluster.Name < b.cluster.Name
 }
 
+// placer chooses the workload cluster of an environment not yet placed,
+// one decision at a time.
+type placer struct {
+	client     client.Client
+	clusters   *clusters.Registry
+	placements *placements
+}
+
 // place decides the cluster of an environment whose placement is not
 // decided yet and returns it, or "" with ClusterPlaced False saying why
 // (the pass then waits: a WorkloadCluster's change or an environment
 // leaving one wakes it). The caller commits the choice with the
 // namespace's name while holding the returned release: until then the
 // decision holds the lock, so the next one counts it.
-func (r *EphemeralEnvironmentReconciler) place(ctx context.Context, env *petriv1.EphemeralEnvironment) (string, func(committed bool), error) {
-	r.placements.mu.Lock()
+func (pl placer) place(ctx context.Context, env *petriv1.EphemeralEnvironment) (string, func(committed bool), error) {
+	pl.placements.mu.Lock()
 	release := func(committed bool) {
 		if committed {
-			r.placements.remember(env)
+			pl.placements.remember(env)
 		}
-		r.placements.mu.Unlock()
+		pl.placements.mu.Unlock()
 	}
-	if r.clusters == nil {
+	if pl.clusters == nil {
 		setCondition(env, petriv1.ConditionClusterPlaced, metav1.ConditionFalse, petriv1.ReasonClusterNotFound, "this operator runs with --workload-clusters=false: spec.placement cannot be honoured")
 		return "", release, nil
 	}
-	candidates, err := r.candidates(ctx, env)
+	candidates, err := pl.candidates(ctx, env)
 	if err != nil {
 		return "", release, err
 	}
@@ -203,9 +211,9 @@ func (r *EphemeralEnvironmentReconciler) place(ctx context.Context, env *petriv1
 // candidates are the registered clusters, each with what is placed there:
 // the cache's count plus this operator's placements the cache does not
 // show yet.
-func (r *EphemeralEnvironmentReconciler) candidates(ctx context.Context, env *petriv1.EphemeralEnvironment) ([]candidate, error) {
+func (pl placer) candidates(ctx context.Context, env *petriv1.EphemeralEnvironment) ([]candidate, error) {
 	var list petriv1.WorkloadClusterList
-	if err := r.List(ctx, &list, client.InNamespace(env.Namespace)); err != nil {
+	if err := pl.client.List(ctx, &list, client.InNamespace(env.Namespace)); err != nil {
 		return nil, fmt.Errorf("list workload clusters: %w", err)
 	}
 	app := env.Labels[petriv1.LabelApplication]
@@ -213,12 +221,12 @@ func (r *EphemeralEnvironmentReconciler) candidates(ctx context.Context, env *pe
 	for i := range list.Items {
 		wc := &list.Items[i]
 		var placed petriv1.EphemeralEnvironmentList
-		if err := r.List(ctx, &placed, client.InNamespace(env.Namespace), client.MatchingFields{clusters.PlacementIndex: wc.Name}); err != nil {
+		if err := pl.client.List(ctx, &placed, client.InNamespace(env.Namespace), client.MatchingFields{clusters.PlacementIndex: wc.Name}); err != nil {
 			return nil, fmt.Errorf("list environments placed in %s: %w", wc.Name, err)
 		}
 		// Not heard from yet: since the operator started, or since the
 		// cluster was registered (no probe has said anything of it).
-		t, _, pending := r.clusters.State(wc.Name)
+		t, _, pending := pl.clusters.State(wc.Name)
 		unprobed := apimeta.FindStatusCondition(wc.Status.Conditions, petriv1.ConditionReachable) == nil
 		c := candidate{cluster: wc, reachable: t != nil, connecting: pending || (t == nil && unprobed)}
 		seen := map[types.UID]bool{}
@@ -230,7 +238,7 @@ func (r *EphemeralEnvironmentReconciler) candidates(ctx context.Context, env *pe
 				c.sameApp++
 			}
 		}
-		for uid, p := range r.placements.recentIn(wc.Name) {
+		for uid, p := range pl.placements.recentIn(wc.Name) {
 			if !seen[uid] {
 				c.load.Add(p)
 				if app != "" && p.Labels[petriv1.LabelApplication] == app {

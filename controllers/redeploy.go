@@ -4,6 +4,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
@@ -19,7 +20,7 @@ import (
 // A request waits while any Job of the environment runs, so two Helm
 // operations on one release never overlap; the Job's completion brings the
 // environment back here.
-func (r *EphemeralEnvironmentReconciler) honourRedeploy(ctx context.Context, env *petriv1.EphemeralEnvironment) {
+func honourRedeploy(ctx context.Context, recorder events.EventRecorder, env *petriv1.EphemeralEnvironment) {
 	want := env.Annotations[petriv1.AnnotationRedeploy]
 	if want == "" || want == env.Status.LastRedeploy {
 		return
@@ -46,6 +47,6 @@ func (r *EphemeralEnvironmentReconciler) honourRedeploy(ctx context.Context, env
 	}
 	env.Status.LastRedeploy = want
 	log.FromContext(ctx).Info("Redeploy requested", "redeploy", want)
-	r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonDeployProgressing, "Redeploy",
+	recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonDeployProgressing, "Redeploy",
 		"redeploy requested (%s=%s): every component deploys again, and every failed binding binds again", petriv1.AnnotationRedeploy, want)
 }

@@ -19,18 +19,18 @@ import (
 // The Jobs the cache may not show are the one the status names and the last
 // one this operator created. It only reads env: the deploys of one pass run
 // it at once.
-func (r *EphemeralEnvironmentReconciler) releaseBusy(ctx context.Context, env *petriv1.EphemeralEnvironment, component, job string) (releasebusy.Wait, error) {
+func (j jobRunner) releaseBusy(ctx context.Context, env *petriv1.EphemeralEnvironment, component, job string) (releasebusy.Wait, error) {
 	var candidates []string
 	if cs := findComponentStatus(env, component); cs != nil && cs.Job != "" {
 		candidates = append(candidates, cs.Job)
 	}
-	if last := r.releaseJobs.Last(env, component); last != "" {
+	if last := j.releaseJobs.Last(env, component); last != "" {
 		candidates = append(candidates, last)
 	}
 	w, err := releasebusy.Check(ctx, releasebusy.Release{
-		Cache: r.Client, API: r.APIReader,
-		Namespace: r.Options.ManagementNamespace, Key: releasebusy.Key(string(env.UID), naming.LabelValue(component)),
-		Job: job, Candidates: candidates, Now: r.Options.Now(),
+		Cache: j.client, API: j.apiReader,
+		Namespace: j.options.ManagementNamespace, Key: releasebusy.Key(string(env.UID), naming.LabelValue(component)),
+		Job: job, Candidates: candidates, Now: j.options.Now(),
 	})
 	switch {
 	case err != nil:

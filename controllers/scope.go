@@ -30,7 +30,8 @@ type scope struct {
 	deployStartedBefore bool
 }
 
-func (r *EphemeralEnvironmentReconciler) newScope(key types.NamespacedName, env *petriv1.EphemeralEnvironment) *scope {
+// newScope starts a pass of r over the environment env, named key.
+func newScope(r *EphemeralEnvironmentReconciler, key types.NamespacedName, env *petriv1.EphemeralEnvironment) *scope {
 	return &scope{EphemeralEnvironmentReconciler: r, key: key, env: env, before: env.DeepCopy(), pass: &pass{}}
 }
 

@@ -48,9 +48,9 @@ func sharedWorkloadIn(env *petriv1.EphemeralEnvironment, name string) string {
 // sharedWorkloadToBind reads the shared workload the environment binds for
 // name. A missing or deleted one stalls the pass; wait says why the
 // binding waits (the copy for its cluster is not made yet).
-func (r *EphemeralEnvironmentReconciler) sharedWorkloadToBind(ctx context.Context, env *petriv1.EphemeralEnvironment, name string, p *pass) (_ *petriv1.SharedWorkload, wait string, _ error) {
+func (sb sharedBindings) sharedWorkloadToBind(ctx context.Context, env *petriv1.EphemeralEnvironment, name string, p *pass) (_ *petriv1.SharedWorkload, wait string, _ error) {
 	sw := &petriv1.SharedWorkload{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: name}, sw); err != nil {
+	if err := sb.client.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: name}, sw); err != nil {
 		if apierrors.IsNotFound(err) {
 			p.stalled(petriv1.ReasonInvalidSpec, fmt.Sprintf("shared workload %s does not exist in %s", name, env.Namespace))
 			return nil, "", nil
@@ -66,7 +66,7 @@ func (r *EphemeralEnvironmentReconciler) sharedWorkloadToBind(ctx context.Contex
 	}
 	original := sw
 	sw = &petriv1.SharedWorkload{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: shared.CopyName(name, env.Status.Cluster)}, sw)
+	err := sb.client.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: shared.CopyName(name, env.Status.Cluster)}, sw)
 	switch {
 	case apierrors.IsNotFound(err) || err == nil && !metav1.IsControlledBy(sw, original):
 		return nil, fmt.Sprintf("waiting for shared workload %s to be deployed in cluster %s", name, env.Status.Cluster), nil

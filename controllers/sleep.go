@@ -165,7 +165,7 @@ func (r *SleepReconciler) observeSleepJob(ctx context.Context, env *petriv1.Ephe
 	if !sleepRunning(s) {
 		return nil
 	}
-	st, err := r.observeJobLive(ctx, p, s.Job)
+	st, err := r.jobs().observeLive(ctx, p, s.Job)
 	if err != nil {
 		return err
 	}
@@ -265,7 +265,7 @@ func (r *SleepReconciler) startSleepJob(ctx context.Context, env *petriv1.Epheme
 	if action == petriv1.SleepActionWake {
 		args = append(args, wakeWaitArgs(env)...)
 	}
-	if err := r.createJob(ctx, env, name, l, args, ""); err != nil {
+	if err := r.jobs().create(ctx, env, name, l, args, ""); err != nil {
 		return err
 	}
 	now := r.Options.MetaNow()

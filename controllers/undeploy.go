@@ -25,20 +25,20 @@ import (
 // a component is undeployed only after everything that depends on it. A
 // deploy Job still running finishes first. Failed undeploys are retried with
 // backoff and reported; the teardown waits for them.
-func (r *EphemeralEnvironmentReconciler) undeployComponents(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) (bool, error) {
+func (t teardownSteps) undeployComponents(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) (bool, error) {
 	name := env.Status.TargetNamespace
 	if name == "" {
 		return true, nil
 	}
 	ns := &corev1.Namespace{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+	if err := t.apiReader.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 		if apierrors.IsNotFound(err) {
 			// The releases lived in the namespace; nothing is left to undeploy.
 			return true, nil
 		}
 		return false, fmt.Errorf("get namespace %s: %w", name, err)
 	}
-	if why, err := r.namespaceOwnership(ctx, ns, env); err != nil {
+	if why, err := t.proofs.check(ctx, ns, env); err != nil {
 		return false, err
 	} else if why != "" {
 		// deleteNamespace reports it; nothing runs in a namespace that is
@@ -53,7 +53,7 @@ func (r *EphemeralEnvironmentReconciler) undeployComponents(ctx context.Context,
 		if cs.Phase != petriv1.ComponentDeploying {
 			continue
 		}
-		st, err := r.observeJobLive(ctx, p, cs.Job)
+		st, err := t.jobs.observeLive(ctx, p, cs.Job)
 		if err != nil {
 			return false, err
 		}
@@ -77,7 +77,7 @@ func (r *EphemeralEnvironmentReconciler) undeployComponents(ctx context.Context,
 	states := map[string]graph.State{}
 	var problems []string
 	step := func(cs *petriv1.ComponentStatus) error {
-		_, err := r.runUndeploy(ctx, env, cs, p)
+		_, err := t.runUndeploy(ctx, env, cs, p)
 		var later *retryLater
 		if errors.As(err, &later) {
 			p.requeueAfter(later.after)
@@ -119,14 +119,14 @@ func undeployState(p petriv1.ComponentPhase) graph.State {
 
 // undeployRemoved uninstalls the releases of components that left the spec,
 // then forgets them.
-func (r *EphemeralEnvironmentReconciler) undeployRemoved(ctx context.Context, env *petriv1.EphemeralEnvironment, inSpec map[string]bool, p *pass) error {
+func (t teardownSteps) undeployRemoved(ctx context.Context, env *petriv1.EphemeralEnvironment, inSpec map[string]bool, p *pass) error {
 	var keep []petriv1.ComponentStatus
 	for _, cs := range env.Status.Components {
 		if inSpec[cs.Name] {
 			keep = append(keep, cs)
 			continue
 		}
-		done, err := r.runUndeploy(ctx, env, &cs, p)
+		done, err := t.runUndeploy(ctx, env, &cs, p)
 		if err != nil {
 			return err
 		}
@@ -141,12 +141,12 @@ func (r *EphemeralEnvironmentReconciler) undeployRemoved(ctx context.Context, en
 // runUndeploy drives one component's undeploy Job; it reports done once the
 // release is gone. A failed Job is retried with a new attempt after a backoff,
 // a Job that is gone at once.
-func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, cs *petriv1.ComponentStatus, p *pass) (bool, error) {
+func (t teardownSteps) runUndeploy(ctx context.Context, env *petriv1.EphemeralEnvironment, cs *petriv1.ComponentStatus, p *pass) (bool, error) {
 	if cs.Phase == petriv1.ComponentUndeployed {
 		return true, nil
 	}
 	if cs.Phase == petriv1.ComponentUndeploying {
-		done, running, err := r.observeRetried(ctx, env, p, contract.ActionUndeploy, cs.Name, cs.Job, cs.Attempt, &cs.FinishedAt, &cs.LastError)
+		done, running, err := t.observeRetried(ctx, env, p, contract.ActionUndeploy, cs.Name, cs.Job, cs.Attempt, &cs.FinishedAt, &cs.LastError)
 		if done {
 			cs.Phase, cs.Message = petriv1.ComponentUndeployed, ""
 			return true, nil
@@ -169,7 +169,7 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 	key := jobs.EnvironmentKey(env, contract.ActionUndeploy, cs.Name, gen)
 	key.Attempt = attempt
 	jobName := key.Name()
-	wait, err := r.releaseBusy(ctx, env, cs.Name, jobName)
+	wait, err := t.jobs.releaseBusy(ctx, env, cs.Name, jobName)
 	if err != nil || wait.Busy() {
 		if wait.Busy() {
 			cs.Message = wait.Waiting()
@@ -182,15 +182,15 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 		"--namespace", env.Status.TargetNamespace,
 		"--termination-log", jobs.TerminationLogPath,
 	}
-	if err := r.createJob(ctx, env, jobName, r.jobLabels(env, cs.Name, contract.ActionUndeploy, gen), args, ""); err != nil {
+	if err := t.jobs.create(ctx, env, jobName, jobLabels(env, cs.Name, contract.ActionUndeploy, gen), args, ""); err != nil {
 		return false, err
 	}
-	r.releaseJobs.Add(env, cs.Name, jobName)
-	now := r.Options.MetaNow()
+	t.jobs.releaseJobs.Add(env, cs.Name, jobName)
+	now := t.options.MetaNow()
 	cs.Phase, cs.Job, cs.Attempt, cs.Generation, cs.StartedAt, cs.FinishedAt, cs.LastError = petriv1.ComponentUndeploying, jobName, attempt, gen, &now, nil, ""
 	cs.Message = wait.PassedOver()
 	if cs.Message != "" {
-		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonReleaseHolderLost, "Undeploy", "component %s: %s", cs.Name, cs.Message)
+		t.recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonReleaseHolderLost, "Undeploy", "component %s: %s", cs.Name, cs.Message)
 	}
 	log.FromContext(ctx).Info("Started undeploy job", "component", cs.Name, "job", jobName, "attempt", attempt)
 	return false, nil
@@ -207,30 +207,30 @@ func (r *EphemeralEnvironmentReconciler) runUndeploy(ctx context.Context, env *p
 // unknown and nothing will ever report it. The caller starts the next attempt
 // at once; the steps are idempotent (an undeploy of an absent release
 // succeeds, deprovision steps must tolerate a database already dropped).
-func (r *EphemeralEnvironmentReconciler) observeRetried(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass, action, subject, job string, attempt int32, finishedAt **metav1.Time, lastError *string) (done, running bool, err error) {
-	st, err := r.observeJobLive(ctx, p, job)
+func (t teardownSteps) observeRetried(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass, action, subject, job string, attempt int32, finishedAt **metav1.Time, lastError *string) (done, running bool, err error) {
+	st, err := t.jobs.observeLive(ctx, p, job)
 	if err != nil {
 		return false, false, err
 	}
 	switch {
 	case !st.Exists:
 		log.FromContext(ctx).Info("Job is gone before its outcome was seen, starting the next attempt", "job", job, "action", action, "subject", subject, "attempt", attempt)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownProgressing, action, "%s of %s: job %s is gone before its outcome was seen; starting attempt %d", action, subject, job, attempt+1)
+		t.recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownProgressing, action, "%s of %s: job %s is gone before its outcome was seen; starting attempt %d", action, subject, job, attempt+1)
 		return false, false, nil
 	case !st.Done:
 		return false, true, nil
 	case st.Succeeded:
 		*finishedAt, *lastError = st.Finished, ""
 		jobwatch.Record(action, st)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonTeardownProgressing, action, "%s of %s succeeded (job %s)", action, subject, job)
+		t.recorder.Eventf(env, nil, corev1.EventTypeNormal, petriv1.ReasonTeardownProgressing, action, "%s of %s succeeded (job %s)", action, subject, job)
 		return true, false, nil
 	}
 	if *lastError == "" || *finishedAt == nil {
 		*lastError, *finishedAt = jobs.OneLine(st.Message), st.Finished
 		jobwatch.Record(action, st)
-		r.Recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownFailed, action, "%s of %s failed (attempt %d): %s", action, subject, attempt, *lastError)
+		t.recorder.Eventf(env, nil, corev1.EventTypeWarning, petriv1.ReasonTeardownFailed, action, "%s of %s failed (attempt %d): %s", action, subject, attempt, *lastError)
 	}
-	if wait := retry.StepIn(r.Options, attempt, *finishedAt); wait > 0 {
+	if wait := retry.StepIn(t.options, attempt, *finishedAt); wait > 0 {
 		return false, false, &retryLater{after: wait, msg: fmt.Sprintf("%s: %s failed (attempt %d): %s; retrying in %s", subject, action, attempt, *lastError, wait.Round(time.Second))}
 	}
 	return false, false, nil

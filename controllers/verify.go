@@ -29,7 +29,7 @@ import (
 // the component's deploy Job reported (status.components[].revision). Its
 // result is Succeeded, or Drifted (after one pod) naming the releases found
 // missing or at another revision, which are deployed again
-// (recoverWorkloads); its message says what differs for people.
+// (workloadRecovery.recover); its message says what differs for people.
 //
 // A verify Job runs once per --verify-interval for an environment whose
 // deploy graph is done and whose Jobs have all finished, and right after the
@@ -122,7 +122,7 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 	}
 	if len(expect) == 0 {
 		// Nothing is deployed that could have been lost.
-		r.verified(env, trigger, "nothing deployed to verify")
+		verified(env, trigger, "nothing deployed to verify")
 		return nil
 	}
 	key := jobs.EnvironmentKey(env, contract.ActionVerify, verifySubject, env.Generation)
@@ -139,7 +139,7 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 			return err
 		}
 	}
-	if err := r.createJob(ctx, env, name, r.jobLabels(env, verifySubject, contract.ActionVerify, env.Generation), args, ""); err != nil {
+	if err := r.jobs().create(ctx, env, name, jobLabels(env, verifySubject, contract.ActionVerify, env.Generation), args, ""); err != nil {
 		return err
 	}
 	now := r.Options.MetaNow()
@@ -152,7 +152,7 @@ func (r *EphemeralEnvironmentReconciler) startVerification(ctx context.Context, 
 // releases verified, or what is lost deployed again.
 func (r *VerifyReconciler) observeVerification(ctx context.Context, env *petriv1.EphemeralEnvironment, p *pass) error {
 	v := env.Status.Verification
-	st, err := r.observeJobLive(ctx, p, v.Job)
+	st, err := r.jobs().observeLive(ctx, p, v.Job)
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func (r *VerifyReconciler) observeVerification(ctx context.Context, env *petriv1
 		if v.Result == "" {
 			v.Result = "Verified"
 		}
-		r.verified(env, v.Trigger, v.Result)
+		verified(env, v.Trigger, v.Result)
 		// Its outcome is in status.verification now: the Job and its
 		// pod go (prune.go).
 		return objects.DeleteFinishedJob(ctx, r.Client, r.Options.ManagementNamespace, v.Job)
@@ -204,12 +204,12 @@ func (r *VerifyReconciler) observeVerification(ctx context.Context, env *petriv1
 		}
 		return nil
 	}
-	r.recoverWorkloads(ctx, env, false, lost, fmt.Sprintf("verify job %s found: %s", v.Job, v.Result))
+	r.recovery().recover(ctx, env, false, lost, fmt.Sprintf("verify job %s found: %s", v.Job, v.Result))
 	return nil
 }
 
 // verified marks the releases verified.
-func (r *EphemeralEnvironmentReconciler) verified(env *petriv1.EphemeralEnvironment, trigger, result string) {
+func verified(env *petriv1.EphemeralEnvironment, trigger, result string) {
 	msg := fmt.Sprintf("every release is at the revision its deploy wrote (%s; checked after: %s)", result, trigger)
 	setCondition(env, petriv1.ConditionWorkloadsIntact, metav1.ConditionTrue, petriv1.ReasonWorkloadsVerified, msg)
 }

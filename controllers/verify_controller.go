@@ -14,7 +14,7 @@ import (
 // written by the main reconciler) and their verify Jobs, starts the
 // periodic verify Job once per --verify-interval, follows every verify Job
 // (the one the main pass starts after lost access too), and deploys again
-// what a verification found lost (recoverWorkloads), for the main pass to
+// what a verification found lost (workloadRecovery.recover), for the main pass to
 // pick up. It shares the main reconciler's clients, clock, written guard and
 // per-environment lock.
 type VerifyReconciler struct {
