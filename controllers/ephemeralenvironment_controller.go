@@ -69,9 +69,9 @@ type EphemeralEnvironmentReconciler struct {
 	// watchers are the controllers that hear a workload cluster's events
 	// once it is connected.
 	watchers []clusterWatcher
-	// workloads reads the health watch's cache (health.go); nil with
+	// workloads is the health watch (health.go); nil with
 	// --workload-health=false.
-	workloads client.Reader
+	workloads *workloadWatch
 }
 
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=ephemeralenvironments,verbs=get;list;watch;update;patch;delete

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,8 +27,8 @@ import (
 // the operator watches the Deployments, StatefulSets and DaemonSets its
 // releases wrote (the deployer labels each petri.dev/release), through a
 // cache that holds those objects only and only what kstatus reads of them,
-// and an environment whose workload stops running is Degraded until it
-// runs again. An event wakes the environment only when what its workloads
+// and an environment whose workload stops running, or is deleted, is
+// Degraded until it runs again. An event wakes the environment only when what its workloads
 // say differs from what its status says; its pass writes the status, as
 // for any other change. Workloads of environments placed in a workload
 // cluster are not watched.
@@ -102,13 +103,21 @@ func slimMeta(obj client.Object) metav1.ObjectMeta {
 	return m
 }
 
+// workloadWatch is the health watch: the cache it reads, and the workloads
+// it has seen of each release's deploy, by which it tells one deleted
+// outright (the cache no longer holds it).
+type workloadWatch struct {
+	client.Reader
+	seen health.Memory
+}
+
 // watchWorkloads makes the environment controller hear its workloads;
 // nothing with --workload-health=false.
 func (r *EphemeralEnvironmentReconciler) watchWorkloads(mgr manager.Manager, b *builder.Builder) *builder.Builder {
 	if !r.Options.WorkloadHealth {
 		return b
 	}
-	r.workloads = mgr.GetCache()
+	r.workloads = &workloadWatch{Reader: mgr.GetCache()}
 	for _, obj := range workloadKinds() {
 		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(r.environmentIfHealthMoved))
 	}
@@ -195,13 +204,32 @@ func (r *EphemeralEnvironmentReconciler) unhealthyWorkloads(ctx context.Context,
 	for i := range daemonSets.Items {
 		objs = append(objs, &daemonSets.Items[i])
 	}
+	var deleted []health.Problem
+	for _, ref := range r.workloads.seen.Missing(string(env.UID), deployedReleases(env), objs) {
+		deleted = append(deleted, health.Deleted(ref))
+	}
 	notWaited := notWaitedFor(env)
-	return health.Judge(objs, func(release string) bool {
+	skip := func(release string) bool {
 		for _, c := range notWaited {
 			if c == release {
 				return true
 			}
 		}
 		return false
-	}).Message()
+	}
+	return health.Judge(objs, skip).With(deleted, skip).Message()
+}
+
+// deployedReleases maps each release whose deploy is done to that deploy
+// (its Job and revision): what the health watch remembers of a release's
+// workloads holds until its next deploy. A release being deployed is left
+// out: Helm deletes what the new manifest drops.
+func deployedReleases(env *petriv1.EphemeralEnvironment) map[string]string {
+	deploys := map[string]string{}
+	for _, c := range env.Status.Components {
+		if c.Phase == petriv1.ComponentDeployed {
+			deploys[c.Name] = c.Job + "/" + strconv.Itoa(int(c.Revision))
+		}
+	}
+	return deploys
 }

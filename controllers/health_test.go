@@ -161,3 +161,33 @@ func TestWorkloadEventsThatChangeNoHealthWakeNoPass(t *testing.T) {
 	waitPassAfterLastWrite(t, e.Name, ns)
 	assert.LessOrEqual(t, roleBindingReadsIn(ns)-before, 3, "passes: Degraded's, one for the scale-down's later events heard before its write showed, and the one its write brings; none for the ten annotations")
 }
+
+// A workload of a release deleted outright leaves nothing in the cache to
+// judge: the health watch remembers what it saw of the release's deploy,
+// and the environment turns Degraded naming what is gone. Made again, it is
+// Ready again.
+func TestDeletedWorkloadIsDegraded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv("deleted", app("web", nil))
+	require.NoError(t, env.Client.Create(ctx, e))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
+	e = waitFor(t, e.Name, "Ready", ready)
+	ns, job := e.Status.TargetNamespace, componentNamed(e, "web").Job
+
+	var d appsv1.Deployment
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &d))
+	require.NoError(t, env.Client.Delete(ctx, &d))
+	e = waitWithin(t, e.Name, "Degraded", healthWithin, degraded)
+	assert.Equal(t, "Deployment web: deleted; its release asks for it", findCondition(e, petriv1.ConditionReady).Message)
+	assert.Equal(t, job, componentNamed(e, "web").Job, "nothing is deployed for it")
+
+	again := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Labels: d.Labels, Annotations: d.Annotations},
+		Spec:       d.Spec,
+	}
+	require.NoError(t, env.Client.Create(ctx, again))
+	waitWithin(t, e.Name, "Ready again", healthWithin, func(e *petriv1.EphemeralEnvironment) bool {
+		return ready(e) && e.Status.Phase == petriv1.EnvironmentReady
+	})
+}
