@@ -330,7 +330,10 @@ func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) e
 		Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.environmentOfIdentity)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Named("ephemeralenvironment")
-	b = r.watchWorkloads(mgr, b)
+	b, err := r.watchWorkloads(mgr, b)
+	if err != nil {
+		return err
+	}
 	if r.clusters != nil {
 		b = b.Watches(&petriv1.WorkloadCluster{}, handler.EnqueueRequestsFromMapFunc(r.environmentsOfCluster)).
 			Watches(&petriv1.EphemeralEnvironment{}, handler.EnqueueRequestsFromMapFunc(r.environmentLeftCluster), builder.WithPredicates(deletedOnly)).

@@ -1,7 +1,7 @@
 // Package health judges whether what an environment's releases deployed is
-// still running: kstatus's reading of each Deployment, StatefulSet and
-// DaemonSet the releases own, and whether one was scaled below what its
-// release asked for. Pure functions over the objects the operator's cache
+// still running: kstatus's reading of each Deployment, StatefulSet,
+// DaemonSet and Job the releases own, whether one was scaled below what its
+// release asked for, and whether one the releases deployed is gone. Pure functions over the objects the operator's cache
 // holds; the reconciler gathers them, this package gives the verdict.
 package health
 
@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -61,8 +62,8 @@ func (v Verdict) Message() string {
 	return strings.Join(parts, "; ")
 }
 
-// Judge reads every object (Deployments, StatefulSets and DaemonSets; others
-// are ignored) except those of the releases skip names (release.wait false:
+// Judge reads every object (Deployments, StatefulSets, DaemonSets and Jobs,
+// of which only a failed one is a problem; others are ignored) except those of the releases skip names (release.wait false:
 // nobody promised they run), and orders the problems by kind and name.
 func Judge(objs []client.Object, skip func(release string) bool) Verdict {
 	var v Verdict
@@ -93,6 +94,8 @@ func kindOf(obj client.Object) string {
 		return "StatefulSet"
 	case *appsv1.DaemonSet:
 		return "DaemonSet"
+	case *batchv1.Job:
+		return "Job"
 	}
 	return ""
 }
@@ -110,6 +113,9 @@ func judge(obj client.Object, kind string) (string, bool) {
 	// Objects from a typed cache carry no apiVersion and kind; kstatus
 	// reads an object by them.
 	u.SetAPIVersion(appsv1.SchemeGroupVersion.String())
+	if kind == "Job" {
+		u.SetAPIVersion(batchv1.SchemeGroupVersion.String())
+	}
 	u.SetKind(kind)
 	if observed, found, _ := unstructured.NestedInt64(content, "status", "observedGeneration"); found && observed < obj.GetGeneration() {
 		// A change its controller has not observed yet says nothing of
@@ -123,6 +129,11 @@ func judge(obj client.Object, kind string) (string, bool) {
 	res, err := kstatus.Compute(u)
 	if err != nil {
 		return "cannot be read: " + err.Error(), false
+	}
+	if kind == "Job" && res.Status != kstatus.FailedStatus {
+		// A Job that runs, or has not started, is doing what its
+		// release asked; one that failed is not.
+		return "", true
 	}
 	switch res.Status {
 	case kstatus.CurrentStatus:
@@ -219,7 +230,7 @@ func (m *Memory) Missing(env string, deploys map[string]string, objs []client.Ob
 	// deleted), and is not remembered anew.
 	present := make(map[Ref]bool, len(objs))
 	for _, obj := range objs {
-		if ref, ok := RefOf(obj); ok {
+		if ref, ok := RefOf(obj); ok && ref.Kind != "Job" {
 			present[ref] = obj.GetDeletionTimestamp() == nil
 		}
 	}
