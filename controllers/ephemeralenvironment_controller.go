@@ -69,9 +69,9 @@ type EphemeralEnvironmentReconciler struct {
 	// watchers are the controllers that hear a workload cluster's events
 	// once it is connected.
 	watchers []clusterWatcher
-	// workloads reads the health watch's cache (health.go); nil with
+	// workloads is the health watch (health.go); nil with
 	// --workload-health=false.
-	workloads client.Reader
+	workloads *workloadWatch
 }
 
 // +kubebuilder:rbac:groups=petri.dev,namespace=petri-system,resources=ephemeralenvironments,verbs=get;list;watch;update;patch;delete
@@ -330,7 +330,10 @@ func (r *EphemeralEnvironmentReconciler) SetupWithManager(mgr manager.Manager) e
 		Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.maps().environmentOfIdentity)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Named("ephemeralenvironment")
-	b = r.watchWorkloads(mgr, b)
+	b, err := r.watchWorkloads(mgr, b)
+	if err != nil {
+		return err
+	}
 	if r.clusters != nil {
 		b = b.Watches(&petriv1.WorkloadCluster{}, handler.EnqueueRequestsFromMapFunc(r.maps().environmentsOfCluster)).
 			Watches(&petriv1.EphemeralEnvironment{}, handler.EnqueueRequestsFromMapFunc(r.maps().environmentLeftCluster), builder.WithPredicates(deletedOnly)).

@@ -2,8 +2,11 @@ package controllers
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
@@ -23,16 +27,18 @@ import (
 )
 
 // The health watch keeps an environment's Ready honest after its deploy:
-// the operator watches the Deployments, StatefulSets and DaemonSets its
-// releases wrote (the deployer labels each petri.dev/release), through a
-// cache that holds those objects only and only what kstatus reads of them,
-// and an environment whose workload stops running is Degraded until it
-// runs again. An event wakes the environment only when what its workloads
-// say differs from what its status says; its pass writes the status, as
-// for any other change. Workloads of environments placed in a workload
-// cluster are not watched.
+// the operator watches the Deployments, StatefulSets, DaemonSets and Jobs
+// its releases wrote (the deployer labels each petri.dev/release), through
+// caches that hold those objects only and only what kstatus reads of them
+// (the Jobs in one of their own, apart from Petri's), and an environment
+// whose workload stops running, is deleted, or whose Job failed, is
+// Degraded until that is over. An event wakes the environment only when
+// what its workloads say differs from what its status says; its pass
+// writes the status, as for any other change. Workloads of environments
+// placed in a workload cluster are not watched.
 
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
 
 // workloadKinds are the kinds the health watch reads.
 func workloadKinds() []client.Object {
@@ -81,6 +87,8 @@ func slimWorkload(in any) (any, error) {
 		}}, nil
 	case *appsv1.DaemonSet:
 		return &appsv1.DaemonSet{ObjectMeta: meta, Status: o.Status, Spec: appsv1.DaemonSetSpec{UpdateStrategy: o.Spec.UpdateStrategy}}, nil
+	case *batchv1.Job:
+		return &batchv1.Job{ObjectMeta: meta, Status: o.Status, Spec: batchv1.JobSpec{Parallelism: o.Spec.Parallelism, Completions: o.Spec.Completions}}, nil
 	}
 	return in, nil
 }
@@ -102,17 +110,58 @@ func slimMeta(obj client.Object) metav1.ObjectMeta {
 	return m
 }
 
+// workloadWatch is the health watch: the cache it reads, and the workloads
+// it has seen of each release's deploy, by which it tells one deleted
+// outright (the cache no longer holds it).
+type workloadWatch struct {
+	client.Reader
+	// jobs is the releases' Jobs: a cache of its own, since the
+	// manager's holds Petri's own Jobs, in its namespace only.
+	jobs cache.Cache
+	seen health.Memory
+}
+
+// releaseJobsCache is a cache of the Jobs the releases own, in every
+// namespace: those labelled petri.dev/release and not Petri's own,
+// slimmed to what kstatus reads of a Job.
+func releaseJobsCache(mgr manager.Manager) (cache.Cache, error) {
+	return cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		ByObject: map[client.Object]cache.ByObject{&batchv1.Job{}: {Label: releaseJobs(), Transform: slimWorkload}},
+	})
+}
+
+// releaseJobs selects the Jobs of a release that are not Petri's own.
+func releaseJobs() labels.Selector {
+	ofRelease, err := labels.NewRequirement(contract.LabelRelease, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	notPetris, err := labels.NewRequirement(petriv1.LabelManagedBy, selection.DoesNotExist, nil)
+	if err != nil {
+		panic(err)
+	}
+	return labels.NewSelector().Add(*ofRelease, *notPetris)
+}
+
 // watchWorkloads makes the environment controller hear its workloads;
 // nothing with --workload-health=false.
-func (r *EphemeralEnvironmentReconciler) watchWorkloads(mgr manager.Manager, b *builder.Builder) *builder.Builder {
+func (r *EphemeralEnvironmentReconciler) watchWorkloads(mgr manager.Manager, b *builder.Builder) (*builder.Builder, error) {
 	if !r.Options.WorkloadHealth {
-		return b
+		return b, nil
 	}
-	r.workloads = mgr.GetCache()
+	jobs, err := releaseJobsCache(mgr)
+	if err != nil {
+		return nil, fmt.Errorf("cache the releases' Jobs: %w", err)
+	}
+	if err := mgr.Add(jobs); err != nil {
+		return nil, fmt.Errorf("cache the releases' Jobs: %w", err)
+	}
+	r.workloads = &workloadWatch{Reader: mgr.GetCache(), jobs: jobs}
 	for _, obj := range workloadKinds() {
 		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(r.environmentIfHealthMoved))
 	}
-	return b
+	return b.WatchesRawSource(source.Kind[client.Object](jobs, &batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.environmentIfHealthMoved))), nil
 }
 
 // environmentIfHealthMoved maps a workload to its environment (through its
@@ -180,8 +229,13 @@ func (r *EphemeralEnvironmentReconciler) unhealthyWorkloads(ctx context.Context,
 	var deployments appsv1.DeploymentList
 	var statefulSets appsv1.StatefulSetList
 	var daemonSets appsv1.DaemonSetList
-	for _, list := range []client.ObjectList{&deployments, &statefulSets, &daemonSets} {
-		if err := r.workloads.List(ctx, list, in, client.UnsafeDisableDeepCopy); err != nil {
+	var jobs batchv1.JobList
+	for _, list := range []client.ObjectList{&deployments, &statefulSets, &daemonSets, &jobs} {
+		from := client.Reader(r.workloads)
+		if list == &jobs {
+			from = r.workloads.jobs
+		}
+		if err := from.List(ctx, list, in, client.UnsafeDisableDeepCopy); err != nil {
 			log.FromContext(ctx).Error(err, "List workloads from the cache", "namespace", env.Status.TargetNamespace)
 			return ""
 		}
@@ -195,13 +249,35 @@ func (r *EphemeralEnvironmentReconciler) unhealthyWorkloads(ctx context.Context,
 	for i := range daemonSets.Items {
 		objs = append(objs, &daemonSets.Items[i])
 	}
+	for i := range jobs.Items {
+		objs = append(objs, &jobs.Items[i])
+	}
+	var deleted []health.Problem
+	for _, ref := range r.workloads.seen.Missing(string(env.UID), deployedReleases(env), objs) {
+		deleted = append(deleted, health.Deleted(ref))
+	}
 	notWaited := notWaitedFor(env)
-	return health.Judge(objs, func(release string) bool {
+	skip := func(release string) bool {
 		for _, c := range notWaited {
 			if c == release {
 				return true
 			}
 		}
 		return false
-	}).Message()
+	}
+	return health.Judge(objs, skip).With(deleted, skip).Message()
+}
+
+// deployedReleases maps each release whose deploy is done to that deploy
+// (its Job and revision): what the health watch remembers of a release's
+// workloads holds until its next deploy. A release being deployed is left
+// out: Helm deletes what the new manifest drops.
+func deployedReleases(env *petriv1.EphemeralEnvironment) map[string]string {
+	deploys := map[string]string{}
+	for _, c := range env.Status.Components {
+		if c.Phase == petriv1.ComponentDeployed {
+			deploys[c.Name] = c.Job + "/" + strconv.Itoa(int(c.Revision))
+		}
+	}
+	return deploys
 }

@@ -7,9 +7,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -118,4 +120,38 @@ func TestWorkloadHealthFlagScopesTheCache(t *testing.T) {
 	off, err := parseOptions("--workload-health=false")
 	require.NoError(t, err)
 	assert.Empty(t, kinds(off))
+}
+
+// The releases' Jobs are cached apart from Petri's own, and only those:
+// Petri's deploy Jobs (labelled managed-by) are not in that cache, and
+// the manager's cache of them is not widened. A slimmed Job keeps its
+// verdict.
+func TestReleaseJobsAreNotPetris(t *testing.T) {
+	sel := releaseJobs()
+	assert.True(t, sel.Matches(labels.Set{contract.LabelRelease: "web"}))
+	assert.False(t, sel.Matches(labels.Set{contract.LabelRelease: "web", petriv1.LabelManagedBy: petriv1.ManagedByOperator}))
+	assert.False(t, sel.Matches(labels.Set{}))
+	petris := 0
+	for obj, by := range cacheOptions(DefaultOptions()).ByObject {
+		if _, ok := obj.(*batchv1.Job); ok {
+			petris++
+			assert.Empty(t, by.Namespaces, "Petri's Jobs: its namespace only")
+			assert.Equal(t, petriv1.LabelManagedBy+"="+petriv1.ManagedByOperator, by.Label.String())
+		}
+	}
+	assert.Equal(t, 1, petris)
+
+	failed := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "migrate", Generation: 1, Labels: map[string]string{contract.LabelRelease: "web", "other": "x"}},
+		Spec:       batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "m"}}}}},
+		Status: batchv1.JobStatus{Failed: 1, Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue}, {Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded"},
+		}},
+	}
+	want := health.Judge([]client.Object{failed.DeepCopy()}, nil)
+	require.False(t, want.Healthy())
+	out, err := slimWorkload(failed.DeepCopy())
+	require.NoError(t, err)
+	assert.Equal(t, want, health.Judge([]client.Object{out.(client.Object)}, nil))
+	assert.Empty(t, out.(*batchv1.Job).Spec.Template.Spec.Containers)
 }

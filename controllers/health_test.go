@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -160,4 +161,74 @@ func TestWorkloadEventsThatChangeNoHealthWakeNoPass(t *testing.T) {
 	waitWithin(t, e.Name, "Degraded", healthWithin, degraded)
 	waitPassAfterLastWrite(t, e.Name, ns)
 	assert.LessOrEqual(t, roleBindingReadsIn(ns)-before, 3, "passes: Degraded's, one for the scale-down's later events heard before its write showed, and the one its write brings; none for the ten annotations")
+}
+
+// A workload of a release deleted outright leaves nothing in the cache to
+// judge: the health watch remembers what it saw of the release's deploy,
+// and the environment turns Degraded naming what is gone. Made again, it is
+// Ready again.
+func TestDeletedWorkloadIsDegraded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv("deleted", app("web", nil))
+	require.NoError(t, env.Client.Create(ctx, e))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
+	e = waitFor(t, e.Name, "Ready", ready)
+	ns, job := e.Status.TargetNamespace, componentNamed(e, "web").Job
+
+	var d appsv1.Deployment
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &d))
+	require.NoError(t, env.Client.Delete(ctx, &d))
+	e = waitWithin(t, e.Name, "Degraded", healthWithin, degraded)
+	assert.Equal(t, "Deployment web: deleted; its release asks for it", findCondition(e, petriv1.ConditionReady).Message)
+	assert.Equal(t, job, componentNamed(e, "web").Job, "nothing is deployed for it")
+
+	again := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Labels: d.Labels, Annotations: d.Annotations},
+		Spec:       d.Spec,
+	}
+	require.NoError(t, env.Client.Create(ctx, again))
+	waitWithin(t, e.Name, "Ready again", healthWithin, func(e *petriv1.EphemeralEnvironment) bool {
+		return ready(e) && e.Status.Phase == petriv1.EnvironmentReady
+	})
+}
+
+// A Job of a release (labelled petri.dev/release, in the environment's
+// namespace) that failed turns the environment Degraded naming it; one
+// that runs does not. Deleted, it is no longer judged: a finished Job's
+// TTL deletes it.
+func TestFailedJobOfAReleaseIsDegraded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv("failedjob", app("web", nil))
+	require.NoError(t, env.Client.Create(ctx, e))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
+	e = waitFor(t, e.Name, "Ready", ready)
+	ns := e.Status.TargetNamespace
+
+	// The release's own pod spec passes the namespace's Pod Security.
+	var d appsv1.Deployment
+	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &d))
+	pod := *d.Spec.Template.Spec.DeepCopy()
+	pod.RestartPolicy = corev1.RestartPolicyNever
+	for i := range pod.Containers {
+		pod.Containers[i].ReadinessProbe, pod.Containers[i].LivenessProbe, pod.Containers[i].StartupProbe = nil, nil, nil
+		pod.Containers[i].Env = append(pod.Containers[i].Env, corev1.EnvVar{Name: "FAIL_ON_START", Value: "the migration failed"})
+	}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "migrate", Labels: map[string]string{contract.LabelRelease: "web"}},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: new(int32(0)),
+			Template:     corev1.PodTemplateSpec{Spec: pod},
+		},
+	}
+	require.NoError(t, env.Client.Create(ctx, job))
+	e = waitWithin(t, e.Name, "Degraded", healthWithin+time.Minute, degraded)
+	msg := findCondition(e, petriv1.ConditionReady).Message
+	assert.True(t, strings.HasPrefix(msg, "Job migrate: "), "Ready names the Job: %q", msg)
+
+	require.NoError(t, env.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+	waitWithin(t, e.Name, "Ready again", healthWithin, func(e *petriv1.EphemeralEnvironment) bool {
+		return ready(e) && e.Status.Phase == petriv1.EnvironmentReady
+	})
 }

@@ -80,6 +80,10 @@ func TestLeastPrivilege(t *testing.T) {
 		{"update", "apps", "statefulsets", a, false},
 		{"delete", "apps", "daemonsets", a, false},
 		{"list", "", "pods", a, false},
+		// And the releases' Jobs.
+		{"watch", "batch", "jobs", "", true},
+		{"delete", "batch", "jobs", a, false},
+		{"update", "batch", "jobs", a, false},
 	})
 	deployer := "system:serviceaccount:" + mgmtNS + ":" + naming.DeployerServiceAccount("rbac-a")
 	checkAccess(t, deployer, []access{

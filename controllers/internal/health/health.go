@@ -1,7 +1,7 @@
 // Package health judges whether what an environment's releases deployed is
-// still running: kstatus's reading of each Deployment, StatefulSet and
-// DaemonSet the releases own, and whether one was scaled below what its
-// release asked for. Pure functions over the objects the operator's cache
+// still running: kstatus's reading of each Deployment, StatefulSet,
+// DaemonSet and Job the releases own, whether one was scaled below what its
+// release asked for, and whether one the releases deployed is gone. Pure functions over the objects the operator's cache
 // holds; the reconciler gathers them, this package gives the verdict.
 package health
 
@@ -11,8 +11,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
@@ -60,8 +62,8 @@ func (v Verdict) Message() string {
 	return strings.Join(parts, "; ")
 }
 
-// Judge reads every object (Deployments, StatefulSets and DaemonSets; others
-// are ignored) except those of the releases skip names (release.wait false:
+// Judge reads every object (Deployments, StatefulSets, DaemonSets and Jobs,
+// of which only a failed one is a problem; others are ignored) except those of the releases skip names (release.wait false:
 // nobody promised they run), and orders the problems by kind and name.
 func Judge(objs []client.Object, skip func(release string) bool) Verdict {
 	var v Verdict
@@ -92,6 +94,8 @@ func kindOf(obj client.Object) string {
 		return "StatefulSet"
 	case *appsv1.DaemonSet:
 		return "DaemonSet"
+	case *batchv1.Job:
+		return "Job"
 	}
 	return ""
 }
@@ -109,6 +113,9 @@ func judge(obj client.Object, kind string) (string, bool) {
 	// Objects from a typed cache carry no apiVersion and kind; kstatus
 	// reads an object by them.
 	u.SetAPIVersion(appsv1.SchemeGroupVersion.String())
+	if kind == "Job" {
+		u.SetAPIVersion(batchv1.SchemeGroupVersion.String())
+	}
 	u.SetKind(kind)
 	if observed, found, _ := unstructured.NestedInt64(content, "status", "observedGeneration"); found && observed < obj.GetGeneration() {
 		// A change its controller has not observed yet says nothing of
@@ -122,6 +129,11 @@ func judge(obj client.Object, kind string) (string, bool) {
 	res, err := kstatus.Compute(u)
 	if err != nil {
 		return "cannot be read: " + err.Error(), false
+	}
+	if kind == "Job" && res.Status != kstatus.FailedStatus {
+		// A Job that runs, or has not started, is doing what its
+		// release asked; one that failed is not.
+		return "", true
 	}
 	switch res.Status {
 	case kstatus.CurrentStatus:
@@ -158,4 +170,118 @@ func scaledDown(obj client.Object) (string, bool) {
 		return "", false
 	}
 	return fmt.Sprintf("scaled to 0 replicas; its release asks for %d", asked), true
+}
+
+// Ref names a workload of a release.
+type Ref struct {
+	Kind, Name, Release string
+}
+
+// RefOf names obj; ok is false for a kind the verdict does not read.
+func RefOf(obj client.Object) (Ref, bool) {
+	kind := kindOf(obj)
+	return Ref{Kind: kind, Name: obj.GetName(), Release: obj.GetLabels()[contract.LabelRelease]}, kind != ""
+}
+
+// Deleted is the problem of a workload its release deployed that is gone.
+func Deleted(ref Ref) Problem {
+	return Problem{Kind: ref.Kind, Name: ref.Name, Release: ref.Release, Reason: "deleted; its release asks for it"}
+}
+
+// With adds problems to the verdict, except those of the releases skip
+// names, in the verdict's order.
+func (v Verdict) With(problems []Problem, skip func(release string) bool) Verdict {
+	for _, p := range problems {
+		if skip == nil || !skip(p.Release) {
+			v.Problems = append(v.Problems, p)
+		}
+	}
+	slices.SortFunc(v.Problems, func(a, b Problem) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
+	})
+	return v
+}
+
+// Memory is what tells a workload deleted outright from one its release
+// never had: the cache no longer holds a deleted object, and the release's
+// manifest is not in it. It remembers, per environment and per release,
+// the workloads seen since that release's last deploy (the deploy's name:
+// its Job), and a new deploy forgets them (Helm deletes what the new
+// manifest drops, and makes again what it still asks for). It lives as
+// long as the process: after a restart, what is seen first is what is
+// remembered.
+type Memory struct {
+	mu   sync.Mutex
+	envs map[string]map[string]*seen
+}
+
+type seen struct {
+	deploy string
+	refs   map[Ref]struct{}
+}
+
+// Missing records objs (the environment's workloads in the cache) under
+// the deploys of env's releases that are done (deploys maps a release to
+// its deploy's name) and returns the remembered workloads that objs lack,
+// ordered by kind and name. A release that is not in deploys is forgotten:
+// it is being deployed, or it left the environment.
+func (m *Memory) Missing(env string, deploys map[string]string, objs []client.Object) []Ref {
+	// One being deleted is still there (the verdict says it is being
+	// deleted), and is not remembered anew.
+	present := make(map[Ref]bool, len(objs))
+	for _, obj := range objs {
+		if ref, ok := RefOf(obj); ok && ref.Kind != "Job" {
+			present[ref] = obj.GetDeletionTimestamp() == nil
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.envs == nil {
+		m.envs = map[string]map[string]*seen{}
+	}
+	releases := m.envs[env]
+	if releases == nil {
+		if len(deploys) == 0 {
+			return nil
+		}
+		releases = map[string]*seen{}
+		m.envs[env] = releases
+	}
+	for release, s := range releases {
+		if deploys[release] != s.deploy {
+			delete(releases, release)
+		}
+	}
+	for release, deploy := range deploys {
+		if releases[release] == nil {
+			releases[release] = &seen{deploy: deploy, refs: map[Ref]struct{}{}}
+		}
+	}
+	var missing []Ref
+	for ref, live := range present {
+		if s := releases[ref.Release]; s != nil && live {
+			s.refs[ref] = struct{}{}
+		}
+	}
+	for _, s := range releases {
+		for ref := range s.refs {
+			if _, ok := present[ref]; !ok {
+				missing = append(missing, ref)
+			}
+		}
+	}
+	if len(releases) == 0 {
+		delete(m.envs, env)
+	}
+	slices.SortFunc(missing, func(a, b Ref) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
+	})
+	return missing
+}
+
+// Forget drops what is remembered of env (it is gone).
+func (m *Memory) Forget(env string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.envs, env)
 }

@@ -133,3 +133,30 @@ func TestMessageNamesAFewAndCountsTheRest(t *testing.T) {
 	assert.Equal(t, "Deployment web-0: Available: 0/1; Deployment web-1: Available: 0/1; Deployment web-2: Available: 0/1; "+
 		"Deployment web-3: Available: 0/1; Deployment web-4: Available: 0/1; and 3 more", v.Message())
 }
+
+// The memory names a workload gone since its release's deploy, forgets a
+// release once it is deployed again or leaves, and does not count one
+// being deleted as gone.
+func TestMemoryMissing(t *testing.T) {
+	web, db := deployment("web", 1, 1, nil), statefulSet("db", 1, 1)
+	refWeb := health.Ref{Kind: "Deployment", Name: "web", Release: "web"}
+	deploys := map[string]string{"web": "job-1/1", "db": "job-2/1"}
+	var m health.Memory
+	assert.Empty(t, m.Missing("e", deploys, []client.Object{web, db}))
+	assert.Equal(t, []health.Ref{refWeb}, m.Missing("e", deploys, []client.Object{db}), "web deleted")
+	assert.Empty(t, m.Missing("other", deploys, nil), "another environment saw nothing")
+	assert.Equal(t, []health.Ref{refWeb}, m.Missing("e", deploys, []client.Object{db}), "still gone")
+	assert.Empty(t, m.Missing("e", deploys, []client.Object{web, db}), "made again")
+
+	deleting := web.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{}
+	assert.Empty(t, m.Missing("e", deploys, []client.Object{deleting, db}), "being deleted: the verdict says so")
+
+	assert.Empty(t, m.Missing("e", map[string]string{"web": "job-3/2", "db": "job-2/1"}, []client.Object{db}), "web deployed again: its manifest may have dropped it")
+	assert.Equal(t, []health.Ref{{Kind: "StatefulSet", Name: "db", Release: "db"}}, m.Missing("e", map[string]string{"db": "job-2/1"}, nil), "db deleted; web being deployed")
+	assert.Empty(t, m.Missing("e", map[string]string{"web": "job-3/2"}, nil), "db left the environment; web's new deploy saw no Deployment")
+
+	v := health.Judge([]client.Object{statefulSet("db", 1, 0)}, nil).With([]health.Problem{health.Deleted(refWeb)}, nil)
+	assert.Equal(t, "Deployment web: deleted; its release asks for it; StatefulSet db: Ready: 0/1", v.Message())
+	assert.True(t, health.Verdict{}.With([]health.Problem{health.Deleted(refWeb)}, func(string) bool { return true }).Healthy(), "release.wait false: not judged")
+}
