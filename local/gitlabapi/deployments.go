@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 func (s *Server) routeEnvironments(c *call, pr *project, p []string) (any, error) {
@@ -115,7 +116,8 @@ func (s *Server) listDeployments(w http.ResponseWriter, c *call, pr *project) an
 
 // createDeployment answers POST /deployments: environment, ref, sha, tag
 // and status are required; the environment is created with its first
-// deployment and is available again with each.
+// deployment and is available again with each. The token's user is the
+// deployment's user, its creator.
 func (s *Server) createDeployment(c *call, pr *project) (any, error) {
 	for _, name := range []string{"environment", "ref", "sha", "tag", "status"} {
 		if !c.has(name) || c.str(name) == "" {
@@ -140,12 +142,16 @@ func (s *Server) createDeployment(c *call, pr *project) (any, error) {
 	}
 	env.State = "available"
 	d := &Deployment{ID: s.id(), Environment: env.Name, Ref: c.str("ref"), SHA: c.str("sha"), Status: status}
+	if c.self != nil {
+		d.User = c.self.username
+	}
 	pr.deploys = append(pr.deploys, d)
 	return s.deploymentJSON(pr, d), nil
 }
 
 func (s *Server) deploymentJSON(pr *project, d *Deployment) map[string]any {
-	out := map[string]any{"id": d.ID, "ref": d.Ref, "sha": d.SHA, "status": d.Status}
+	out := map[string]any{"id": d.ID, "ref": d.Ref, "sha": d.SHA, "status": d.Status,
+		"user": userJSON(s.users[strings.ToLower(d.User)])}
 	for _, e := range pr.envs {
 		if e.Name == d.Environment {
 			out["environment"] = map[string]any{"id": e.ID, "name": e.Name, "external_url": e.ExternalURL}

@@ -129,6 +129,8 @@ type Deployment struct {
 	Ref         string
 	SHA         string
 	Status      string
+	// User is the username of whoever created the deployment.
+	User string
 }
 
 func (s *Server) id() int64 {

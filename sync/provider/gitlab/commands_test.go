@@ -2,6 +2,7 @@ package gitlab_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/petri-dev/petri/local/gitlabapi"
 	"github.com/petri-dev/petri/sync/provider"
+	glprovider "github.com/petri-dev/petri/sync/provider/gitlab"
 )
 
 func TestComments(t *testing.T) {
@@ -162,19 +164,43 @@ func TestDeployments(t *testing.T) {
 	id, err := f.p.FindDeployment(ctx, repo, "sha-one", env)
 	require.NoError(t, err)
 	assert.Zero(t, id)
-	one, err := f.p.CreateDeployment(ctx, repo, provider.Deployment{SHA: "sha-one", Environment: env, Description: "Preview"})
+	// Someone else's deployment of that commit to that environment is
+	// theirs: never found, so never driven or deactivated.
+	f.srv.AddMember(repo, "mallory", gitlabapi.Developer, "", false)
+	other, err := glprovider.New(glprovider.Options{BaseURL: f.srv.URL, Token: "glpat-other", Clock: f.clock,
+		HTTPClient: &http.Client{Timeout: 10 * time.Second}})
+	require.NoError(t, err)
+	_, err = other.ListOpenPullRequests(ctx, repo)
+	require.NoError(t, err)
+	_, err = other.CreateDeployment(ctx, repo, provider.Deployment{SHA: "sha-one", Environment: env})
 	require.NoError(t, err)
 	id, err = f.p.FindDeployment(ctx, repo, "sha-one", env)
 	require.NoError(t, err)
-	assert.Equal(t, one, id)
+	assert.Zero(t, id, "another user's deployment is not sync's")
+	one, err := f.p.CreateDeployment(ctx, repo, provider.Deployment{SHA: "sha-one", Environment: env, Description: "Preview"})
+	require.NoError(t, err)
+	_, err = other.CreateDeployment(ctx, repo, provider.Deployment{SHA: "sha-one", Environment: env})
+	require.NoError(t, err)
+	id, err = f.p.FindDeployment(ctx, repo, "sha-one", env)
+	require.NoError(t, err)
+	assert.Equal(t, one, id, "sync's own, though another's is newer")
+	ours := func() []gitlabapi.Deployment {
+		var ds []gitlabapi.Deployment
+		for _, d := range f.srv.Deployments(repo) {
+			if d.User == bot {
+				ds = append(ds, d)
+			}
+		}
+		return ds
+	}
 
 	require.NoError(t, f.p.SetDeploymentStatus(ctx, repo, one, provider.DeploymentStatus{State: "in_progress"}))
 	require.NoError(t, f.p.SetDeploymentStatus(ctx, repo, one, provider.DeploymentStatus{State: "success", EnvironmentURL: "https://shop-pr-1.example"}))
 	// A redeploy in place does not take a finished deployment back.
 	require.NoError(t, f.p.SetDeploymentStatus(ctx, repo, one, provider.DeploymentStatus{State: "in_progress"}))
-	ds := f.srv.Deployments(repo)
+	ds := ours()
 	require.Len(t, ds, 1)
-	assert.Equal(t, gitlabapi.Deployment{ID: one, Environment: env, Ref: "cart", SHA: "sha-one", Status: "success"}, ds[0])
+	assert.Equal(t, gitlabapi.Deployment{ID: one, Environment: env, Ref: "cart", SHA: "sha-one", Status: "success", User: bot}, ds[0])
 	envs := f.srv.Environments(repo)
 	require.Len(t, envs, 1)
 	assert.Equal(t, "https://shop-pr-1.example", envs[0].ExternalURL, "the environment's URL")
@@ -196,7 +222,7 @@ func TestDeployments(t *testing.T) {
 	require.NoError(t, f.p.SetDeploymentStatus(ctx, repo, two, provider.DeploymentStatus{State: "inactive", Description: "Environment deleted"}))
 	require.NoError(t, f.p.SetDeploymentStatus(ctx, repo, two, provider.DeploymentStatus{State: "inactive", Description: "Environment deleted"}))
 	assert.Equal(t, "stopped", f.srv.Environments(repo)[0].State)
-	ds = f.srv.Deployments(repo)
+	ds = ours()
 	require.Len(t, ds, 2)
 	assert.Equal(t, "success", ds[0].Status)
 	assert.Equal(t, "failed", ds[1].Status)
@@ -205,9 +231,9 @@ func TestDeployments(t *testing.T) {
 	three, err := f.p.CreateDeployment(ctx, repo, provider.Deployment{SHA: "sha-fork", Environment: "petri/shop-pr-2"})
 	require.NoError(t, err)
 	require.NoError(t, f.p.SetDeploymentStatus(ctx, repo, three, provider.DeploymentStatus{State: "inactive"}))
-	ds = f.srv.Deployments(repo)
+	ds = ours()
 	assert.Equal(t, gitlabapi.Deployment{ID: three, Environment: "petri/shop-pr-2", Ref: "refs/merge-requests/2/head",
-		SHA: "sha-fork", Status: "canceled"}, ds[2], "a fork's head is reached by the merge request's ref")
+		SHA: "sha-fork", Status: "canceled", User: bot}, ds[2], "a fork's head is reached by the merge request's ref")
 	assert.Equal(t, 2, fork)
 	assert.Error(t, f.p.SetDeploymentStatus(ctx, repo, three, provider.DeploymentStatus{State: "queued"}))
 }

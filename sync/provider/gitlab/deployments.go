@@ -9,6 +9,7 @@ package gitlab
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	gl "gitlab.com/gitlab-org/api/client-go"
 
@@ -32,11 +33,18 @@ type deployments struct {
 	mrs *mergeRequests
 }
 
-// FindDeployment returns the newest deployment of sha to environment; 0
-// when there is none. GitLab lists deployments by environment, not by
-// commit: they are read newest first until one of sha is found.
+// FindDeployment returns the newest deployment of sha to environment that
+// sync's own identity (the token's user) created; 0 when there is none. A
+// deployment someone else made to that environment (by hand, another
+// tool) is theirs: sync never drives, deactivates or adopts it. GitLab
+// lists deployments by environment, not by commit: they are read newest
+// first until one of sha by sync's user is found.
 func (dp *deployments) FindDeployment(ctx context.Context, repository, sha, environment string) (int64, error) {
 	pid, err := project(repository)
+	if err != nil {
+		return 0, err
+	}
+	self, err := dp.Self(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -51,7 +59,7 @@ func (dp *deployments) FindDeployment(ctx context.Context, repository, sha, envi
 			return 0, fmt.Errorf("list deployments of %s to %s: %w", repository, environment, err)
 		}
 		for _, d := range ds {
-			if d.SHA == sha {
+			if d.SHA == sha && d.User != nil && strings.EqualFold(d.User.Username, self) {
 				return d.ID, nil
 			}
 		}
