@@ -339,6 +339,41 @@ func TestGetShowsTheEnvironmentTree(t *testing.T) {
 	assert.Regexp(t, `├─ age           \S+ \(kept by /petri keep\)`, out)
 }
 
+// A Gitea environment shows the expiry of its own pull request's state,
+// never that of GitHub's pull request of the same path and number: the
+// state is read by the environment's forge.
+func TestGetShowsTheExpiryOfTheEnvironmentsOwnForge(t *testing.T) {
+	ctx := context.Background()
+	e := prEnvironment("gitea-shop-pr-43", greeter("web"))
+	e.Labels[render.LabelPullRequest] = "43"
+	e.Annotations[render.AnnotationForge] = "gitea"
+	e.Spec.Source.PullRequest, e.Spec.Source.URL = 43, "https://gitea.example/acme/shop/pulls/43"
+	create(t, e)
+
+	state := func(forge string, in time.Duration) *petriv1.PullRequestState {
+		at := metav1.NewTime(time.Now().Add(in).Truncate(time.Second))
+		st := &petriv1.PullRequestState{
+			ObjectMeta: metav1.ObjectMeta{Namespace: mgmtNS, Name: prstate.Name(prstate.Key{Forge: forge, Repository: "acme/shop", Number: 43})},
+			Spec: petriv1.PullRequestStateSpec{Forge: forge, Repository: "acme/shop", Number: 43,
+				Applications: []petriv1.ApplicationLifecycle{{Name: "shop", ExpiresAt: &at}}},
+		}
+		require.NoError(t, cluster.Client.Create(ctx, st))
+		t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), st) })
+		return st
+	}
+	github := state("github", 100*time.Hour)
+	v := getJSON(t, cluster.Kubeconfig, "gitea-shop-pr-43")
+	assert.Equal(t, "gitea", v.Forge)
+	assert.NotEqual(t, github.Spec.Applications[0].ExpiresAt.UTC(), v.ExpiresAt.UTC(), "GitHub's pull request's expiry is not the Gitea one's")
+
+	gitea := state("gitea", 200*time.Hour)
+	v = getJSON(t, cluster.Kubeconfig, "gitea-shop-pr-43")
+	assert.Equal(t, gitea.Spec.Applications[0].ExpiresAt.UTC(), v.ExpiresAt.UTC(), "the Gitea pull request's own expiry")
+	out, errOut, err := kubectlPetri(t, cluster.Kubeconfig, "get", "gitea-shop-pr-43")
+	require.NoError(t, err, errOut)
+	assert.Regexp(t, `├─ age           \S+ \(expires in (7d23h|8d)\)`, out)
+}
+
 func containsEnv(items []plugin.Environment, name string) bool {
 	for _, e := range items {
 		if e.Name == name {
