@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/petri-dev/petri/api/contract"
@@ -34,10 +35,17 @@ func atRestKeepsOneVerifyJobAndOneValuesSecret(t *testing.T) {
 	e = waitFor(t, name, "Ready", ready)
 
 	for i := range 2 {
-		e = get(t, name)
-		e.Spec.Values = map[string]apiextensionsv1.JSON{"web": *jsonValues(map[string]any{"message": fmt.Sprintf("push %d", i)})}
-		require.NoError(t, env.Client.Update(ctx, e))
-		gen := e.Generation
+		// The verify controller writes the environment's status every
+		// period: the push is made on a fresh copy until no write got in
+		// between.
+		var gen int64
+		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			e = get(t, name)
+			e.Spec.Values = map[string]apiextensionsv1.JSON{"web": *jsonValues(map[string]any{"message": fmt.Sprintf("push %d", i)})}
+			err := env.Client.Update(ctx, e)
+			gen = e.Generation
+			return err
+		}))
 		e = waitFor(t, name, "Ready at the new generation", func(e *petriv1.EphemeralEnvironment) bool {
 			return ready(e) && e.Status.ObservedGeneration == gen
 		})
