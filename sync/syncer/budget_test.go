@@ -2,7 +2,12 @@ package syncer_test
 
 import (
 	"fmt"
+	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/local/gitea"
 	"github.com/petri-dev/petri/local/githubapi"
 	"github.com/petri-dev/petri/local/gitlabapi"
 	"github.com/petri-dev/petri/sync/render"
@@ -235,4 +241,144 @@ func TestMergeRequestLifeOnGitLabCostsSevenWrites(t *testing.T) {
 	}
 	t.Logf("content-generating requests of the life on GitLab: %d %v", total, writes)
 	assert.LessOrEqual(t, total, 7, "%v", writes)
+}
+
+// countingProxy stands in front of a forge and counts the
+// content-generating requests that go through it, by shape (their path
+// without the prefix of the forge's API).
+type countingProxy struct {
+	URL string
+
+	mu     sync.Mutex
+	writes map[string]int
+}
+
+func newCountingProxy(t *testing.T, target, apiPrefix string) *countingProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	require.NoError(t, err)
+	p := &countingProxy{writes: map[string]int{}}
+	next := httputil.NewSingleHostReverseProxy(u)
+	// A request sync gives up on as it stops is no fault of the forge's.
+	next.ErrorLog = log.New(io.Discard, "", 0)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			p.mu.Lock()
+			p.writes[shape(r.Method, strings.TrimPrefix(r.URL.Path, apiPrefix))]++
+			p.mu.Unlock()
+		}
+		next.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p.URL = srv.URL
+	return p
+}
+
+// counted are the content-generating requests so far, by shape, and their
+// number.
+func (p *countingProxy) counted() (map[string]int, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out, total := map[string]int{}, 0
+	for k, n := range p.writes {
+		out[k] = n
+		total += n
+	}
+	return out, total
+}
+
+// The same budget holds on Gitea's write paths, against a real Gitea: a
+// pull request's life (open → Ready → push → Ready → close) costs at most
+// seven content-generating requests, counted by a proxy in front of Gitea
+// that sync's Gitea provider talks to.
+func TestPullRequestLifeOnGiteaCostsSevenWrites(t *testing.T) {
+	t.Parallel()
+	srv, err := gitea.Start(gitea.Options{})
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	require.NoError(t, srv.CreateOrg("acme"))
+	require.NoError(t, srv.CreateRepository(ghRepo))
+	_, err = srv.Push(ghRepo, gitea.Commit{Branch: "main", Files: map[string]string{"README.md": "shop\n"}, Message: "Initial commit"})
+	require.NoError(t, err)
+	bot, err := srv.CreateUser("petri-bot")
+	require.NoError(t, err)
+	require.NoError(t, srv.AddCollaborator(ghRepo, bot.Name, "admin"))
+	token, err := srv.CreateToken(bot, "petri-sync", "write:repository", "write:issue", "read:user")
+	require.NoError(t, err)
+	proxy := newCountingProxy(t, srv.URL, "/api/v1")
+
+	files := map[string]string{"applications/shop.yaml": strings.Replace(appYAML(""), "repository: ", "forge: gitea\nrepository: ", 1)}
+	h := newHarness(t, harnessOptions{files: files, commentPatience: syncer.DefaultCommentPatience, giteaURL: proxy.URL, giteaToken: token, githubTimeout: 30 * time.Second})
+	first, err := srv.Push(ghRepo, gitea.Commit{Branch: "cart", Files: map[string]string{"cart.txt": "1"}, Message: "Add the cart"})
+	require.NoError(t, err)
+	number, err := srv.OpenPullRequest(ghRepo, gitea.PullRequest{Head: "cart", Title: "Cart"})
+	require.NoError(t, err)
+	require.NoError(t, srv.AddLabels(ghRepo, number, "preview"))
+	name := render.EnvironmentName("shop", "gitea:"+ghRepo, number)
+	latest := func(sha string) string {
+		var combined struct {
+			Statuses []struct {
+				Context string `json:"context"`
+				Status  string `json:"status"`
+			} `json:"statuses"`
+		}
+		require.NoError(t, srv.Call(nil, http.MethodGet, "/repos/"+ghRepo+"/commits/"+sha+"/status", nil, &combined))
+		for _, s := range combined.Statuses {
+			if s.Context == "petri/shop" {
+				return s.Status
+			}
+		}
+		return ""
+	}
+	comments := func() []string {
+		var list []struct {
+			Body string `json:"body"`
+			User struct {
+				Login string `json:"login"`
+			} `json:"user"`
+		}
+		require.NoError(t, srv.Call(nil, http.MethodGet, fmt.Sprintf("/repos/%s/issues/%d/comments", ghRepo, number), nil, &list))
+		var out []string
+		for _, c := range list {
+			if c.User.Login == bot.Name && strings.Contains(c.Body, render.CommentMarker) {
+				out = append(out, c.Body)
+			}
+		}
+		return out
+	}
+	comment := func() string {
+		if cs := comments(); len(cs) > 0 {
+			return cs[0]
+		}
+		return ""
+	}
+	h.resync()
+	h.waitEnv(name, nil)
+	require.Eventually(t, func() bool { return latest(first) == "pending" }, 20*time.Second, 20*time.Millisecond)
+	setStatus(t, h, name, ready)
+	require.Eventually(t, func() bool { return latest(first) == "success" }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(comment(), "**Ready**") }, 20*time.Second, 20*time.Millisecond)
+
+	second, err := srv.Push(ghRepo, gitea.Commit{Branch: "cart", Files: map[string]string{"cart.txt": "2"}, Message: "Price the cart"})
+	require.NoError(t, err)
+	h.resync()
+	h.waitEnv(name, func(e *petriv1.EphemeralEnvironment) bool { return e.Spec.Source.SHA == second })
+	require.Eventually(t, func() bool { return latest(second) == "pending" }, 20*time.Second, 20*time.Millisecond)
+	setStatus(t, h, name, ready)
+	require.Eventually(t, func() bool { return latest(second) == "success" }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(comment(), "at commit `"+second[:7]+"`") }, 20*time.Second, 20*time.Millisecond)
+	assert.Contains(t, comment(), "**Ready**")
+
+	require.NoError(t, srv.ClosePullRequest(ghRepo, number))
+	h.resync()
+	h.waitGone(name)
+	require.Eventually(t, func() bool { return strings.Contains(comment(), "Environment deleted") }, 20*time.Second, 20*time.Millisecond)
+
+	writes, total := proxy.counted()
+	t.Logf("content-generating requests of the life on Gitea: %d %v", total, writes)
+	assert.LessOrEqual(t, total, 7, "%v", writes)
+	assert.Equal(t, 4, writes["POST /repos/{owner}/{repo}/statuses/{sha}"], "a pending and a success status per commit")
+	assert.Equal(t, 1, writes["POST /repos/{owner}/{repo}/issues/{n}/comments"], "one comment")
+	assert.LessOrEqual(t, writes["PATCH /repos/{owner}/{repo}/issues/comments/{n}"], 2, "edited for the second Ready and the teardown only")
+	assert.Len(t, comments(), 1)
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/petri-dev/petri/sync/configrepo"
 	"github.com/petri-dev/petri/sync/metrics"
 	"github.com/petri-dev/petri/sync/provider"
+	giteaprovider "github.com/petri-dev/petri/sync/provider/gitea"
 	ghprovider "github.com/petri-dev/petri/sync/provider/github"
 	glprovider "github.com/petri-dev/petri/sync/provider/gitlab"
 	"github.com/petri-dev/petri/sync/render"
@@ -208,6 +209,9 @@ type harnessOptions struct {
 	// token is gitlabToken.
 	gitlab      *gitlabapi.Server
 	gitlabToken string
+	// giteaURL, when set, is the Gitea forge's root (Gitea's own
+	// provider), whose token is giteaToken.
+	giteaURL, giteaToken string
 }
 
 // harnessPatience is the comment's patience in the tests that set none.
@@ -263,6 +267,11 @@ func (h *harness) start() {
 	}
 	if o.gitlab != nil {
 		if forges[config.ForgeGitLab], err = glprovider.New(glprovider.Options{BaseURL: o.gitlab.URL, Token: o.gitlabToken, Clock: h.clock, HTTPClient: &http.Client{Timeout: timeout}}); err != nil {
+			require.NoError(t, err)
+		}
+	}
+	if o.giteaURL != "" {
+		if forges[config.ForgeGitea], err = giteaprovider.New(giteaprovider.Options{BaseURL: o.giteaURL, Token: o.giteaToken, Clock: h.clock, HTTPClient: &http.Client{Timeout: timeout}}); err != nil {
 			require.NoError(t, err)
 		}
 	}

@@ -58,8 +58,13 @@ func ValidToken(secret []byte, got string) bool {
 		return false
 	}
 	want, have := sha256.Sum256(secret), sha256.Sum256([]byte(got))
-	return subtle.ConstantTimeCompare(want[:], have[:]) == 1
+	return constantTimeCompare(want[:], have[:]) == 1
 }
+
+// constantTimeCompare is subtle.ConstantTimeCompare, which returns at once
+// when its inputs' lengths differ; a test sees what it is given, digests of
+// one length whatever the token's and the secret's.
+var constantTimeCompare = subtle.ConstantTimeCompare
 
 // TokenPresent reports whether a delivery's token (X-Gitlab-Token) is one
 // of the configured secrets; one that is none of them is refused before
