@@ -62,9 +62,7 @@ func TestFreedSlotIsGivenAtOnce(t *testing.T) {
 func TestFailedComponentRowNamesItsJob(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: shopFiles("")})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	name := envName(pr.Number)
-	h.waitEnv(name, nil)
+	pr, name := h.deployed()
 	setStatus(t, h, name, func(e *petriv1.EphemeralEnvironment) {
 		e.Status.ObservedGeneration = e.Generation
 		e.Status.Phase = petriv1.EnvironmentFailed
@@ -92,9 +90,7 @@ func setStatus(t *testing.T, h *harness, name string, change func(*petriv1.Ephem
 func TestFeedbackStatusAndSingleComment(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: shopFiles("")})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	name := envName(pr.Number)
-	h.waitEnv(name, nil)
+	pr, name := h.deployed()
 
 	latest := func() githubapi.Status {
 		sts := h.gh.Statuses(ghRepo, pr.HeadSHA)
