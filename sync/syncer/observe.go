@@ -1,8 +1,10 @@
 // Observe: the first part of a repository's pass. It gathers what the plan
-// is decided on (the open pull requests, webhook snapshots merged in, closed
-// ones confirmed one by one, the environments sync wrote, each pull
-// request's lifecycle state) without holding a lock across any call to the
-// forge or the API server.
+// is decided on without holding a lock across any call to the forge or the
+// API server, in steps each in its own file: the open pull requests,
+// webhook snapshots merged in, and closed ones confirmed one by one
+// (listing.go), the environments sync wrote (envlist.go), who stands behind
+// each pull request (trust.go), each pull request's lifecycle state
+// (statestore.go).
 
 package syncer
 

@@ -1,6 +1,6 @@
 // Reconcile: the repository controller, keyed by repository, one pass at a
-// time per repository, each pass one way through observe.go, commands.go,
-// lifecycle.go, plan.go and act.go.
+// time per repository, each pass one way through memory.go (passOver),
+// observe.go, commands.go, lifecycle.go, plan.go and act.go.
 
 package syncer
 
