@@ -22,13 +22,7 @@ func TestDegradedEnvironmentIsReportedFailed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: shopFiles("")})
 	pr, name := h.deployed()
-	latest := func() githubapi.Status {
-		sts := h.gh.Statuses(ghRepo, pr.HeadSHA)
-		if len(sts) == 0 {
-			return githubapi.Status{}
-		}
-		return sts[len(sts)-1]
-	}
+	latest := func() githubapi.Status { return h.lastStatus(pr.HeadSHA) }
 	setReady := func(phase petriv1.EnvironmentPhase, readyCond metav1.Condition) {
 		setStatus(t, h, name, deployedAs(phase, readyCond))
 	}

@@ -92,13 +92,7 @@ func TestFeedbackStatusAndSingleComment(t *testing.T) {
 	h := newHarness(t, harnessOptions{files: shopFiles("")})
 	pr, name := h.deployed()
 
-	latest := func() githubapi.Status {
-		sts := h.gh.Statuses(ghRepo, pr.HeadSHA)
-		if len(sts) == 0 {
-			return githubapi.Status{}
-		}
-		return sts[len(sts)-1]
-	}
+	latest := func() githubapi.Status { return h.lastStatus(pr.HeadSHA) }
 	require.Eventually(t, func() bool { return latest().State == "pending" }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, "petri/shop", latest().Context)
 	require.Eventually(t, func() bool { return len(h.gh.Comments(ghRepo, pr.Number)) == 1 }, 10*time.Second, 10*time.Millisecond)

@@ -398,6 +398,16 @@ func (h *harness) deployed() (githubapi.PullRequest, string) {
 	return pr, name
 }
 
+// lastStatus is the last commit status posted on a commit, in any
+// context; none when nothing was posted.
+func (h *harness) lastStatus(sha string) githubapi.Status {
+	sts := h.gh.Statuses(ghRepo, sha)
+	if len(sts) == 0 {
+		return githubapi.Status{}
+	}
+	return sts[len(sts)-1]
+}
+
 func envName(n int) string { return render.EnvironmentName("shop", ghRepo, n) }
 
 func (h *harness) get(name string) (*petriv1.EphemeralEnvironment, error) {
