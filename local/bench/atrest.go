@@ -216,25 +216,11 @@ func atRestSide(ctx context.Context, o AtRestOptions, dir string, bins map[strin
 		return res, err
 	}
 	defer op.stop()
-	c := e.cluster.Client
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	tracker := trackEnvironments(tctx, c, managementNamespace)
-	names := make([]string, o.Environments)
-	for i := range names {
-		names[i] = fmt.Sprintf("atrest-%04d", i)
-	}
-	start := time.Now()
-	if err := benchkit.ForEach(ctx, names, 16, func(n string) error {
-		return c.Create(ctx, benchEnvironment(managementNamespace, n))
-	}); err != nil {
-		return res, fmt.Errorf("create environments: %w", err)
-	}
-	readyAt, _, err := tracker.waitAll(ctx, names, false, o.Timeout)
-	if err != nil {
+	if _, res.AllReady, err = e.createReady(tctx, "atrest", o.Environments, o.Timeout); err != nil {
 		return res, err
 	}
-	res.AllReady = latest(readyAt).Sub(start)
 	// The pile grows for one interval (the first verify Job) and one TTL
 	// (the first Job deleted by it) after the last environment was Ready.
 	settle := o.VerifyInterval + o.JobTTL
@@ -250,6 +236,30 @@ func atRestSide(ctx context.Context, o AtRestOptions, dir string, bins map[strin
 	}
 	res.LoadAfter = benchkit.LoadAverage()
 	return res, nil
+}
+
+// createReady creates n bench environments named prefix-NNNN and waits
+// until every one is Ready; allReady is from the first create to the last
+// Ready. The watch that times them lasts as long as ctx: the caller's
+// measurement runs with it open, as it ran before.
+func (e *env) createReady(ctx context.Context, prefix string, n int, timeout time.Duration) (names []string, allReady time.Duration, err error) {
+	c := e.cluster.Client
+	tracker := trackEnvironments(ctx, c, managementNamespace)
+	names = make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%04d", prefix, i)
+	}
+	start := time.Now()
+	if err := benchkit.ForEach(ctx, names, 16, func(n string) error {
+		return c.Create(ctx, benchEnvironment(managementNamespace, n))
+	}); err != nil {
+		return nil, 0, fmt.Errorf("create environments: %w", err)
+	}
+	readyAt, _, err := tracker.waitAll(ctx, names, false, timeout)
+	if err != nil {
+		return nil, 0, err
+	}
+	return names, latest(readyAt).Sub(start), nil
 }
 
 // readWindow reads the steady state over the window: the objects kept,

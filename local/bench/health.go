@@ -116,25 +116,13 @@ func healthSide(ctx context.Context, o HealthOptions, watch bool, dir string, bi
 		return res, err
 	}
 	defer op.stop()
-	c := e.cluster.Client
 	tctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	tracker := trackEnvironments(tctx, c, managementNamespace)
-	names := make([]string, o.Environments)
-	for i := range names {
-		names[i] = fmt.Sprintf("health-%04d", i)
-	}
-	start := time.Now()
-	if err := benchkit.ForEach(ctx, names, 16, func(n string) error {
-		return c.Create(ctx, benchEnvironment(managementNamespace, n))
-	}); err != nil {
-		return res, fmt.Errorf("create environments: %w", err)
-	}
-	readyAt, _, err := tracker.waitAll(ctx, names, false, o.Timeout)
+	names, allReady, err := e.createReady(tctx, "health", o.Environments, o.Timeout)
 	if err != nil {
 		return res, err
 	}
-	res.AllReady = latest(readyAt).Sub(start)
+	res.AllReady = allReady
 	res.Environments = len(names)
 	logf("health at rest: all %d Ready in %s; writing their Deployments", len(names), secs(res.AllReady))
 	if res.Workloads, err = e.writeWorkloads(ctx, names); err != nil {
@@ -151,7 +139,7 @@ func healthSide(ctx context.Context, o HealthOptions, watch bool, dir string, bi
 	}
 	res.Phases = map[petriv1.EnvironmentPhase]int{}
 	var list petriv1.EphemeralEnvironmentList
-	if err := c.List(ctx, &list, client.InNamespace(managementNamespace)); err != nil {
+	if err := e.cluster.Client.List(ctx, &list, client.InNamespace(managementNamespace)); err != nil {
 		return res, err
 	}
 	for _, ee := range list.Items {

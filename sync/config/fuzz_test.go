@@ -28,6 +28,29 @@ var fixed = []byte(strings.Replace(good, "name: shop", "name: "+fixedName, 1))
 // FuzzLoad feeds arbitrary bytes to the config file decoder. The seeds are
 // the example config repositories and the cases of the unit tests.
 func FuzzLoad(f *testing.F) {
+	addSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		files := map[string][]byte{fuzzFile: data, fixedFile: fixed}
+		cfg := config.Load(files)
+		checkLoaded(t, cfg, files)
+
+		if again := config.Load(map[string][]byte{fuzzFile: bytes.Clone(data), fixedFile: fixed}); !reflect.DeepEqual(cfg, again) {
+			t.Fatalf("loading the same files twice gave different results:\n%s\nthen\n%s", describe(cfg), describe(again))
+		}
+
+		// The fixed file loads unless the fuzzed one validly claims its name.
+		if cfg.Application(fixedName) == nil {
+			t.Fatalf("a valid file was hidden by a broken one: %s", describe(cfg))
+		}
+
+		checkWrittenBack(t, cfg)
+	})
+}
+
+// addSeeds seeds the corpus: the examples' config files, the shop
+// application broken in the ways people break it, placements, and
+// documents that are hardly config at all.
+func addSeeds(f *testing.F) {
 	seeded := 0
 	for _, root := range []string{
 		filepath.Join("..", "..", "examples", "config-repo"),
@@ -97,46 +120,35 @@ func FuzzLoad(f *testing.F) {
 		"&a [*a]", "a: &a {b: *a}\nkind: Application\n", "\t", "kind: Application\nname: " + fixedName + "\n"} {
 		f.Add([]byte(s))
 	}
+}
 
-	f.Fuzz(func(t *testing.T, data []byte) {
-		files := map[string][]byte{fuzzFile: data, fixedFile: fixed}
-		cfg := config.Load(files)
-		checkLoaded(t, cfg, files)
-
-		if again := config.Load(map[string][]byte{fuzzFile: bytes.Clone(data), fixedFile: fixed}); !reflect.DeepEqual(cfg, again) {
-			t.Fatalf("loading the same files twice gave different results:\n%s\nthen\n%s", describe(cfg), describe(again))
+// checkWrittenBack checks that what loaded from the fuzzed file, written
+// back out, loads to the same thing.
+func checkWrittenBack(t *testing.T, cfg *config.Config) {
+	t.Helper()
+	for _, app := range cfg.Applications {
+		if app.File != fuzzFile {
+			continue
 		}
-
-		// The fixed file loads unless the fuzzed one validly claims its name.
-		if cfg.Application(fixedName) == nil {
-			t.Fatalf("a valid file was hidden by a broken one: %s", describe(cfg))
+		out := reencode(t, app)
+		back := config.Load(map[string][]byte{fuzzFile: out})
+		if len(back.Errors) > 0 || len(back.Applications) != 1 {
+			t.Fatalf("application %s written back out does not load: %s\n%s", app.Name, describe(back), out)
 		}
-
-		// What loaded, written back out, loads to the same thing.
-		for _, app := range cfg.Applications {
-			if app.File != fuzzFile {
-				continue
-			}
-			out := reencode(t, app)
-			back := config.Load(map[string][]byte{fuzzFile: out})
-			if len(back.Errors) > 0 || len(back.Applications) != 1 {
-				t.Fatalf("application %s written back out does not load: %s\n%s", app.Name, describe(back), out)
-			}
-			if a, b := asJSON(t, app), asJSON(t, back.Applications[0]); a != b {
-				t.Fatalf("application changed when written back out:\n%s\nthen\n%s", a, b)
-			}
+		if a, b := asJSON(t, app), asJSON(t, back.Applications[0]); a != b {
+			t.Fatalf("application changed when written back out:\n%s\nthen\n%s", a, b)
 		}
-		for _, sw := range cfg.SharedWorkloads {
-			out := reencode(t, sw)
-			back := config.Load(map[string][]byte{fuzzFile: out})
-			if len(back.Errors) > 0 || len(back.SharedWorkloads) != 1 {
-				t.Fatalf("shared workload %s written back out does not load: %s\n%s", sw.Name, describe(back), out)
-			}
-			if a, b := asJSON(t, sw), asJSON(t, back.SharedWorkloads[0]); a != b {
-				t.Fatalf("shared workload changed when written back out:\n%s\nthen\n%s", a, b)
-			}
+	}
+	for _, sw := range cfg.SharedWorkloads {
+		out := reencode(t, sw)
+		back := config.Load(map[string][]byte{fuzzFile: out})
+		if len(back.Errors) > 0 || len(back.SharedWorkloads) != 1 {
+			t.Fatalf("shared workload %s written back out does not load: %s\n%s", sw.Name, describe(back), out)
 		}
-	})
+		if a, b := asJSON(t, sw), asJSON(t, back.SharedWorkloads[0]); a != b {
+			t.Fatalf("shared workload changed when written back out:\n%s\nthen\n%s", a, b)
+		}
+	}
 }
 
 // checkLoaded checks what holds for every load: each error is located at a

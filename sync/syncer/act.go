@@ -75,7 +75,7 @@ func (rc *repoController) actApp(ctx context.Context, o *observation, ap appPlan
 		count--
 	}
 	for _, pr := range ap.Apply {
-		created, err := rc.writer.writeEnv(ctx, o.rs, app, pr, envs[pr.Number], o.since)
+		created, err := rc.writer.writeEnv(ctx, o.rs, o.forge, app, pr, envs[pr.Number], o.since)
 		if err != nil {
 			errs = append(errs, err)
 		}

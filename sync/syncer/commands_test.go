@@ -52,9 +52,7 @@ func TestPullRequestCommands(t *testing.T) {
 	h.gh.SetPermission(ghRepo, "alice", "write")
 	h.gh.SetPermission(ghRepo, "mia", "maintain")
 	h.gh.SetPermission(ghRepo, "bob", "read")
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	name := envName(pr.Number)
-	h.waitEnv(name, nil)
+	pr, name := h.deployed()
 	readyNow(t, h, name)
 	h.waitComment(pr.Number, "- Expires: ")
 	annotations := func() map[string]string {
@@ -202,9 +200,7 @@ func TestForgedCommandDeliveryIsNotActedOn(t *testing.T) {
 	h := newHarness(t, harnessOptions{files: shopFiles("")})
 	h.gh.SetPermission(ghRepo, "alice", "admin")
 	h.gh.SetPermission(ghRepo, "bob", "read")
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	name := envName(pr.Number)
-	h.waitEnv(name, nil)
+	pr, name := h.deployed()
 
 	send := func(d githubapi.Delivery, edit func(map[string]any)) {
 		var p map[string]any
@@ -268,9 +264,7 @@ func TestCommandOfAnUnknownAuthorIsRefused(t *testing.T) {
 		"Ghost": fmt.Errorf("permission of Ghost on %s: %w", ghRepo, provider.ErrNotFound),
 	})})
 	h.gh.SetPermission(ghRepo, "mia", "maintain")
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	name := envName(pr.Number)
-	h.waitEnv(name, nil)
+	pr, name := h.deployed()
 	readyNow(t, h, name)
 	h.waitComment(pr.Number, "- Expires: ")
 
@@ -297,9 +291,7 @@ func TestCommandThatKeepsFailingIsGivenUp(t *testing.T) {
 		"flaky": errors.New("permission of flaky: 502 Bad Gateway"),
 	})})
 	h.gh.SetPermission(ghRepo, "mia", "maintain")
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	name := envName(pr.Number)
-	h.waitEnv(name, nil)
+	pr, name := h.deployed()
 	readyNow(t, h, name)
 	h.waitComment(pr.Number, "- Expires: ")
 

@@ -64,87 +64,10 @@ func echoAuthorization(status int) http.HandlerFunc {
 // the read API, /readyz and sync's log.
 func TestPlantedCredentialNeverLeaves(t *testing.T) {
 	t.Parallel()
-	// Another host: nothing may reach it.
-	var elsewhere atomic.Int32
-	other := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		elsewhere.Add(1)
-		echoAuthorization(http.StatusOK)(w, r)
-	}))
-	t.Cleanup(other.Close)
-	realm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		elsewhere.Add(1)
-		_, _ = io.WriteString(w, `{"token":"`+planted+`"}`)
-	}))
-	t.Cleanup(realm.Close)
-	// go-containerregistry refuses a realm at a private address literal
-	// itself; by name it does not.
-	realmURL := strings.Replace(realm.URL, "127.0.0.1", "localhost", 1)
-
-	charts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case strings.HasPrefix(r.URL.Path, "/r401/"):
-			echoAuthorization(http.StatusUnauthorized)(w, r)
-		case strings.HasPrefix(r.URL.Path, "/r404/"):
-			echoAuthorization(http.StatusNotFound)(w, r)
-		case strings.HasPrefix(r.URL.Path, "/r500/"):
-			echoAuthorization(http.StatusInternalServerError)(w, r)
-		case strings.HasPrefix(r.URL.Path, "/away/"):
-			http.Redirect(w, r, other.URL+"/index.yaml?sig="+planted, http.StatusFound)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(charts.Close)
-	registry := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="%s/token?access_token=%s",service="registry"`, realmURL, planted))
-		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprintf(w, `{"errors":[{"code":"UNAUTHORIZED","message":"you sent %s %s"}]}`, r.Header.Get("Authorization"), planted)
-	}))
-	t.Cleanup(registry.Close)
-	regHost := strings.TrimPrefix(registry.URL, "http://")
-	withToken := func(path string) string {
-		return strings.Replace(charts.URL, "https://", "https://ci:"+planted+"@", 1) + path + "?token=" + planted
-	}
-
-	app := func(name, repository, version string) string {
-		return fmt.Sprintf(`apiVersion: petri.dev/v1alpha1
-kind: Application
-name: %s
-repository: %s
-trigger:
-  labels: [preview]
-components:
-  - name: web
-    chart:
-      repository: %s
-      name: web
-      version: "%s"
-`, name, ghRepo, repository, version)
-	}
-	files := map[string]string{
-		"applications/unauthorized.yaml": app("unauthorized", withToken("/r401"), "~1.4"),
-		"applications/missing.yaml":      app("missing", withToken("/r404"), "~1.4"),
-		"applications/broken.yaml":       app("broken", withToken("/r500"), "~1.4"),
-		"applications/redirected.yaml":   app("redirected", withToken("/away"), "~1.4"),
-		"applications/realm.yaml":        app("realm", "oci://"+regHost+"/charts", "^1"),
-		"applications/userinfo.yaml":     app("userinfo", "oci://ci:"+planted+"@"+regHost+"/charts", "^1"),
-		"applications/refused.yaml":      app("refused", "ftp://ci:"+planted+"@"+regHost+"/charts", "1.0.0"),
-		"applications/deployed.yaml":     app("deployed", chartRepo.URL, "~1.4"),
-		"shared/leaky.yaml": fmt.Sprintf(`kind: SharedWorkload
-name: leaky
-spec:
-  chart:
-    repository: %s
-    name: web
-    version: "~1.4"
-  values:
-    auth: {password: %s}
-  instanceSecret:
-    keys: [admin-password]
-`, withToken("/r401"), planted),
-	}
+	repos := newLeakyRepos(t)
+	charts, withToken := repos.charts, repos.withToken
 	logs := &lockedBuffer{}
-	h := newHarness(t, harnessOptions{files: files, token: planted + "-forge", webhookSecret: planted + "-hook", logs: logs})
+	h := newHarness(t, harnessOptions{files: repos.files(), token: planted + "-forge", webhookSecret: planted + "-hook", logs: logs})
 	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
 
 	// A deploy failed, and its reason quotes the chart's URL and what the
@@ -213,8 +136,123 @@ spec:
 	assert.Contains(t, comment, "HTTP 500")
 	assert.Contains(t, comment, "-chart-allowed-hosts", "the redirect and the realm are refused, and the comment says how to allow them")
 	assert.Contains(t, comment, strings.TrimPrefix(charts.URL, "https://"))
-	assert.Zero(t, elsewhere.Load(), "no request reached another host (a redirect's target or a token realm)")
+	assert.Zero(t, repos.elsewhere.Load(), "no request reached another host (a redirect's target or a token realm)")
 
+	outputs := h.outputs(comment, logs, statuses)
+	assert.Contains(t, outputs["GET "+api.ApplicationsPath], "refused", "the application the config refused is in the read API")
+	assert.Contains(t, outputs["GET "+api.EnvironmentsPath], "ChartNotFound")
+	for where, text := range outputs {
+		// The token, and the forge token and webhook secret it starts.
+		assert.NotContains(t, text, planted, "%s shows the planted credential", where)
+	}
+}
+
+// leakyRepos are chart repositories that answer every request with the
+// credential it carried, or send it elsewhere: an https index (401, 404,
+// 500, a redirect to another host) and an OCI registry whose token realm is
+// on another host. elsewhere counts the requests that reached another host.
+type leakyRepos struct {
+	charts    *httptest.Server
+	regHost   string
+	elsewhere atomic.Int32
+}
+
+func newLeakyRepos(t *testing.T) *leakyRepos {
+	l := &leakyRepos{}
+	// Another host: nothing may reach it.
+	other := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.elsewhere.Add(1)
+		echoAuthorization(http.StatusOK)(w, r)
+	}))
+	t.Cleanup(other.Close)
+	realm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.elsewhere.Add(1)
+		_, _ = io.WriteString(w, `{"token":"`+planted+`"}`)
+	}))
+	t.Cleanup(realm.Close)
+	// go-containerregistry refuses a realm at a private address literal
+	// itself; by name it does not.
+	realmURL := strings.Replace(realm.URL, "127.0.0.1", "localhost", 1)
+
+	l.charts = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/r401/"):
+			echoAuthorization(http.StatusUnauthorized)(w, r)
+		case strings.HasPrefix(r.URL.Path, "/r404/"):
+			echoAuthorization(http.StatusNotFound)(w, r)
+		case strings.HasPrefix(r.URL.Path, "/r500/"):
+			echoAuthorization(http.StatusInternalServerError)(w, r)
+		case strings.HasPrefix(r.URL.Path, "/away/"):
+			http.Redirect(w, r, other.URL+"/index.yaml?sig="+planted, http.StatusFound)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(l.charts.Close)
+	registry := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="%s/token?access_token=%s",service="registry"`, realmURL, planted))
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintf(w, `{"errors":[{"code":"UNAUTHORIZED","message":"you sent %s %s"}]}`, r.Header.Get("Authorization"), planted)
+	}))
+	t.Cleanup(registry.Close)
+	l.regHost = strings.TrimPrefix(registry.URL, "http://")
+	return l
+}
+
+// withToken is the https index at path, the planted token in its userinfo
+// and its query.
+func (l *leakyRepos) withToken(path string) string {
+	return strings.Replace(l.charts.URL, "https://", "https://ci:"+planted+"@", 1) + path + "?token=" + planted
+}
+
+// files is a config repository with an application on each of the leaky
+// repositories, one the config refuses, one that deploys, and a shared
+// workload whose values hold the token.
+func (l *leakyRepos) files() map[string]string {
+	app := func(name, repository, version string) string {
+		return fmt.Sprintf(`apiVersion: petri.dev/v1alpha1
+kind: Application
+name: %s
+repository: %s
+trigger:
+  labels: [preview]
+components:
+  - name: web
+    chart:
+      repository: %s
+      name: web
+      version: "%s"
+`, name, ghRepo, repository, version)
+	}
+	return map[string]string{
+		"applications/unauthorized.yaml": app("unauthorized", l.withToken("/r401"), "~1.4"),
+		"applications/missing.yaml":      app("missing", l.withToken("/r404"), "~1.4"),
+		"applications/broken.yaml":       app("broken", l.withToken("/r500"), "~1.4"),
+		"applications/redirected.yaml":   app("redirected", l.withToken("/away"), "~1.4"),
+		"applications/realm.yaml":        app("realm", "oci://"+l.regHost+"/charts", "^1"),
+		"applications/userinfo.yaml":     app("userinfo", "oci://ci:"+planted+"@"+l.regHost+"/charts", "^1"),
+		"applications/refused.yaml":      app("refused", "ftp://ci:"+planted+"@"+l.regHost+"/charts", "1.0.0"),
+		"applications/deployed.yaml":     app("deployed", chartRepo.URL, "~1.4"),
+		"shared/leaky.yaml": fmt.Sprintf(`kind: SharedWorkload
+name: leaky
+spec:
+  chart:
+    repository: %s
+    name: web
+    version: "~1.4"
+  values:
+    auth: {password: %s}
+  instanceSecret:
+    keys: [admin-password]
+`, l.withToken("/r401"), planted),
+	}
+}
+
+// outputs is every output sync has, by where it is shown: the comment,
+// sync's log, each commit status, the read API and /readyz.
+func (h *harness) outputs(comment string, logs *lockedBuffer, statuses []githubapi.Status) map[string]string {
+	t := h.t
+	t.Helper()
 	outputs := map[string]string{"comment": comment, "sync's log": logs.String()}
 	for _, s := range statuses {
 		outputs["commit status "+s.Context] = s.Description + " " + s.TargetURL
@@ -227,10 +265,5 @@ spec:
 		require.NoError(t, err)
 		outputs["GET "+path] = string(body)
 	}
-	assert.Contains(t, outputs["GET "+api.ApplicationsPath], "refused", "the application the config refused is in the read API")
-	assert.Contains(t, outputs["GET "+api.EnvironmentsPath], "ChartNotFound")
-	for where, text := range outputs {
-		// The token, and the forge token and webhook secret it starts.
-		assert.NotContains(t, text, planted, "%s shows the planted credential", where)
-	}
+	return outputs
 }

@@ -22,9 +22,7 @@ import (
 func TestGitHubDeployments(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: shopFiles("deployments: true\n")})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	name := envName(pr.Number)
-	h.waitEnv(name, nil)
+	pr, name := h.deployed()
 	environment := fmt.Sprintf("petri/shop-pr-%d", pr.Number)
 	statesOf := func(id int64) []string {
 		var out []string

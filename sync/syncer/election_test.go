@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -88,18 +89,7 @@ func (rs *replicas) startWith(id string, cfg *rest.Config) *replica {
 	t := rs.h.t
 	t.Helper()
 	m := metrics.New()
-	prov, err := ghprovider.New(ghprovider.Options{BaseURL: rs.h.gh.URL, Auth: ghprovider.TokenFile(rs.tokenFile), Observer: m, HTTPClient: &http.Client{Timeout: 2 * time.Second}})
-	require.NoError(t, err)
-	src, err := configrepo.New(configrepo.Options{URL: rs.h.gitDir, Branch: "main"})
-	require.NoError(t, err)
-	s, err := syncer.New(syncer.Options{
-		RESTConfig: cfg, Scheme: controlplane.Scheme(), Namespace: rs.h.ns, Provider: prov,
-		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client()}, Config: src, ConfigRepository: "acme/petri-config",
-		Metrics: m, Log: zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})).WithValues("replica", id),
-		ConfigInterval: time.Hour, ResyncInterval: time.Hour, CommentPatience: harnessPatience,
-		LeaderElection: testElection(rs.leaseNS, id),
-	})
-	require.NoError(t, err)
+	s := rs.newSyncer(id, cfg, m, replicaLog(t, id))
 	ctx, cancel := context.WithCancel(rs.h.ctx)
 	r := &replica{id: id, s: s, m: m, cancel: cancel, stopped: make(chan struct{})}
 	go func() {
@@ -112,6 +102,45 @@ func (rs *replicas) startWith(id string, cfg *rest.Config) *replica {
 	r.url = srv.URL
 	require.Eventually(t, func() bool { return s.Ready() == nil }, 20*time.Second, 20*time.Millisecond, "replica %s not ready", id)
 	return r
+}
+
+// newSyncer is a replica's syncer, reaching the API server through cfg,
+// as petri-sync builds it: the shared GitHub stand-in and config
+// repository, its own metrics and Lease identity.
+func (rs *replicas) newSyncer(id string, cfg *rest.Config, m *metrics.Metrics, log logr.Logger) *syncer.Syncer {
+	t := rs.h.t
+	t.Helper()
+	prov, err := ghprovider.New(ghprovider.Options{BaseURL: rs.h.gh.URL, Auth: ghprovider.TokenFile(rs.tokenFile), Observer: m, HTTPClient: &http.Client{Timeout: 2 * time.Second}})
+	require.NoError(t, err)
+	src, err := configrepo.New(configrepo.Options{URL: rs.h.gitDir, Branch: "main"})
+	require.NoError(t, err)
+	s, err := syncer.New(syncer.Options{
+		RESTConfig: cfg, Scheme: controlplane.Scheme(), Namespace: rs.h.ns, Provider: prov,
+		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client()}, Config: src, ConfigRepository: "acme/petri-config",
+		Metrics: m, Log: log, ConfigInterval: time.Hour, ResyncInterval: time.Hour, CommentPatience: harnessPatience,
+		LeaderElection: testElection(rs.leaseNS, id),
+	})
+	require.NoError(t, err)
+	return s
+}
+
+func replicaLog(t *testing.T, id string) logr.Logger {
+	return zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})).WithValues("replica", id)
+}
+
+// leaderAndFollower starts replica sync-a, waits until it leads, then
+// starts sync-b (through startFollower, rs.start when nil), which follows.
+func (rs *replicas) leaderAndFollower(startFollower func(id string) *replica) (a, b *replica) {
+	t := rs.h.t
+	t.Helper()
+	if startFollower == nil {
+		startFollower = rs.start
+	}
+	a = rs.start("sync-a")
+	rs.waitLeader(a, 20*time.Second)
+	b = startFollower("sync-b")
+	require.False(t, b.s.Leader(), "sync-b follows")
+	return a, b
 }
 
 // stop ends a replica as SIGTERM does: it stops acting, then releases the
@@ -258,12 +287,25 @@ func openPR(t *testing.T, gh *githubapi.Server, to *replica) githubapi.PullReque
 	return pr
 }
 
+// ready is the operator's status of an environment deployed and Ready.
 func ready(e *petriv1.EphemeralEnvironment) {
-	e.Status.ObservedGeneration = e.Generation
-	e.Status.TargetNamespace = "shop-pr-ha-ab12"
-	e.Status.Phase = petriv1.EnvironmentReady
-	meta.SetStatusCondition(&e.Status.Conditions, metav1.Condition{Type: petriv1.ConditionReady, Status: metav1.ConditionTrue, Reason: petriv1.ReasonSucceeded, ObservedGeneration: e.Generation})
-	e.Status.Components = []petriv1.ComponentStatus{{Name: "api", Phase: petriv1.ComponentDeployed, Generation: e.Generation}, {Name: "web", Phase: petriv1.ComponentDeployed, Generation: e.Generation}}
+	deployedAs(petriv1.EnvironmentReady, readyTrue)(e)
+}
+
+// readyTrue is the Ready condition of an environment that serves.
+var readyTrue = metav1.Condition{Type: petriv1.ConditionReady, Status: metav1.ConditionTrue, Reason: petriv1.ReasonSucceeded}
+
+// deployedAs is the operator's status of an environment whose components
+// are deployed, in phase, with the Ready condition readyCond.
+func deployedAs(phase petriv1.EnvironmentPhase, readyCond metav1.Condition) func(*petriv1.EphemeralEnvironment) {
+	return func(e *petriv1.EphemeralEnvironment) {
+		e.Status.ObservedGeneration = e.Generation
+		e.Status.TargetNamespace = "shop-pr-ha-ab12"
+		e.Status.Phase = phase
+		readyCond.ObservedGeneration = e.Generation
+		meta.SetStatusCondition(&e.Status.Conditions, readyCond)
+		e.Status.Components = []petriv1.ComponentStatus{{Name: "api", Phase: petriv1.ComponentDeployed, Generation: e.Generation}, {Name: "web", Phase: petriv1.ComponentDeployed, Generation: e.Generation}}
+	}
 }
 
 // Two replicas: the one holding the Lease writes environments and reports
@@ -273,9 +315,7 @@ func TestOnlyTheLeaderWritesAndReports(t *testing.T) {
 	t.Parallel()
 	rs := newReplicas(t, shopFiles(""))
 	h := rs.h
-	a := rs.start("sync-a")
-	rs.waitLeader(a, 20*time.Second)
-	b := rs.start("sync-b")
+	a, b := rs.leaderAndFollower(nil)
 	assert.False(t, b.s.Leader())
 	assert.Equal(t, "sync-a", b.s.LeaderIdentity())
 	assert.Equal(t, http.StatusOK, getJSON(t, b.url+"/readyz", nil), "a follower is ready: it answers webhooks")
@@ -318,10 +358,7 @@ func TestWebhookToTheFollowerIsActedOnByTheLeader(t *testing.T) {
 	t.Parallel()
 	rs := newReplicas(t, shopFiles(""))
 	h := rs.h
-	a := rs.start("sync-a")
-	rs.waitLeader(a, 20*time.Second)
-	b := rs.start("sync-b")
-	require.False(t, b.s.Leader())
+	a, b := rs.leaderAndFollower(nil)
 
 	pr := openPR(t, h.gh, b)
 	h.waitEnv(envName(pr.Number), nil)
@@ -393,9 +430,7 @@ func TestFollowerTakesOverWithoutLossOrDuplicates(t *testing.T) {
 	t.Parallel()
 	rs := newReplicas(t, shopFiles(""))
 	h := rs.h
-	a := rs.start("sync-a")
-	rs.waitLeader(a, 20*time.Second)
-	b := rs.start("sync-b")
+	a, b := rs.leaderAndFollower(nil)
 
 	first := openPR(t, h.gh, a)
 	name := envName(first.Number)

@@ -1,7 +1,16 @@
+// Environments: the second step of a repository's observe. sync's own
+// environments of the repository's applications, listed from sync's cache
+// (or from the API server while the cache lags behind sync's own writes),
+// and indexed by application and pull request.
+
 package syncer
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -14,6 +23,35 @@ import (
 	"github.com/petri-dev/petri/sync/config"
 	"github.com/petri-dev/petri/sync/render"
 )
+
+// environments lists sync's environments of the repository into o.envs,
+// by application and pull request. It returns the pull requests not listed
+// as open that have an environment not being deleted: only those are read
+// on their own.
+func (rc *repoController) environments(ctx context.Context, o *observation) ([]int, error) {
+	var envs petriv1.EphemeralEnvironmentList
+	if err := rc.writer.listEnvironments(ctx, o.apps, &envs); err != nil {
+		return nil, fmt.Errorf("list environments: %w", err)
+	}
+	o.envs = map[string]map[int]*petriv1.EphemeralEnvironment{}
+	for _, app := range o.apps {
+		o.envs[app.Name] = map[int]*petriv1.EphemeralEnvironment{}
+	}
+	live := map[int]bool{}
+	for i := range envs.Items {
+		e := &envs.Items[i]
+		by := o.envs[e.Labels[render.LabelApplication]]
+		if by == nil || !render.Owned(e.Labels) || render.RepositoryKey(e.Annotations) != o.repo {
+			continue
+		}
+		n, _ := strconv.Atoi(e.Labels[render.LabelPullRequest])
+		by[n] = e
+		if _, isOpen := o.openBy[n]; !isOpen && n != 0 && e.DeletionTimestamp == nil {
+			live[n] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(live)), nil
+}
 
 // listEnvironments lists the environments sync wrote for the applications
 // of one repository (those whose application label names one of them) from

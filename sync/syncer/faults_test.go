@@ -94,8 +94,7 @@ spec:
     version: "~15"
 `, never.URL)
 	h := newHarness(t, harnessOptions{files: map[string]string{"shared/postgres.yaml": sw, "applications/shop.yaml": appYAML("")}, chartTimeout: 300 * time.Millisecond})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	h.waitEnv(envName(pr.Number), nil)
+	h.deployed()
 }
 
 // A shared workload's provision container failed and its termination
@@ -105,9 +104,7 @@ spec:
 func TestProvisionOutputIsNotPostedOnThePullRequest(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: shopFiles("")})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	name := envName(pr.Number)
-	h.waitEnv(name, nil)
+	pr, name := h.deployed()
 	const output = "createdb: error: FATAL: role admin, password=hunter2 rejected"
 	job := name + "-postgres-provision-g1-0a1b2c3d"
 	setStatus(t, h, name, func(e *petriv1.EphemeralEnvironment) {

@@ -156,7 +156,13 @@ func (s *Syncer) feedbackLocked(ctx context.Context, key prKey) error {
 	if behind {
 		s.feedback.AddAfter(key, unseenWait)
 	}
-	life, err := s.ensureLife(ctx, rs, key)
+	// The lifecycle state is remembered in the repository's state, which a
+	// repository of the config sync has none of yet is given.
+	remember := rs
+	if remember == nil {
+		remember = s.memory.configuredRepo(key.Repo)
+	}
+	life, err := s.ensureLife(ctx, remember, key)
 	if err != nil {
 		return err
 	}

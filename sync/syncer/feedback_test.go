@@ -62,9 +62,7 @@ func TestFreedSlotIsGivenAtOnce(t *testing.T) {
 func TestFailedComponentRowNamesItsJob(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: shopFiles("")})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	name := envName(pr.Number)
-	h.waitEnv(name, nil)
+	pr, name := h.deployed()
 	setStatus(t, h, name, func(e *petriv1.EphemeralEnvironment) {
 		e.Status.ObservedGeneration = e.Generation
 		e.Status.Phase = petriv1.EnvironmentFailed
@@ -92,17 +90,9 @@ func setStatus(t *testing.T, h *harness, name string, change func(*petriv1.Ephem
 func TestFeedbackStatusAndSingleComment(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: shopFiles("")})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	name := envName(pr.Number)
-	h.waitEnv(name, nil)
+	pr, name := h.deployed()
 
-	latest := func() githubapi.Status {
-		sts := h.gh.Statuses(ghRepo, pr.HeadSHA)
-		if len(sts) == 0 {
-			return githubapi.Status{}
-		}
-		return sts[len(sts)-1]
-	}
+	latest := func() githubapi.Status { return h.lastStatus(pr.HeadSHA) }
 	require.Eventually(t, func() bool { return latest().State == "pending" }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, "petri/shop", latest().Context)
 	require.Eventually(t, func() bool { return len(h.gh.Comments(ghRepo, pr.Number)) == 1 }, 10*time.Second, 10*time.Millisecond)

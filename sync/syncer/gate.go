@@ -11,12 +11,13 @@ import (
 
 // gateOf is the gate of a pull request's head commit. A check run gate
 // that names no app never passes for a pull request from a fork: the
-// fork's own workflow can post a run of any name.
-func (w *writer) gateOf(ctx context.Context, rs *repoState, pr provider.PullRequest, gate provider.Gate) (bool, string, error) {
+// fork's own workflow can post a run of any name. The gate is read on
+// forge, the repository's.
+func (w *writer) gateOf(ctx context.Context, rs *repoState, forge repoForge, pr provider.PullRequest, gate provider.Gate) (bool, string, error) {
 	if pr.Fork && gate.CheckRun != "" && gate.App == "" {
 		return false, "a pull request from a fork passes a check run gate only from the app that posts the run: artifactGate.app names none", nil
 	}
-	return w.gatePassed(ctx, rs, pr.HeadSHA, gate)
+	return w.gatePassed(ctx, rs, forge, pr.HeadSHA, gate)
 }
 
 // gateKeyOf is the key of a gate on a commit: a run of the gate's name
@@ -41,14 +42,14 @@ func (rs *repoState) markPassed(sha string, gate provider.Gate) {
 	rs.gates[k][gate.App] = true
 }
 
-func (w *writer) gatePassed(ctx context.Context, rs *repoState, sha string, gate provider.Gate) (bool, string, error) {
+func (w *writer) gatePassed(ctx context.Context, rs *repoState, forge repoForge, sha string, gate provider.Gate) (bool, string, error) {
 	rs.mu.Lock()
 	passed := rs.gates[gateKeyOf(sha, gate)].passes(gate)
 	rs.mu.Unlock()
 	if passed {
 		return true, "", nil
 	}
-	st, reason, err := w.forges.sourceOf(rs.name).GateState(ctx, pathOf(rs.name), sha, gate)
+	st, reason, err := forge.source.GateState(ctx, forge.path, sha, gate)
 	if err != nil {
 		return false, "", err
 	}

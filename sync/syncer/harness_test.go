@@ -396,6 +396,27 @@ func (h *harness) open(pr githubapi.PullRequest) githubapi.PullRequest {
 	return out
 }
 
+// deployed opens a pull request that the shop application's trigger
+// matches and waits for its environment; it returns the pull request and
+// the environment's name.
+func (h *harness) deployed() (githubapi.PullRequest, string) {
+	h.t.Helper()
+	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
+	name := envName(pr.Number)
+	h.waitEnv(name, nil)
+	return pr, name
+}
+
+// lastStatus is the last commit status posted on a commit, in any
+// context; none when nothing was posted.
+func (h *harness) lastStatus(sha string) githubapi.Status {
+	sts := h.gh.Statuses(ghRepo, sha)
+	if len(sts) == 0 {
+		return githubapi.Status{}
+	}
+	return sts[len(sts)-1]
+}
+
 func envName(n int) string { return render.EnvironmentName("shop", ghRepo, n) }
 
 func (h *harness) get(name string) (*petriv1.EphemeralEnvironment, error) {

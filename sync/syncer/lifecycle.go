@@ -90,7 +90,7 @@ func advance(st, saved render.State, apps []*config.Application, pr provider.Pul
 			a.Revive()
 		}
 		e := envs[app.Name]
-		if app.TTL == nil || e == nil || e.DeletionTimestamp != nil || !app.Matches(view(pr)).Match {
+		if app.TTL == nil || e == nil || e.DeletionTimestamp != nil || !app.Matches(render.View(pr)).Match {
 			continue
 		}
 		observeReady(&st, app.Name, e, pr.HeadSHA, now)
@@ -163,6 +163,3 @@ func shortSHA(sha string) string {
 	}
 	return sha
 }
-
-// view is what an application's trigger looks at.
-func view(pr provider.PullRequest) config.PullRequestView { return render.View(pr) }

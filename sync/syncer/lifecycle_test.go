@@ -285,9 +285,7 @@ func TestSleepAfterIdleAndWake(t *testing.T) {
 func TestExpiryIsRecordedBeforeTheEnvironmentGoes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: lifecycleFiles("4s", "")})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	name := envName(pr.Number)
-	h.waitEnv(name, nil)
+	pr, name := h.deployed()
 	readyNow(t, h, name)
 	seen := h.readyAt(pr.Number, "shop")
 	h.clock.skipTo(seen.Add(3*time.Second + 200*time.Millisecond))

@@ -21,8 +21,7 @@ func TestLostCloseOfAnUnlistedPullRequest(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: shopFiles("")})
 	h.gh.SetFault(&githubapi.Fault{EmptyList: true, Match: func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/pulls") }})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	h.waitEnv(envName(pr.Number), nil)
+	pr, _ := h.deployed()
 
 	h.gh.SetFault(nil)
 	h.gh.UpdatePullRequest(ghRepo, pr.Number, func(p *githubapi.PullRequest) { p.State = "closed" })

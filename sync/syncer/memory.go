@@ -103,6 +103,21 @@ func (m *memory) configuredRepo(key string) *repoState {
 	return m.repo(key)
 }
 
+// passOver starts a pass over a repository with what it works on: the
+// repository's applications in the current config and its state. A
+// repository that left the config has neither: whatever was remembered of
+// it goes, and there is no pass (nil).
+func (m *memory) passOver(key string) *observation {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if apps := m.appsOn(key); len(apps) > 0 {
+		return &observation{repo: key, rs: m.repo(key), apps: apps}
+	}
+	delete(m.repos, key)
+	m.forges.unlearnRepository(key)
+	return nil
+}
+
 // knownRepo returns the state of a repository sync remembers; nil for any
 // other. Unlike configuredRepo it never creates one.
 func (m *memory) knownRepo(key string) *repoState {
@@ -153,10 +168,9 @@ func (m *memory) forgetPullRequest(key prKey) {
 	m.forges.unlearnPullRequest(key.Repo, key.Number)
 }
 
-// appsFor returns the applications of the current config on a repository.
-func (m *memory) appsFor(repo string) []*config.Application {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// appsOn returns the applications of the current config on a repository.
+// The caller holds m.mu.
+func (m *memory) appsOn(repo string) []*config.Application {
 	if m.cfg == nil {
 		return nil
 	}

@@ -64,8 +64,7 @@ func (h *harness) mergeGroups(number int) []string {
 func TestMergeQueueSuccessMode(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: shopFiles("")})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	h.waitEnv(envName(pr.Number), nil)
+	pr, _ := h.deployed()
 	plain := h.open(githubapi.PullRequest{})
 	for _, n := range []int{pr.Number, plain.Number} {
 		group := h.queue(n, "checks_requested")
@@ -101,9 +100,7 @@ func TestMergeQueueSuccessMode(t *testing.T) {
 func TestMergeQueueEnvironmentMode(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: shopFiles("mergeQueue: environment\n")})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	name := envName(pr.Number)
-	h.waitEnv(name, nil)
+	pr, name := h.deployed()
 	group := h.queue(pr.Number, "checks_requested")
 	require.Eventually(t, func() bool { return latestStatus(h.gh, group).State == "pending" }, 10*time.Second, 10*time.Millisecond)
 	assert.Contains(t, latestStatus(h.gh, group).Description, "Merge queue")
@@ -134,9 +131,7 @@ func TestMergeQueueEnvironmentMode(t *testing.T) {
 func TestMergeQueueDestroyedStopsPosting(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: shopFiles("mergeQueue: environment\n")})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	name := envName(pr.Number)
-	h.waitEnv(name, nil)
+	pr, name := h.deployed()
 	group := h.queue(pr.Number, "checks_requested")
 	require.Eventually(t, func() bool { return slicesEqual(h.mergeGroups(pr.Number), []string{group}) }, 10*time.Second, 10*time.Millisecond)
 	require.Eventually(t, func() bool { return latestStatus(h.gh, group).State == "pending" }, 10*time.Second, 10*time.Millisecond)
@@ -159,10 +154,7 @@ func TestMergeGroupToTheFollowerIsActedOnByTheLeader(t *testing.T) {
 	t.Parallel()
 	rs := newReplicas(t, shopFiles("mergeQueue: environment\n"))
 	h := rs.h
-	a := rs.start("sync-a")
-	rs.waitLeader(a, 20*time.Second)
-	b := rs.start("sync-b")
-	require.False(t, b.s.Leader())
+	a, b := rs.leaderAndFollower(nil)
 
 	pr := openPR(t, h.gh, a)
 	name := envName(pr.Number)
@@ -190,9 +182,7 @@ func TestStoppingLeaderHandsOverItsMergeGroups(t *testing.T) {
 	t.Parallel()
 	rs := newReplicas(t, shopFiles(""))
 	h := rs.h
-	a := rs.start("sync-a")
-	rs.waitLeader(a, 20*time.Second)
-	b := rs.start("sync-b")
+	a, b := rs.leaderAndFollower(nil)
 	pr := openPR(t, h.gh, a)
 	h.waitEnv(envName(pr.Number), nil)
 	group, err := h.gh.MergeGroupSHA(ghRepo, pr.Number)

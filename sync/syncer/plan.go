@@ -73,7 +73,7 @@ func (p *plan) idle(o *observation, app *config.Application, held map[int]string
 		// An environment written in this pass is not in o.envs yet: it is
 		// looked at again when it may have been idle long enough.
 		for n, pr := range o.openBy {
-			if st, ok := lives[n]; ok && o.envs[app.Name][n] == nil && app.Matches(view(pr)).Match && !st.ActiveAt.IsZero() {
+			if st, ok := lives[n]; ok && o.envs[app.Name][n] == nil && app.Matches(render.View(pr)).Match && !st.ActiveAt.IsZero() {
 				if due := st.ActiveAt.Add(app.SleepAfter.Duration); due.After(now) {
 					p.again = append(p.again, due)
 				}
@@ -83,7 +83,7 @@ func (p *plan) idle(o *observation, app *config.Application, held map[int]string
 	for n, e := range o.envs[app.Name] {
 		pr, open := o.openBy[n]
 		st, known := lives[n]
-		if !open || !known || e.DeletionTimestamp != nil || o.unknown[n] || held[n] != "" || !app.Matches(view(pr)).Match {
+		if !open || !known || e.DeletionTimestamp != nil || o.unknown[n] || held[n] != "" || !app.Matches(render.View(pr)).Match {
 			continue
 		}
 		if app.TTL != nil && keptBy(app, pr.Labels, st) == "" {

@@ -1,6 +1,6 @@
 // Reconcile: the repository controller, keyed by repository, one pass at a
-// time per repository, each pass one way through observe.go, commands.go,
-// lifecycle.go, plan.go and act.go.
+// time per repository, each pass one way through memory.go (passOver),
+// observe.go, commands.go, lifecycle.go, plan.go and act.go.
 
 package syncer
 
@@ -94,22 +94,17 @@ func (rc *repoController) takeMarks(ctx context.Context, key string) {
 }
 
 // reconcileRepo brings the environments of every application of one
-// repository to the desired state, in one way through: observe (the pull
-// requests, the environments, each pull request's lifecycle state), the
-// commands people wrote, the lifecycle moved on to now, decide (a pure
-// plan), act.
+// repository to the desired state, in one way through: the repository's
+// applications and state (memory.go), observe (the pull requests, the
+// environments, each pull request's lifecycle state), the commands people
+// wrote, the lifecycle moved on to now, decide (a pure plan), act (the
+// writes, then the feedback each pull request it touched is due).
 func (rc *repoController) reconcileRepo(ctx context.Context, repo string) error {
-	apps := rc.memory.appsFor(repo)
-	rs := rc.memory.configuredRepo(repo)
-	if len(apps) == 0 || rs == nil {
-		// Left the config: whatever was remembered of it goes.
-		rc.memory.mu.Lock()
-		rc.memory.forgetRepo(repo)
-		rc.memory.mu.Unlock()
+	o := rc.memory.passOver(repo)
+	if o == nil {
 		return nil
 	}
-	o, err := rc.observe(ctx, rs, apps)
-	if err != nil {
+	if err := rc.observe(ctx, o); err != nil {
 		return err
 	}
 	defer func() {
@@ -127,5 +122,6 @@ func (rc *repoController) reconcileRepo(ctx context.Context, repo string) error 
 	if err != nil {
 		return err
 	}
-	return rc.carryOut(ctx, o, decide(o, held, rs.lives(o.openBy), rc.clock.Now()))
+	p := decide(o, held, o.rs.lives(o.openBy), rc.clock.Now())
+	return rc.carryOut(ctx, o, p)
 }

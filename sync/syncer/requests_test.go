@@ -103,8 +103,7 @@ func TestTeardownReadsNoClosedPullRequestAgain(t *testing.T) {
 func TestPushIsReportedOnceTheEnvironmentShowsIt(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: shopFiles("")})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	h.waitEnv(envName(pr.Number), nil)
+	pr, _ := h.deployed()
 	h.waitComment(pr.Number, pr.HeadSHA[:7])
 	for i := range 5 {
 		sha := githubapi.SHA(fmt.Sprintf("push %d", i))
@@ -130,8 +129,7 @@ func TestPushIsReportedOnceTheEnvironmentShowsIt(t *testing.T) {
 func TestPushedCommitsStatusIsPostedWithoutARead(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: shopFiles("")})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	h.waitEnv(envName(pr.Number), nil)
+	pr, _ := h.deployed()
 	statusesOf := func(sha string) string { return "/commits/" + sha + "/statuses" }
 	require.Eventually(t, func() bool { return len(h.gh.Statuses(ghRepo, pr.HeadSHA)) == 1 }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, 1, asked(h.gh, http.MethodGet, statusesOf(pr.HeadSHA)), "the head sync found when it started is read")
@@ -282,9 +280,7 @@ func TestNoFeedbackWhileAnApplyIsUnderWay(t *testing.T) {
 		})
 	})
 	h := newHarness(t, harnessOptions{files: shopFiles(""), restConfig: cfg})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	name := envName(pr.Number)
-	h.waitEnv(name, nil)
+	pr, name := h.deployed()
 	h.waitComment(pr.Number, pr.HeadSHA[:7])
 	h.gh.UpdatePullRequest(ghRepo, pr.Number, func(p *githubapi.PullRequest) { p.HeadSHA = sha })
 	h.prEvent(pr.Number, "synchronize")

@@ -16,16 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/petri-dev/petri/local/controlplane"
 	"github.com/petri-dev/petri/local/githubapi"
 	"github.com/petri-dev/petri/sync/api"
-	"github.com/petri-dev/petri/sync/configrepo"
 	"github.com/petri-dev/petri/sync/metrics"
-	ghprovider "github.com/petri-dev/petri/sync/provider/github"
-	"github.com/petri-dev/petri/sync/resolve"
-	"github.com/petri-dev/petri/sync/syncer"
 	"github.com/petri-dev/petri/sync/ui"
 	"github.com/petri-dev/petri/sync/webhook"
 )
@@ -46,18 +40,8 @@ func (rs *replicas) serve(id string, delay time.Duration) *served {
 	t := rs.h.t
 	t.Helper()
 	m := metrics.New()
-	prov, err := ghprovider.New(ghprovider.Options{BaseURL: rs.h.gh.URL, Auth: ghprovider.TokenFile(rs.tokenFile), Observer: m, HTTPClient: &http.Client{Timeout: 2 * time.Second}})
-	require.NoError(t, err)
-	src, err := configrepo.New(configrepo.Options{URL: rs.h.gitDir, Branch: "main"})
-	require.NoError(t, err)
-	log := zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})).WithValues("replica", id)
-	s, err := syncer.New(syncer.Options{
-		RESTConfig: env.Config, Scheme: controlplane.Scheme(), Namespace: rs.h.ns, Provider: prov,
-		Resolver: &resolve.Resolver{HTTPClient: chartRepo.Client()}, Config: src, ConfigRepository: "acme/petri-config",
-		Metrics: m, Log: log, ConfigInterval: time.Hour, ResyncInterval: time.Hour, CommentPatience: harnessPatience,
-		LeaderElection: testElection(rs.leaseNS, id),
-	})
-	require.NoError(t, err)
+	log := replicaLog(t, id)
+	s := rs.newSyncer(id, env.Config, m, log)
 	page, err := ui.New(ui.Options{Cache: s.Cache(), Namespace: rs.h.ns, Log: log})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
@@ -185,11 +169,8 @@ func TestStoppingFollowerRecordsWhatItHolds(t *testing.T) {
 	t.Parallel()
 	rs := newReplicas(t, shopFiles(""))
 	h := rs.h
-	a := rs.start("sync-a")
-	rs.waitLeader(a, 20*time.Second)
 	var refuse atomic.Bool
-	b := rs.startWith("sync-b", repositoryWrites(&refuse))
-	require.False(t, b.s.Leader())
+	_, b := rs.leaderAndFollower(func(id string) *replica { return rs.startWith(id, repositoryWrites(&refuse)) })
 	// GitHub's listing does not show the pull request below: only the
 	// mark names it to the leader, which then reads it on its own.
 	h.gh.SetFault(&githubapi.Fault{EmptyList: true})

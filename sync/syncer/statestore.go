@@ -15,9 +15,11 @@ package syncer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -156,8 +158,8 @@ type lives struct {
 // ensureLife returns a pull request's lifecycle state, loading it from the
 // store the first time. Commands on the pull request that the state does
 // not count as handled are queued for the reconcile. rs is the
-// repository's state, nil where the caller has none: then it is looked up
-// in the config. The caller holds the pull request's lock.
+// repository's state, nil for a repository that left the config. The
+// caller holds the pull request's lock.
 func (lv *lives) ensureLife(ctx context.Context, rs *repoState, key prKey) (*prLife, error) {
 	if rs != nil {
 		rs.mu.Lock()
@@ -178,9 +180,6 @@ func (lv *lives) ensureLife(ctx context.Context, rs *repoState, key prKey) (*prL
 		}
 	}
 	l := &prLife{mu: &lv.memory.mu, state: got.State, saved: got.State.Clone()}
-	if rs == nil {
-		rs = lv.memory.configuredRepo(key.Repo)
-	}
 	if rs == nil {
 		// Not remembered (the repository left the config), but still
 		// never written over with an empty state.
@@ -224,4 +223,42 @@ func (lv *lives) lockPR(key prKey) func() {
 	m := &lv.prLocks[h.Sum32()%prLockStripes]
 	m.Lock()
 	return m.Unlock
+}
+
+// interest returns, in order, the open pull requests that an application
+// matches or that have an environment of it.
+func interest(apps []*config.Application, openBy map[int]provider.PullRequest, envs map[string]map[int]*petriv1.EphemeralEnvironment) []int {
+	var out []int
+	for n, pr := range openBy {
+		for _, app := range apps {
+			if envs[app.Name][n] != nil || app.Matches(render.View(pr)).Match {
+				out = append(out, n)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// readLives, the last step of a repository's observe, finds the pull
+// requests of interest (interest) and reads the lifecycle state of each
+// from the store (once; then it is remembered). A pull request whose state
+// could not be read is unknown for this pass; a rate limit stops it.
+func (rc *repoController) readLives(ctx context.Context, o *observation) error {
+	o.interest = interest(o.apps, o.openBy, o.envs)
+	var rle *provider.RateLimitError
+	for _, n := range o.interest {
+		unlock := rc.lives.lockPR(prKey{o.repo, n})
+		_, err := rc.lives.ensureLife(ctx, o.rs, prKey{o.repo, n})
+		unlock()
+		if err != nil {
+			if errors.As(err, &rle) {
+				return err
+			}
+			o.unknown[n] = true
+			o.errs = append(o.errs, fmt.Errorf("pull request %s#%d: %w", o.repo, n, err))
+		}
+	}
+	return nil
 }

@@ -226,8 +226,7 @@ func TestResyncOfUnchangedRepositoryIsConditional(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{files: shopFiles("")})
 	for range 3 {
-		pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-		h.waitEnv(envName(pr.Number), nil)
+		h.deployed()
 	}
 	h.resync() // settle: feedback and listings cached
 	require.Eventually(t, func() bool {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/petri-dev/petri/sync/provider"
+	"github.com/petri-dev/petri/sync/render"
 )
 
 // trustTTL is how long a user's permission is taken as read: a writer
@@ -59,9 +60,11 @@ func (tr *trustReader) readTrust(ctx context.Context, o *observation) error {
 	tr.pruneTrust(o)
 	var rle *provider.RateLimitError
 	for i, pr := range o.open {
+		best := fullyTrusted(pr)
+		asIs, atBest := render.View(pr), render.View(best)
 		authorPerm, labels := false, false
 		for _, app := range o.apps {
-			if app.Matches(view(pr)).Match || !app.Matches(view(fullyTrusted(pr))).Match {
+			if app.Matches(asIs).Match || !app.Matches(atBest).Match {
 				continue
 			}
 			authorPerm = authorPerm || app.NeedsAuthorPermission(pr.Author)

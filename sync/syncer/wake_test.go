@@ -17,7 +17,6 @@ import (
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 
-	"github.com/petri-dev/petri/local/githubapi"
 	"github.com/petri-dev/petri/sync/api"
 	"github.com/petri-dev/petri/sync/render"
 	"github.com/petri-dev/petri/sync/syncer"
@@ -71,9 +70,7 @@ func TestWakeThroughTheReadAPICostsNoRequestPerCall(t *testing.T) {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(rec.wrap)
 	h := newHarness(t, harnessOptions{files: shopFiles(""), restConfig: cfg})
-	pr := h.open(githubapi.PullRequest{Labels: []string{"preview"}})
-	name := envName(pr.Number)
-	h.waitEnv(name, nil)
+	pr, name := h.deployed()
 	h.waitComment(pr.Number, pr.HeadSHA[:7])
 	require.Eventually(t, func() bool {
 		e, err := h.get(name)

@@ -45,13 +45,14 @@ type writer struct {
 
 // writeEnv renders and applies one environment. With an artifact gate, a
 // head commit whose gate has not passed is not written: the environment
-// keeps the commit it has, or is not created yet.
-func (w *writer) writeEnv(ctx context.Context, rs *repoState, app *config.Application, pr provider.PullRequest, existing *petriv1.EphemeralEnvironment, since time.Time) (created bool, err error) {
+// keeps the commit it has, or is not created yet; the gate is read on
+// forge, the pass's.
+func (w *writer) writeEnv(ctx context.Context, rs *repoState, forge repoForge, app *config.Application, pr provider.PullRequest, existing *petriv1.EphemeralEnvironment, since time.Time) (created bool, err error) {
 	target := pr
 	waiting := ""
 	if app.ArtifactGate != nil {
 		gate := provider.Gate{CheckRun: app.ArtifactGate.CheckRun, StatusContext: app.ArtifactGate.StatusContext, App: app.ArtifactGate.App}
-		ok, reason, err := w.gateOf(ctx, rs, pr, gate)
+		ok, reason, err := w.gateOf(ctx, rs, forge, pr, gate)
 		if err != nil {
 			var rle *provider.RateLimitError
 			if errors.As(err, &rle) {
