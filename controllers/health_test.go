@@ -46,18 +46,25 @@ func waitWithin(t *testing.T, name, what string, within time.Duration, cond func
 	return last
 }
 
-// changeDeployment changes a Deployment as someone other than Petri
-// would, retrying on conflicts with the controllers' own writes.
+// changeDeployment changes a Deployment of the management cluster as
+// someone other than Petri would.
 func changeDeployment(t *testing.T, namespace, name string, change func(*appsv1.Deployment)) {
+	t.Helper()
+	changeDeploymentIn(t, env.Client, namespace, name, change)
+}
+
+// changeDeploymentIn changes a Deployment of the cluster c talks to, retrying
+// on conflicts with the controllers' own writes.
+func changeDeploymentIn(t *testing.T, c client.Client, namespace, name string, change func(*appsv1.Deployment)) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var d appsv1.Deployment
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &d); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &d); err != nil {
 			return err
 		}
 		change(&d)
-		return env.Client.Update(ctx, &d)
+		return c.Update(ctx, &d)
 	}))
 }
 
@@ -231,4 +238,47 @@ func TestFailedJobOfAReleaseIsDegraded(t *testing.T) {
 	waitWithin(t, e.Name, "Ready again", healthWithin, func(e *petriv1.EphemeralEnvironment) bool {
 		return ready(e) && e.Status.Phase == petriv1.EnvironmentReady
 	})
+}
+
+// An environment placed in a workload cluster is watched there: its
+// Deployment in that cluster scaled to zero turns it Degraded within 30 s,
+// and so does one that loses availability (its new pod fails on start);
+// each put back, it is Ready again, with nothing deployed for it.
+func TestPlacedEnvironmentWhoseWorkloadStopsIsDegraded(t *testing.T) {
+	t.Parallel()
+	wl := workloadCluster(t)
+	register(t, "watched", wl.Config.Host, 10, nil)
+	ctx := context.Background()
+	e := placedIn("watched", app("web", nil))("placed-stops")
+	require.NoError(t, env.Client.Create(ctx, e))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
+	e = waitFor(t, e.Name, "Ready in watched", ready)
+	require.Equal(t, "watched", e.Status.Cluster)
+	ns, job := e.Status.TargetNamespace, componentNamed(e, "web").Job
+	readyAgain := func(e *petriv1.EphemeralEnvironment) bool {
+		return ready(e) && e.Status.Phase == petriv1.EnvironmentReady
+	}
+
+	changeDeploymentIn(t, wl.Client, ns, "web", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(0)) })
+	e = waitWithin(t, e.Name, "Degraded", healthWithin, degraded)
+	assert.Equal(t, "Deployment web: scaled to 0 replicas; its release asks for 1", findCondition(e, petriv1.ConditionReady).Message)
+	assert.Equal(t, job, componentNamed(e, "web").Job, "nothing is deployed for it")
+	changeDeploymentIn(t, wl.Client, ns, "web", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(1)) })
+	waitWithin(t, e.Name, "Ready again", healthWithin, readyAgain)
+
+	var d appsv1.Deployment
+	require.NoError(t, wl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &d))
+	original := d.Spec.DeepCopy()
+	changeDeploymentIn(t, wl.Client, ns, "web", func(d *appsv1.Deployment) {
+		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+		c := &d.Spec.Template.Spec.Containers[0]
+		c.Env = append(c.Env, corev1.EnvVar{Name: "FAIL_ON_START", Value: "the database is gone"})
+	})
+	e = waitWithin(t, e.Name, "Degraded", healthWithin, degraded)
+	msg := findCondition(e, petriv1.ConditionReady).Message
+	assert.True(t, strings.HasPrefix(msg, "Deployment web: "), "Ready names the Deployment: %q", msg)
+	changeDeploymentIn(t, wl.Client, ns, "web", func(d *appsv1.Deployment) { d.Spec = *original })
+	e = waitWithin(t, e.Name, "Ready again", healthWithin, readyAgain)
+	assert.Equal(t, job, componentNamed(e, "web").Job, "nothing is deployed for it")
+	assert.Equal(t, "watched", e.Status.Cluster)
 }
