@@ -208,3 +208,41 @@ func TestWorkloadClusterFenceThatDoesNotRefuseIsFound(t *testing.T) {
 		assert.NotEqual(t, "petri-fence-probe", j.Name, "the probe's Job")
 	}
 }
+
+// A workload cluster installed without the rights the health watch reads
+// with (a workload mode of an older version): the connection's cache cannot
+// sync, and the cluster is not Reachable, the reason naming the read its
+// identity may not make. Granted again, the cluster is Reachable.
+func TestWorkloadClusterWithoutTheHealthWatchsRightsIsRejected(t *testing.T) {
+	wl := workloadCluster(t)
+	ctx := context.Background()
+	var role rbacv1.ClusterRole
+	require.NoError(t, wl.Client.Get(ctx, client.ObjectKey{Name: "petri-operator"}, &role))
+	granted := role.DeepCopy().Rules
+	setRules := func(rules []rbacv1.PolicyRule) error {
+		var r rbacv1.ClusterRole
+		if err := wl.Client.Get(ctx, client.ObjectKey{Name: "petri-operator"}, &r); err != nil {
+			return err
+		}
+		r.Rules = rules
+		return wl.Client.Update(ctx, &r)
+	}
+	t.Cleanup(func() { require.NoError(t, setRules(granted)) })
+	var withoutApps []rbacv1.PolicyRule
+	for _, rule := range granted {
+		if len(rule.APIGroups) != 1 || rule.APIGroups[0] != "apps" {
+			withoutApps = append(withoutApps, rule)
+		}
+	}
+	require.Len(t, withoutApps, len(granted)-1, "one rule of the ClusterRole grants the apps kinds")
+	require.NoError(t, setRules(withoutApps))
+
+	registerKubeconfig(t, "blind", operatorKubeconfig(t, "blind", wl.Config.Host), 10, nil)
+	c := reachableReason(t, "blind", petriv1.ReasonCredentialsRejected)
+	assert.Contains(t, c.Message, "may not list deployments.apps in every namespace")
+
+	require.NoError(t, setRules(granted))
+	waitCluster(t, "blind", "reachable once granted", func(wc *petriv1.WorkloadCluster) bool {
+		return apimeta.IsStatusConditionTrue(wc.Status.Conditions, petriv1.ConditionReachable)
+	})
+}

@@ -53,7 +53,7 @@ func workloadCluster(t testing.TB) *controlplane.Cluster {
 
 func startWorkloadCluster() (*controlplane.Cluster, error) {
 	c, err := controlplane.Start(controlplane.Options{
-		Images:     map[string]string{deployerImage: bins["petri-deployer"], helperImage: bins["petri-testhelper"]},
+		Images:     map[string]string{deployerImage: bins["petri-deployer"], helperImage: bins["petri-testhelper"], appImage: bins["app"]},
 		ImageFiles: map[string]map[string]string{deployerImage: {imageCharts: chartsDir()}},
 		SkipCRDs:   true,
 	})

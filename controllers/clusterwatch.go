@@ -29,7 +29,8 @@ const indexEnvironmentUID = "uid"
 // clusterWatcher is a controller that also hears a workload cluster's
 // events once it is connected: the main controller every Job, pod,
 // namespace and ServiceAccount event it hears in the management cluster;
-// a side controller the events of its Jobs.
+// a side controller the events of its Jobs. The main controller also hears
+// the cluster's workloads (watchClusterWorkloads).
 type clusterWatcher struct {
 	events  *clusters.Events
 	actions []string // the side controller's Job actions; nil: all of them
@@ -64,6 +65,9 @@ func (r *EphemeralEnvironmentReconciler) watchCluster(conn *clusters.Conn) error
 		w.events.Add(conn.Context(), conn.Name, source.Kind[client.Object](cache, &batchv1.Job{}, toEnv, jobPreds...))
 		if w.actions != nil {
 			continue
+		}
+		if err := r.watchClusterWorkloads(conn, w.events); err != nil {
+			return err
 		}
 		for _, src := range []source.Source{
 			source.Kind[client.Object](cache, &corev1.Pod{}, toEnv, jobwatch.PodSucceededNow),

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -23,7 +24,9 @@ import (
 
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
+	"github.com/petri-dev/petri/controllers/internal/clusters"
 	"github.com/petri-dev/petri/controllers/internal/health"
+	"github.com/petri-dev/petri/controllers/internal/route"
 )
 
 // The health watch keeps an environment's Ready honest after its deploy:
@@ -34,8 +37,9 @@ import (
 // whose workload stops running, is deleted, or whose Job failed, is
 // Degraded until that is over. An event wakes the environment only when
 // what its workloads say differs from what its status says; its pass
-// writes the status, as for any other change. Workloads of environments
-// placed in a workload cluster are not watched.
+// writes the status, as for any other change. An environment placed in a
+// workload cluster is watched there the same way: each connection's cache
+// holds that cluster's workloads, and a cache of its own its releases' Jobs.
 
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
@@ -110,23 +114,25 @@ func slimMeta(obj client.Object) metav1.ObjectMeta {
 	return m
 }
 
-// workloadWatch is the health watch: the cache it reads, and the workloads
-// it has seen of each release's deploy, by which it tells one deleted
-// outright (the cache no longer holds it).
+// workloadWatch is the health watch: the management cluster's caches it
+// reads, and the workloads it has seen of each release's deploy, by which
+// it tells one deleted outright (the cache no longer holds it).
 type workloadWatch struct {
-	client.Reader
+	// cache is the manager's: the namespaces the operator created, the
+	// environments, and the workloads of the releases.
+	cache client.Reader
 	// jobs is the releases' Jobs: a cache of its own, since the
 	// manager's holds Petri's own Jobs, in its namespace only.
 	jobs cache.Cache
 	seen health.Memory
 }
 
-// releaseJobsCache is a cache of the Jobs the releases own, in every
+// releaseJobsCache is a cache of the Jobs the releases own in cl, in every
 // namespace: those labelled petri.dev/release and not Petri's own,
 // slimmed to what kstatus reads of a Job.
-func releaseJobsCache(mgr manager.Manager) (cache.Cache, error) {
-	return cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+func releaseJobsCache(cl cluster.Cluster) (cache.Cache, error) {
+	return cache.New(cl.GetConfig(), cache.Options{
+		HTTPClient: cl.GetHTTPClient(), Scheme: cl.GetScheme(), Mapper: cl.GetRESTMapper(),
 		ByObject: map[client.Object]cache.ByObject{&batchv1.Job{}: {Label: releaseJobs(), Transform: slimWorkload}},
 	})
 }
@@ -144,8 +150,8 @@ func releaseJobs() labels.Selector {
 	return labels.NewSelector().Add(*ofRelease, *notPetris)
 }
 
-// watchWorkloads makes the environment controller hear its workloads;
-// nothing with --workload-health=false.
+// watchWorkloads makes the environment controller hear its workloads in
+// the management cluster; nothing with --workload-health=false.
 func (r *EphemeralEnvironmentReconciler) watchWorkloads(mgr manager.Manager, b *builder.Builder) (*builder.Builder, error) {
 	if !r.Options.WorkloadHealth {
 		return b, nil
@@ -157,43 +163,90 @@ func (r *EphemeralEnvironmentReconciler) watchWorkloads(mgr manager.Manager, b *
 	if err := mgr.Add(jobs); err != nil {
 		return nil, fmt.Errorf("cache the releases' Jobs: %w", err)
 	}
-	r.workloads = &workloadWatch{Reader: mgr.GetCache(), jobs: jobs}
+	r.workloads = &workloadWatch{cache: mgr.GetCache(), jobs: jobs}
+	toEnv := handler.EnqueueRequestsFromMapFunc(r.environmentIfHealthMoved(nil))
 	for _, obj := range workloadKinds() {
-		b = b.Watches(obj, handler.EnqueueRequestsFromMapFunc(r.environmentIfHealthMoved))
+		b = b.Watches(obj, toEnv)
 	}
-	return b.WatchesRawSource(source.Kind[client.Object](jobs, &batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.environmentIfHealthMoved))), nil
+	return b.WatchesRawSource(source.Kind[client.Object](jobs, &batchv1.Job{}, toEnv)), nil
 }
 
-// environmentIfHealthMoved maps a workload to its environment (through its
-// namespace's ownership annotation), only when what the environment's
-// workloads now say differs from its status: a Ready environment with a
-// workload that stopped, a Degraded one whose workloads changed or run
-// again. Any other environment is moving already, and its own passes judge
-// its workloads.
-func (r *EphemeralEnvironmentReconciler) environmentIfHealthMoved(ctx context.Context, obj client.Object) []reconcile.Request {
-	var ns corev1.Namespace
-	if err := r.workloads.Get(ctx, client.ObjectKey{Name: obj.GetNamespace()}, &ns); err != nil {
-		// Not a namespace the operator created (the shared namespace,
-		// anyone else's).
+// watchClusterWorkloads is the health watch in a workload cluster, for the
+// life of its connection: the connection's cache holds the cluster's
+// workloads (workloadCaches), a cache of its own the releases' Jobs there
+// (started with the connection); the connection's target reads both, the
+// connection is synced once they are, and their events reach the
+// environment controller through events. Nothing with
+// --workload-health=false.
+func (r *EphemeralEnvironmentReconciler) watchClusterWorkloads(conn *clusters.Conn, events *clusters.Events) error {
+	if r.workloads == nil {
 		return nil
 	}
-	reqs := namespaceOwner(ctx, &ns)
-	if len(reqs) == 0 {
-		return nil
+	jobs, err := releaseJobsCache(conn.Cluster)
+	if err != nil {
+		return fmt.Errorf("cache the releases' Jobs in workload cluster %s: %w", conn.Name, err)
 	}
-	env := &petriv1.EphemeralEnvironment{}
-	if err := r.workloads.Get(ctx, reqs[0].NamespacedName, env); err != nil {
-		return nil
+	ctx := conn.Context()
+	go func() {
+		if err := jobs.Start(ctx); err != nil {
+			log.FromContext(ctx).Error(err, "Releases' Jobs cache stopped", "cluster", conn.Name)
+		}
+	}()
+	workloads := conn.Cluster.GetCache()
+	conn.Target.Workloads, conn.Target.ReleaseJobs = workloads, jobs
+	conn.WaitFor(func(ctx context.Context) bool {
+		for _, obj := range workloadKinds() {
+			// Blocks until the kind's informer has synced.
+			if _, err := workloads.GetInformer(ctx, obj); err != nil {
+				return false
+			}
+		}
+		return jobs.WaitForCacheSync(ctx)
+	})
+	toEnv := handler.EnqueueRequestsFromMapFunc(r.environmentIfHealthMoved(conn.Target))
+	for _, obj := range workloadKinds() {
+		events.Add(ctx, conn.Name, source.Kind[client.Object](workloads, obj, toEnv))
 	}
-	if env.Status.TargetNamespace != obj.GetNamespace() || !judged(env) {
-		return nil
+	events.Add(ctx, conn.Name, source.Kind[client.Object](jobs, &batchv1.Job{}, toEnv))
+	return nil
+}
+
+// environmentIfHealthMoved maps a workload of cluster t (nil: the
+// management cluster) to its environment (through its namespace's
+// ownership annotation), only when what the environment's workloads now
+// say differs from its status: a Ready environment with a workload that
+// stopped, a Degraded one whose workloads changed or run again. Any other
+// environment is moving already, and its own passes judge its workloads.
+func (r *EphemeralEnvironmentReconciler) environmentIfHealthMoved(t *clusters.Target) handler.MapFunc {
+	namespaces, cluster := r.workloads.cache, ""
+	if t != nil {
+		namespaces, cluster = t.NamespaceCache, t.Name
 	}
-	unhealthy := r.unhealthyWorkloads(ctx, env)
-	if !healthMoved(env, unhealthy) {
-		return nil
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		var ns corev1.Namespace
+		if err := namespaces.Get(ctx, client.ObjectKey{Name: obj.GetNamespace()}, &ns); err != nil {
+			// Not a namespace the operator created (the shared
+			// namespace, anyone else's).
+			return nil
+		}
+		reqs := namespaceOwner(ctx, &ns)
+		if len(reqs) == 0 {
+			return nil
+		}
+		env := &petriv1.EphemeralEnvironment{}
+		if err := r.workloads.cache.Get(ctx, reqs[0].NamespacedName, env); err != nil {
+			return nil
+		}
+		if env.Status.Cluster != cluster || env.Status.TargetNamespace != obj.GetNamespace() || !judged(env) {
+			return nil
+		}
+		unhealthy := r.unhealthyWorkloads(route.With(ctx, t), env)
+		if !healthMoved(env, unhealthy) {
+			return nil
+		}
+		log.FromContext(ctx).V(1).Info("Workloads say something else than the status", "environment", reqs[0].NamespacedName, "cluster", cluster, "phase", env.Status.Phase, "unhealthy", unhealthy, "object", obj.GetName(), "resourceVersion", obj.GetResourceVersion())
+		return reqs
 	}
-	log.FromContext(ctx).V(1).Info("Workloads say something else than the status", "environment", reqs[0].NamespacedName, "phase", env.Status.Phase, "unhealthy", unhealthy, "object", obj.GetName(), "resourceVersion", obj.GetResourceVersion())
-	return reqs
 }
 
 // judged: the environment's status speaks of its workloads' health (Ready
@@ -216,24 +269,33 @@ func healthMoved(env *petriv1.EphemeralEnvironment, unhealthy string) bool {
 }
 
 // unhealthyWorkloads is the health verdict's message over the environment's
-// workloads in the cache: empty when they all run, or when they are not
-// watched (--workload-health=false, an environment of a workload cluster).
-// Releases deployed with release.wait false are not judged: nobody
-// promised they run.
+// workloads in the cache of its cluster (for an environment placed in a
+// workload cluster, that of the pass's target, ctx's): empty when they all
+// run, or when they are not watched (--workload-health=false, a pass
+// without its workload cluster's target). Releases deployed with
+// release.wait false are not judged: nobody promised they run.
 func (r *EphemeralEnvironmentReconciler) unhealthyWorkloads(ctx context.Context, env *petriv1.EphemeralEnvironment) string {
-	if r.workloads == nil || env.Status.Cluster != "" || env.Status.TargetNamespace == "" {
+	if r.workloads == nil || env.Status.TargetNamespace == "" {
 		return ""
+	}
+	workloads, jobs := client.Reader(r.workloads.cache), client.Reader(r.workloads.jobs)
+	if env.Status.Cluster != "" {
+		t := route.Of(ctx)
+		if t == nil || t.Name != env.Status.Cluster || t.Workloads == nil {
+			return ""
+		}
+		workloads, jobs = t.Workloads, t.ReleaseJobs
 	}
 	var objs []client.Object
 	in := client.InNamespace(env.Status.TargetNamespace)
 	var deployments appsv1.DeploymentList
 	var statefulSets appsv1.StatefulSetList
 	var daemonSets appsv1.DaemonSetList
-	var jobs batchv1.JobList
-	for _, list := range []client.ObjectList{&deployments, &statefulSets, &daemonSets, &jobs} {
-		from := client.Reader(r.workloads)
-		if list == &jobs {
-			from = r.workloads.jobs
+	var jobList batchv1.JobList
+	for _, list := range []client.ObjectList{&deployments, &statefulSets, &daemonSets, &jobList} {
+		from := workloads
+		if list == &jobList {
+			from = jobs
 		}
 		if err := from.List(ctx, list, in, client.UnsafeDisableDeepCopy); err != nil {
 			log.FromContext(ctx).Error(err, "List workloads from the cache", "namespace", env.Status.TargetNamespace)
@@ -249,8 +311,8 @@ func (r *EphemeralEnvironmentReconciler) unhealthyWorkloads(ctx context.Context,
 	for i := range daemonSets.Items {
 		objs = append(objs, &daemonSets.Items[i])
 	}
-	for i := range jobs.Items {
-		objs = append(objs, &jobs.Items[i])
+	for i := range jobList.Items {
+		objs = append(objs, &jobList.Items[i])
 	}
 	var deleted []health.Problem
 	for _, ref := range r.workloads.seen.Missing(string(env.UID), deployedReleases(env), objs) {

@@ -46,19 +46,58 @@ func waitWithin(t *testing.T, name, what string, within time.Duration, cond func
 	return last
 }
 
-// changeDeployment changes a Deployment as someone other than Petri
-// would, retrying on conflicts with the controllers' own writes.
+// changeDeployment changes a Deployment of the management cluster as
+// someone other than Petri would.
 func changeDeployment(t *testing.T, namespace, name string, change func(*appsv1.Deployment)) {
+	t.Helper()
+	changeDeploymentIn(t, env.Client, namespace, name, change)
+}
+
+// changeDeploymentIn changes a Deployment of the cluster c talks to, retrying
+// on conflicts with the controllers' own writes.
+func changeDeploymentIn(t *testing.T, c client.Client, namespace, name string, change func(*appsv1.Deployment)) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var d appsv1.Deployment
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &d); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &d); err != nil {
 			return err
 		}
 		change(&d)
-		return env.Client.Update(ctx, &d)
+		return c.Update(ctx, &d)
 	}))
+}
+
+// readyEnvironment creates e, deleted when the test ends, and waits until it
+// is Ready.
+func readyEnvironment(t *testing.T, e *petriv1.EphemeralEnvironment) *petriv1.EphemeralEnvironment {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, e))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
+	return waitFor(t, e.Name, "Ready", ready)
+}
+
+// waitReadyAgain waits until the environment is Ready again, phase and
+// condition, within healthWithin.
+func waitReadyAgain(t *testing.T, name string) *petriv1.EphemeralEnvironment {
+	t.Helper()
+	return waitWithin(t, name, "Ready again", healthWithin, func(e *petriv1.EphemeralEnvironment) bool {
+		return ready(e) && e.Status.Phase == petriv1.EnvironmentReady
+	})
+}
+
+// scaleTo sets a Deployment's replicas.
+func scaleTo(n int32) func(*appsv1.Deployment) {
+	return func(d *appsv1.Deployment) { d.Spec.Replicas = new(n) }
+}
+
+// failOnStart replaces a Deployment's pod first and gives the new one a
+// container that fails on start.
+func failOnStart(d *appsv1.Deployment) {
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
+	c := &d.Spec.Template.Spec.Containers[0]
+	c.Env = append(c.Env, corev1.EnvVar{Name: "FAIL_ON_START", Value: "the database is gone"})
 }
 
 // A Ready environment whose workload crashes (someone changed its
@@ -68,22 +107,15 @@ func changeDeployment(t *testing.T, namespace, name string, change func(*appsv1.
 func TestReadyEnvironmentWhoseWorkloadStopsIsDegraded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv("stops", app("web", nil))
-	f := followHealth(t, "EphemeralEnvironmentList", e.Name)
-	require.NoError(t, env.Client.Create(ctx, e))
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
-	e = waitFor(t, e.Name, "Ready", ready)
+	f := followHealth(t, "EphemeralEnvironmentList", "stops")
+	e := readyEnvironment(t, newEnv("stops", app("web", nil)))
 	ns, job := e.Status.TargetNamespace, componentNamed(e, "web").Job
 
 	var d appsv1.Deployment
 	require.NoError(t, env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &d))
 	assert.Equal(t, "web", d.Labels[contract.LabelRelease], "the deployer labelled its release's Deployment")
 	original := d.Spec.DeepCopy()
-	changeDeployment(t, ns, "web", func(d *appsv1.Deployment) {
-		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
-		c := &d.Spec.Template.Spec.Containers[0]
-		c.Env = append(c.Env, corev1.EnvVar{Name: "FAIL_ON_START", Value: "the database is gone"})
-	})
+	changeDeployment(t, ns, "web", failOnStart)
 	e = waitWithin(t, e.Name, "Degraded", healthWithin, degraded)
 	msg := findCondition(e, petriv1.ConditionReady).Message
 	assert.True(t, strings.HasPrefix(msg, "Deployment web: "), "Ready names the Deployment: %q", msg)
@@ -92,9 +124,7 @@ func TestReadyEnvironmentWhoseWorkloadStopsIsDegraded(t *testing.T) {
 	assert.Equal(t, petriv1.ComponentDeployed, componentNamed(e, "web").Phase)
 
 	changeDeployment(t, ns, "web", func(d *appsv1.Deployment) { d.Spec = *original })
-	e = waitWithin(t, e.Name, "Ready again", healthWithin, func(e *petriv1.EphemeralEnvironment) bool {
-		return ready(e) && e.Status.Phase == petriv1.EnvironmentReady
-	})
+	e = waitReadyAgain(t, e.Name)
 	assert.Equal(t, job, componentNamed(e, "web").Job, "nothing is deployed for it")
 	assert.Equal(t, "environment is deployed in "+ns, findCondition(e, petriv1.ConditionReady).Message)
 
@@ -114,21 +144,15 @@ func TestReadyEnvironmentWhoseWorkloadStopsIsDegraded(t *testing.T) {
 // back, the environment is Ready again.
 func TestWorkloadScaledToZeroIsDegraded(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	e := newEnv("scaled", app("web", nil))
-	require.NoError(t, env.Client.Create(ctx, e))
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
-	e = waitFor(t, e.Name, "Ready", ready)
+	e := readyEnvironment(t, newEnv("scaled", app("web", nil)))
 	ns := e.Status.TargetNamespace
 
-	changeDeployment(t, ns, "web", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(0)) })
+	changeDeployment(t, ns, "web", scaleTo(0))
 	e = waitWithin(t, e.Name, "Degraded", healthWithin, degraded)
 	assert.Equal(t, "Deployment web: scaled to 0 replicas; its release asks for 1", findCondition(e, petriv1.ConditionReady).Message)
 
-	changeDeployment(t, ns, "web", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(1)) })
-	waitWithin(t, e.Name, "Ready again", healthWithin, func(e *petriv1.EphemeralEnvironment) bool {
-		return ready(e) && e.Status.Phase == petriv1.EnvironmentReady
-	})
+	changeDeployment(t, ns, "web", scaleTo(1))
+	waitReadyAgain(t, e.Name)
 }
 
 // A workload's event wakes its environment only when its health says
@@ -141,11 +165,7 @@ func TestWorkloadScaledToZeroIsDegraded(t *testing.T) {
 // per event would be a read per event.
 func TestWorkloadEventsThatChangeNoHealthWakeNoPass(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	e := newEnv("quiet", app("web", nil))
-	require.NoError(t, env.Client.Create(ctx, e))
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
-	e = waitFor(t, e.Name, "Ready", ready)
+	e := readyEnvironment(t, newEnv("quiet", app("web", nil)))
 	ns := e.Status.TargetNamespace
 	waitPassAfterLastWrite(t, e.Name, ns)
 	before := roleBindingReadsIn(ns)
@@ -157,7 +177,7 @@ func TestWorkloadEventsThatChangeNoHealthWakeNoPass(t *testing.T) {
 	}
 	// The same informer delivers the scale after the annotations: once
 	// the environment is Degraded, every one of them was heard.
-	changeDeployment(t, ns, "web", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(0)) })
+	changeDeployment(t, ns, "web", scaleTo(0))
 	waitWithin(t, e.Name, "Degraded", healthWithin, degraded)
 	waitPassAfterLastWrite(t, e.Name, ns)
 	assert.LessOrEqual(t, roleBindingReadsIn(ns)-before, 3, "passes: Degraded's, one for the scale-down's later events heard before its write showed, and the one its write brings; none for the ten annotations")
@@ -170,10 +190,7 @@ func TestWorkloadEventsThatChangeNoHealthWakeNoPass(t *testing.T) {
 func TestDeletedWorkloadIsDegraded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv("deleted", app("web", nil))
-	require.NoError(t, env.Client.Create(ctx, e))
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
-	e = waitFor(t, e.Name, "Ready", ready)
+	e := readyEnvironment(t, newEnv("deleted", app("web", nil)))
 	ns, job := e.Status.TargetNamespace, componentNamed(e, "web").Job
 
 	var d appsv1.Deployment
@@ -188,9 +205,7 @@ func TestDeletedWorkloadIsDegraded(t *testing.T) {
 		Spec:       d.Spec,
 	}
 	require.NoError(t, env.Client.Create(ctx, again))
-	waitWithin(t, e.Name, "Ready again", healthWithin, func(e *petriv1.EphemeralEnvironment) bool {
-		return ready(e) && e.Status.Phase == petriv1.EnvironmentReady
-	})
+	waitReadyAgain(t, e.Name)
 }
 
 // A Job of a release (labelled petri.dev/release, in the environment's
@@ -200,10 +215,7 @@ func TestDeletedWorkloadIsDegraded(t *testing.T) {
 func TestFailedJobOfAReleaseIsDegraded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newEnv("failedjob", app("web", nil))
-	require.NoError(t, env.Client.Create(ctx, e))
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, e) })
-	e = waitFor(t, e.Name, "Ready", ready)
+	e := readyEnvironment(t, newEnv("failedjob", app("web", nil)))
 	ns := e.Status.TargetNamespace
 
 	// The release's own pod spec passes the namespace's Pod Security.
@@ -228,7 +240,38 @@ func TestFailedJobOfAReleaseIsDegraded(t *testing.T) {
 	assert.True(t, strings.HasPrefix(msg, "Job migrate: "), "Ready names the Job: %q", msg)
 
 	require.NoError(t, env.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)))
-	waitWithin(t, e.Name, "Ready again", healthWithin, func(e *petriv1.EphemeralEnvironment) bool {
-		return ready(e) && e.Status.Phase == petriv1.EnvironmentReady
-	})
+	waitReadyAgain(t, e.Name)
+}
+
+// An environment placed in a workload cluster is watched there: its
+// Deployment in that cluster scaled to zero turns it Degraded within 30 s,
+// and so does one that loses availability (its new pod fails on start);
+// each put back, it is Ready again, with nothing deployed for it.
+func TestPlacedEnvironmentWhoseWorkloadStopsIsDegraded(t *testing.T) {
+	t.Parallel()
+	wl := workloadCluster(t)
+	register(t, "watched", wl.Config.Host, 10, nil)
+	ctx := context.Background()
+	e := readyEnvironment(t, placedIn("watched", app("web", nil))("placed-stops"))
+	require.Equal(t, "watched", e.Status.Cluster)
+	ns, job := e.Status.TargetNamespace, componentNamed(e, "web").Job
+
+	changeDeploymentIn(t, wl.Client, ns, "web", scaleTo(0))
+	e = waitWithin(t, e.Name, "Degraded", healthWithin, degraded)
+	assert.Equal(t, "Deployment web: scaled to 0 replicas; its release asks for 1", findCondition(e, petriv1.ConditionReady).Message)
+	assert.Equal(t, job, componentNamed(e, "web").Job, "nothing is deployed for it")
+	changeDeploymentIn(t, wl.Client, ns, "web", scaleTo(1))
+	waitReadyAgain(t, e.Name)
+
+	var d appsv1.Deployment
+	require.NoError(t, wl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &d))
+	original := d.Spec.DeepCopy()
+	changeDeploymentIn(t, wl.Client, ns, "web", failOnStart)
+	e = waitWithin(t, e.Name, "Degraded", healthWithin, degraded)
+	msg := findCondition(e, petriv1.ConditionReady).Message
+	assert.True(t, strings.HasPrefix(msg, "Deployment web: "), "Ready names the Deployment: %q", msg)
+	changeDeploymentIn(t, wl.Client, ns, "web", func(d *appsv1.Deployment) { d.Spec = *original })
+	e = waitReadyAgain(t, e.Name)
+	assert.Equal(t, job, componentNamed(e, "web").Job, "nothing is deployed for it")
+	assert.Equal(t, "watched", e.Status.Cluster)
 }

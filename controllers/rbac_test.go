@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/petri-dev/petri/controllers/internal/naming"
 	"github.com/petri-dev/petri/local/controlplane"
@@ -26,6 +27,12 @@ type access struct {
 
 func checkAccess(t *testing.T, user string, cases []access) {
 	t.Helper()
+	checkAccessIn(t, env.Clientset, user, cases)
+}
+
+// checkAccessIn asks the authorizer of the cluster cs talks to.
+func checkAccessIn(t *testing.T, cs kubernetes.Interface, user string, cases []access) {
+	t.Helper()
 	for _, c := range cases {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User:   user,
@@ -34,10 +41,34 @@ func checkAccess(t *testing.T, user string, cases []access) {
 				Verb: c.verb, Group: c.group, Resource: c.resource, Namespace: c.namespace,
 			},
 		}}
-		res, err := env.Clientset.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+		res, err := cs.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, c.allowed, res.Status.Allowed, "%s %s %s.%s in %q", user, c.verb, c.resource, c.group, c.namespace)
 	}
+}
+
+// In a workload cluster, with what the chart's workload mode installs there
+// (config/rbac), Petri's identity may read the releases' Deployments,
+// StatefulSets, DaemonSets and Jobs in every namespace, for the health
+// watch, and write none of them outside petri-system.
+func TestWorkloadClusterIdentityReadsTheReleasesWorkloadsOnly(t *testing.T) {
+	t.Parallel()
+	wl := workloadCluster(t)
+	const ns = "web-pr-1-ab12"
+	var cases []access
+	for _, r := range []struct{ group, resource string }{{"apps", "deployments"}, {"apps", "statefulsets"}, {"apps", "daemonsets"}, {"batch", "jobs"}} {
+		for _, verb := range []string{"get", "list", "watch"} {
+			cases = append(cases, access{verb, r.group, r.resource, "", true})
+		}
+		for _, verb := range []string{"create", "update", "patch", "delete"} {
+			cases = append(cases, access{verb, r.group, r.resource, ns, false})
+		}
+	}
+	checkAccessIn(t, wl.Clientset, "system:serviceaccount:"+mgmtNS+":petri-operator", append(cases,
+		access{"list", "", "pods", ns, false},
+		access{"get", "", "secrets", ns, false},
+		access{"list", "apps", "replicasets", ns, false},
+	))
 }
 
 // The real API server's authorizer, with the RBAC manifests of config/rbac,

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
 	"github.com/petri-dev/petri/controllers/internal/clusters"
 	"github.com/petri-dev/petri/controllers/internal/fences"
+	"github.com/petri-dev/petri/controllers/internal/health"
 	"github.com/petri-dev/petri/controllers/internal/options"
 )
 
@@ -35,6 +37,10 @@ func probe(ctx context.Context, c *clusters.Conn, o options.Options) (reachable 
 			reachable, reason, message = true, petriv1.ReasonReachable, reachableMessage(o)
 		case <-pctx.Done():
 			reason, message = petriv1.ReasonClusterUnreachable, "its cache has not synced"
+			if denied := deniedReads(ctx, c.Target, o); denied != "" {
+				reason, message = petriv1.ReasonCredentialsRejected, "its cache cannot sync: Petri's identity there may not "+denied+
+					", which the chart's workload-cluster mode grants (install it there again, of this operator's version)"
+			}
 		}
 	case errors.As(err, &notPetri):
 		reason, message = petriv1.ReasonCredentialsNotPetri, err.Error()
@@ -110,4 +116,30 @@ func unreachableMessage(err error) string {
 		return oe.Error()
 	}
 	return err.Error()
+}
+
+// deniedReads says which read the cache of the connection needs beyond
+// what the probe checked the identity may not make (a SelfSubjectAccessReview
+// each): the health watch's kinds in every namespace, unless it is off.
+// Empty when none is denied, or the cluster does not say.
+func deniedReads(ctx context.Context, t *clusters.Target, o options.Options) string {
+	if !o.WorkloadHealth {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	for _, r := range health.Resources {
+		for _, verb := range []string{"list", "watch"} {
+			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: r.Group, Resource: r.Resource},
+			}}
+			if err := t.Client.Create(ctx, review); err != nil {
+				return ""
+			}
+			if !review.Status.Allowed {
+				return fmt.Sprintf("%s %s in every namespace", verb, r.String())
+			}
+		}
+	}
+	return ""
 }

@@ -35,6 +35,10 @@ type Target struct {
 	APIReader client.Reader
 	// NamespaceCache reads its label-selected cache of namespaces.
 	NamespaceCache client.Reader
+	// Workloads reads the health watch's cache of the Deployments,
+	// StatefulSets and DaemonSets of the releases there, ReleaseJobs that
+	// of their Jobs; both nil without the health watch.
+	Workloads, ReleaseJobs client.Reader
 }
 
 // Registry holds the operator's connection to each registered workload
@@ -84,8 +88,10 @@ type Conn struct {
 	// the controllers' sources of its events end with it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// synced is closed once its cache has synced.
+	// synced is closed once its cache has synced, and each of waits
+	// said its part has.
 	synced chan struct{}
+	waits  []func(context.Context) bool
 
 	mu sync.Mutex
 	// reachable, reason and message are the last probe's finding; probed
@@ -209,9 +215,15 @@ func (r *Registry) Connect(name, credentials string, cfg *rest.Config) (*Conn, e
 		}
 	}()
 	go func() {
-		if cl.GetCache().WaitForCacheSync(ctx) {
-			close(c.synced)
+		if !cl.GetCache().WaitForCacheSync(ctx) {
+			return
 		}
+		for _, wait := range c.waits {
+			if !wait(ctx) {
+				return
+			}
+		}
+		close(c.synced)
 	}()
 	r.conns[name] = c
 	return c, nil
@@ -230,8 +242,17 @@ func (r *Registry) Disconnect(name string) {
 // Context ends when the connection is stopped.
 func (c *Conn) Context() context.Context { return c.ctx }
 
-// Synced is closed once the connection's cache has synced.
+// Synced is closed once the connection's cache has synced, and what
+// WaitFor added.
 func (c *Conn) Synced() <-chan struct{} { return c.synced }
+
+// WaitFor adds to what Synced waits for: synced blocks until a part of the
+// connection (an informer the cache starts on first use, a cache of its
+// own) has synced, and reports whether it did before ctx ended. Only from
+// OnConnect: the connection is not started yet.
+func (c *Conn) WaitFor(synced func(ctx context.Context) bool) {
+	c.waits = append(c.waits, synced)
+}
 
 // Record keeps a probe's finding: State answers by it.
 func (c *Conn) Record(reachable bool, reason, message string) {

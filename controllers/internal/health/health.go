@@ -17,11 +17,19 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/petri-dev/petri/api/contract"
 )
+
+// Resources are what the health watch reads of a cluster, in every
+// namespace (get, list, watch): the kinds Judge reads.
+var Resources = []schema.GroupResource{
+	{Group: "apps", Resource: "deployments"}, {Group: "apps", Resource: "statefulsets"},
+	{Group: "apps", Resource: "daemonsets"}, {Group: "batch", Resource: "jobs"},
+}
 
 // Problem is one object that is not running as its release asked.
 type Problem struct {
