@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/petri-dev/petri/api/contract"
 	petriv1 "github.com/petri-dev/petri/api/v1alpha1"
@@ -154,4 +156,24 @@ func TestReleaseJobsAreNotPetris(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want, health.Judge([]client.Object{out.(client.Object)}, nil))
 	assert.Empty(t, out.(*batchv1.Job).Spec.Template.Spec.Containers)
+}
+
+// What the health watch remembers of an environment's workloads goes with
+// the environment: once its teardown releases the finalizer, nothing of it
+// is left (the memory would otherwise grow with every environment ever
+// deleted).
+func TestTeardownForgetsTheEnvironmentsWorkloads(t *testing.T) {
+	env := &petriv1.EphemeralEnvironment{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "petri-system", Name: "gone", UID: "uid-gone", Finalizers: []string{petriv1.Finalizer},
+	}}
+	r := &EphemeralEnvironmentReconciler{
+		Client:    fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(env).Build(),
+		workloads: &workloadWatch{},
+	}
+	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "gone-ab12", Name: "web", Labels: map[string]string{contract.LabelRelease: "web"}}}
+	r.workloads.seen.Missing(string(env.UID), map[string]string{"web": "deploy-web-1"}, []client.Object{web})
+	require.True(t, r.workloads.seen.Remembers(string(env.UID)), "the watch remembers the deployed workload")
+
+	require.NoError(t, r.teardowns().releaseFinalizer(context.Background(), env))
+	assert.False(t, r.workloads.seen.Remembers(string(env.UID)), "nothing of the environment is remembered after its teardown")
 }

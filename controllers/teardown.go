@@ -28,6 +28,9 @@ type teardownSteps struct {
 	jobs       jobRunner
 	proofs     namespaceProofs
 	identities deployerIdentities
+	// forget drops what the health watch remembers of the environment
+	// (by its UID) once it is gone.
+	forget func(uid string)
 }
 
 // teardowns hands the deletion branch and the removal steps the
@@ -36,6 +39,11 @@ func (r *EphemeralEnvironmentReconciler) teardowns() teardownSteps {
 	return teardownSteps{
 		client: r.Client, apiReader: r.APIReader, recorder: r.Recorder, options: r.Options,
 		jobs: r.jobs(), proofs: r.proofs(), identities: r.identities(),
+		forget: func(uid string) {
+			if r.workloads != nil {
+				r.workloads.seen.Forget(uid)
+			}
+		},
 	}
 }
 
@@ -91,6 +99,7 @@ func (t teardownSteps) releaseFinalizer(ctx context.Context, env *petriv1.Epheme
 	if err := objects.SetFinalizer(ctx, t.client, env, false); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("release finalizer: %w", err)
 	}
+	t.forget(string(env.UID))
 	log.FromContext(ctx).Info("Teardown complete, finalizer released")
 	return nil
 }

@@ -287,6 +287,13 @@ func (m *Memory) Missing(env string, deploys map[string]string, objs []client.Ob
 	return missing
 }
 
+// Remembers reports whether anything is remembered of env.
+func (m *Memory) Remembers(env string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.envs[env] != nil
+}
+
 // Forget drops what is remembered of env (it is gone).
 func (m *Memory) Forget(env string) {
 	m.mu.Lock()
